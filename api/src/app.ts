@@ -1,0 +1,23 @@
+import Koa from 'koa';
+import type { ApiDeps } from './deps.js';
+import { healthRoutes } from './features/health/routes.js';
+import { jsonBody } from './middleware/body.js';
+import { errorMiddleware } from './middleware/errors.js';
+import { requestContext } from './middleware/request-context.js';
+
+export const INGEST_PREFIX = '/internal/';
+
+/** Builds the Koa app from its dependencies; no I/O happens here. */
+export function createApp(deps: ApiDeps): Koa {
+  const app = new Koa({ proxy: deps.config.http.trustProxy });
+  app.silent = true; // errors are logged by the error middleware, once
+  app.use(requestContext(deps.log));
+  app.use(errorMiddleware(deps.log));
+  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
+
+  for (const router of [healthRoutes(deps)]) {
+    app.use(router.routes());
+    app.use(router.allowedMethods({ throw: true }));
+  }
+  return app;
+}

@@ -1,0 +1,44 @@
+import { randomUUID } from 'node:crypto';
+import { type BaseConfig, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+
+export interface ApiConfig extends BaseConfig {
+  instanceId: string;
+  http: {
+    host: string;
+    port: number;
+    /** JSON body limit for the public API. */
+    bodyLimit: string;
+    /** Larger limit for the producer ingest endpoint (batches of up to 1,000 events). */
+    ingestBodyLimit: string;
+    /** Read the client IP from X-Forwarded-For (only behind a trusted proxy). */
+    trustProxy: boolean;
+  };
+  auth: {
+    jwtSecret: string;
+    sessionTtlSeconds: number;
+  };
+  ingestToken: string;
+}
+
+const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0000';
+const DEV_INGEST_TOKEN = 'dev-only-ingest-token-change-me-000';
+
+export function loadApiConfig(env: Env): ApiConfig {
+  const base = loadBaseConfig(env, 'event-api');
+  return {
+    ...base,
+    instanceId: read.str(env, 'INSTANCE_ID', `api-${randomUUID().slice(0, 8)}`),
+    http: {
+      host: read.str(env, 'HOST', '127.0.0.1'),
+      port: read.int(env, 'PORT', 3000, 0, 65535),
+      bodyLimit: read.str(env, 'BODY_LIMIT', '1mb'),
+      ingestBodyLimit: read.str(env, 'INGEST_BODY_LIMIT', '16mb'),
+      trustProxy: read.bool(env, 'TRUST_PROXY', false),
+    },
+    auth: {
+      jwtSecret: read.secret(env, 'JWT_SECRET', base.production, DEV_JWT_SECRET, 32),
+      sessionTtlSeconds: 30 * 24 * 3600,
+    },
+    ingestToken: read.secret(env, 'INGEST_TOKEN', base.production, DEV_INGEST_TOKEN, 24),
+  };
+}

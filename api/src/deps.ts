@@ -1,0 +1,32 @@
+import type { Kafka } from 'kafkajs';
+import { createKafka } from '../../shared/src/eventlog/kafka.js';
+import { Lifecycle } from '../../shared/src/lifecycle.js';
+import { createLogger, type Logger } from '../../shared/src/log.js';
+import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
+import type { ApiConfig } from './config.js';
+import { KafkaProbe } from './features/health/kafka-probe.js';
+
+/**
+ * Everything a route or service may use, built once per process (or per test
+ * app). Plain object, no container: tests build their own with overrides.
+ */
+export interface ApiDeps {
+  config: ApiConfig;
+  log: Logger;
+  mongo: Mongo;
+  kafka: Kafka;
+  kafkaProbe: KafkaProbe;
+  lifecycle: Lifecycle;
+  clock: () => Date;
+}
+
+export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
+  const log = overrides.log ?? createLogger('api', config.logLevel).child({ instance: config.instanceId });
+  const mongo = createMongo(config);
+  const kafka = createKafka(config, log);
+  const lifecycle = new Lifecycle(log);
+  const kafkaProbe = new KafkaProbe(createKafka(config, log, { retry: { retries: 0 } }));
+  lifecycle.onStop('mongo', () => mongo.close());
+  lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
+  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock: () => new Date() };
+}

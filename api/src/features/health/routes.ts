@@ -1,0 +1,41 @@
+import Router from '@koa/router';
+import { AppError } from '../../../../shared/src/errors/index.js';
+import { pingMongo } from '../../../../shared/src/mongo/index.js';
+import type { ApiDeps } from '../../deps.js';
+
+const CHECK_TIMEOUT_MS = 2000;
+
+async function check(fn: () => Promise<void>): Promise<string | null> {
+  try {
+    await fn();
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err.message.slice(0, 200) : 'failed';
+  }
+}
+
+export function healthRoutes(deps: ApiDeps): Router {
+  const router = new Router();
+
+  // Liveness: the process is up and its event loop turns.
+  router.get('/healthz', (ctx) => {
+    ctx.body = { status: 'ok' };
+  });
+
+  // Readiness: MongoDB and Kafka answer; otherwise 503 so a balancer routes elsewhere.
+  router.get('/readyz', async (ctx) => {
+    const [mongo, kafka] = await Promise.all([
+      check(() => pingMongo(deps.mongo, CHECK_TIMEOUT_MS)),
+      check(() => deps.kafkaProbe.check(CHECK_TIMEOUT_MS)),
+    ]);
+    const failed = [
+      ...(mongo ? [{ path: 'mongo', message: mongo }] : []),
+      ...(kafka ? [{ path: 'kafka', message: kafka }] : []),
+    ];
+    if (deps.lifecycle.isStopping) failed.push({ path: 'process', message: 'shutting down' });
+    if (failed.length > 0) throw new AppError('unavailable', 'Service is not ready', failed, { 'Retry-After': '5' });
+    ctx.body = { status: 'ready', checks: { mongo: 'ok', kafka: 'ok' } };
+  });
+
+  return router;
+}

@@ -1,0 +1,35 @@
+import type { Context, Next } from 'koa';
+import { koaBody } from 'koa-body';
+import { AppError } from '../../../shared/src/errors/index.js';
+
+const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+
+function parser(limit: string) {
+  return koaBody({
+    json: true,
+    jsonStrict: true,
+    jsonLimit: limit,
+    urlencoded: false,
+    text: false,
+    multipart: false,
+    includeUnparsed: false,
+  });
+}
+
+/**
+ * JSON bodies only. A body of another type is refused with 415 rather than
+ * silently read as empty. The ingest prefix gets the larger batch limit.
+ */
+export function jsonBody(opts: { limit: string; ingestLimit: string; ingestPrefix: string }) {
+  const normal = parser(opts.limit);
+  const ingest = parser(opts.ingestLimit);
+  return async function parseJson(ctx: Context, next: Next): Promise<void> {
+    if (!METHODS_WITH_BODY.has(ctx.method)) return next();
+    const hasBody = Number(ctx.get('Content-Length') || '0') > 0 || ctx.get('Transfer-Encoding') !== '';
+    if (hasBody && !ctx.is('application/json', 'application/*+json')) {
+      throw new AppError('unsupported_media_type', 'Request body must be application/json');
+    }
+    const run = ctx.path.startsWith(opts.ingestPrefix) ? ingest : normal;
+    return run(ctx, next);
+  };
+}

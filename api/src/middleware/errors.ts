@@ -1,0 +1,48 @@
+import type { Context, Next } from 'koa';
+import { AppError, errorBody, type ErrorCode } from '../../../shared/src/errors/index.js';
+import { isDependencyError } from '../../../shared/src/errors/dependency.js';
+import type { Logger } from '../../../shared/src/log.js';
+
+/** Errors thrown by koa-body / co-body / http-errors carry a status and a type. */
+function fromHttpError(err: { status?: number; statusCode?: number; type?: string; expose?: boolean; message?: string }): AppError | null {
+  const status = err.status ?? err.statusCode;
+  if (typeof status !== 'number' || status < 400 || status >= 500) return null;
+  if (status === 413) return new AppError('payload_too_large', 'Request body is larger than the allowed limit');
+  if (status === 415) return new AppError('unsupported_media_type', 'Unsupported content type or charset');
+  if (status === 400 && (err.type === 'entity.parse.failed' || /json/i.test(err.message ?? ''))) {
+    return new AppError('invalid_json', 'Request body is not valid JSON');
+  }
+  const byStatus: Record<number, ErrorCode> = { 400: 'bad_request', 401: 'unauthorized', 403: 'forbidden', 404: 'not_found', 405: 'method_not_allowed', 409: 'conflict' };
+  const code = byStatus[status] ?? 'bad_request';
+  return new AppError(code, err.expose && err.message ? err.message : 'Bad request');
+}
+
+/**
+ * First in the chain: renders every failure as
+ * `{"error":{"code","message","request_id","details"?}}`. Unexpected errors are
+ * logged with their stack and answered with a 500 that exposes nothing.
+ */
+export function errorMiddleware(log: Logger) {
+  return async function renderErrors(ctx: Context, next: Next): Promise<void> {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        throw new AppError('not_found', `No route for ${ctx.method} ${ctx.path}`);
+      }
+    } catch (raw) {
+      let err: AppError;
+      if (raw instanceof AppError) err = raw;
+      else if (isDependencyError(raw)) {
+        log.warn({ err: raw, request_id: ctx.state.requestId }, 'dependency unavailable');
+        err = new AppError('unavailable', 'A backing service is unavailable, try again shortly', undefined, { 'Retry-After': '5' });
+      } else {
+        err = fromHttpError(raw as object) ?? new AppError('internal', 'Internal server error');
+        if (err.code === 'internal') log.error({ err: raw, request_id: ctx.state.requestId, path: ctx.path }, 'unhandled error');
+      }
+      if (ctx.headerSent || !ctx.writable) return;
+      ctx.status = err.status;
+      for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
+      ctx.body = errorBody(err, String(ctx.state.requestId ?? ''));
+    }
+  };
+}

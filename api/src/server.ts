@@ -1,0 +1,59 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ensureIndexes } from '../../shared/src/mongo/index.js';
+import { createApp } from './app.js';
+import type { ApiConfig } from './config.js';
+import { createDeps, type ApiDeps } from './deps.js';
+
+export interface RunningApi {
+  url: string;
+  server: http.Server;
+  deps: ApiDeps;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts one API process's worth of work: dependencies, background consumers
+ * and the HTTP server. Tests call this with port 0.
+ */
+export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {}): Promise<RunningApi> {
+  const deps = opts.deps ?? createDeps(config);
+  const { log, lifecycle } = deps;
+
+  // MongoDB may be down at boot: serve anyway (readyz says 503) and keep trying.
+  const indexes = ensureIndexes(deps.mongo, log).catch((err: unknown) => {
+    log.warn({ err }, 'could not create MongoDB indexes yet; retrying in the background');
+    const timer = setInterval(() => {
+      ensureIndexes(deps.mongo, log).then(() => clearInterval(timer), () => undefined);
+    }, 5000);
+    timer.unref();
+    lifecycle.onStop('index-retry', () => clearInterval(timer));
+  });
+  await indexes;
+
+  const app = createApp(deps);
+  const server = http.createServer(app.callback());
+  // Long-polls last up to 55 s and streams about 50 s: no server timeout may cut them.
+  server.requestTimeout = 0;
+  server.headersTimeout = 20_000;
+  server.keepAliveTimeout = 65_000;
+  server.timeout = 0;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.http.port, config.http.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${port}`;
+  log.info({ url }, 'api listening');
+
+  // Registered last so it runs first: stop taking requests before tearing down what they use.
+  lifecycle.onStop('http', async () => {
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+    });
+  });
+
+  return { url, server, deps, close: () => lifecycle.stop() };
+}

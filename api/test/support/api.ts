@@ -1,0 +1,54 @@
+import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { baseTestEnv } from '../../../shared/test/support/env.js';
+import { loadApiConfig, type ApiConfig } from '../../src/config.js';
+import { startApi, type RunningApi } from '../../src/server.js';
+
+export function testApiConfig(overrides: Record<string, string> = {}): ApiConfig {
+  return loadApiConfig(baseTestEnv(overrides));
+}
+
+/** Starts an API process in-process on a free port; closed when the run ends (or earlier by the test). */
+export async function startTestApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
+  const api = await startApi(testApiConfig(overrides));
+  atRunEnd(() => api.close());
+  return api;
+}
+
+let shared: Promise<[RunningApi, RunningApi]> | null = null;
+
+/**
+ * Two API processes (A and B) sharing the run's Kafka topic and database, as
+ * two pods would. Started once per run: consumer-group joins are slow, so
+ * tests share them and isolate themselves by account.
+ */
+export function sharedApis(): Promise<[RunningApi, RunningApi]> {
+  shared ??= Promise.all([startTestApi({ INSTANCE_ID: 'test-a' }), startTestApi({ INSTANCE_ID: 'test-b' })]);
+  return shared;
+}
+
+export interface JsonResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/** fetch + JSON, for readable tests. */
+export async function call<T = any>(base: string, method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; raw?: string } = {}): Promise<JsonResponse<T>> {
+  const headers: Record<string, string> = { ...opts.headers };
+  let payload: string | undefined = opts.raw;
+  if (opts.body !== undefined) {
+    payload = JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  } else if (opts.raw !== undefined) {
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(base + path, { method, headers, body: payload });
+  const text = await res.text();
+  let body: any = text;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    // leave as text
+  }
+  return { status: res.status, headers: res.headers, body };
+}

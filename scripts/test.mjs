@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+// `npm test`: brings up Kafka and the MongoDB-wire server (or uses KAFKA_BROKERS
+// and MONGO_URL when both are set), runs mocha over every test, and ends with
+// one line `tests: N passed, M failed` taken from mocha's results.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ensureServices } from './infra/services.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const resultsFile = join(root, '.test-results.json');
+
+const services = await ensureServices();
+const env = {
+  ...process.env,
+  ...services,
+  TEST_RUN_ID: process.env.TEST_RUN_ID ?? randomBytes(4).toString('hex'),
+  TEST_RESULTS_FILE: resultsFile,
+};
+rmSync(resultsFile, { force: true });
+
+const mocha = join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
+// Files named on the command line (`npm test -- api/test/x.test.ts`) replace the default set.
+const DEFAULT_SPECS = ['{shared,api,delivery}/src/**/*.test.ts', '{shared,api,delivery}/test/**/*.test.ts'];
+const extra = process.argv.slice(2);
+const specs = extra.some((a) => !a.startsWith('-')) ? [] : DEFAULT_SPECS;
+const args = [mocha, '--reporter', join(root, 'scripts', 'test', 'reporter.cjs'), ...specs, ...extra];
+const child = spawn(process.execPath, args, { cwd: root, env, stdio: 'inherit' });
+const code = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+
+if (existsSync(resultsFile)) {
+  const r = JSON.parse(readFileSync(resultsFile, 'utf8'));
+  console.log(`tests: ${r.passes} passed, ${r.failures} failed` + (r.pending ? `, ${r.pending} skipped` : ''));
+} else {
+  console.log('tests: 0 passed, 1 failed');
+}
+process.exit(code === 0 ? 0 : 1);

@@ -1,0 +1,18 @@
+import { expect } from 'chai';
+import { loadBaseConfig } from './index.js';
+
+describe('config', () => {
+  it('has local defaults so a developer needs no environment', () => {
+    const c = loadBaseConfig({}, 'x');
+    expect(c.kafka.eventsTopic).to.equal('events');
+    expect(c.kafka.eventsPartitions).to.equal(12);
+    expect(c.production).to.equal(false);
+  });
+
+  it('names the bad variable', () => {
+    expect(() => loadBaseConfig({ EVENTS_PARTITIONS: 'many' }, 'x')).to.throw(/EVENTS_PARTITIONS must be an integer/);
+    expect(() => loadBaseConfig({ KAFKA_BROKERS: 'nohost' }, 'x')).to.throw(/KAFKA_BROKERS has a bad entry/);
+    expect(() => loadBaseConfig({ MONGO_URL: 'http://x' }, 'x')).to.throw(/MONGO_URL/);
+    expect(() => loadBaseConfig({ NODE_ENV: 'prod' }, 'x')).to.throw(/NODE_ENV must be one of/);
+  });
+});

@@ -1,0 +1,50 @@
+import { type Env, ConfigError, bool, int, oneOf, str } from './env.js';
+
+export { ConfigError, type Env } from './env.js';
+export * as read from './env.js';
+
+/** Settings both processes need: where Kafka and MongoDB are, and how to log. */
+export interface BaseConfig {
+  nodeEnv: 'development' | 'test' | 'production';
+  production: boolean;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  kafka: {
+    brokers: string[];
+    clientId: string;
+    eventsTopic: string;
+    /** Fixed when the topic is created: cursors and account placement depend on it. */
+    eventsPartitions: number;
+  };
+  mongo: { url: string; dbName: string };
+}
+
+export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
+  const nodeEnv = oneOf(env, 'NODE_ENV', ['development', 'test', 'production'] as const, 'development');
+  const brokers = str(env, 'KAFKA_BROKERS', '127.0.0.1:19092')
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+  for (const broker of brokers) {
+    if (!/^[^\s:]+:\d{1,5}$/.test(broker)) throw new ConfigError('KAFKA_BROKERS', `has a bad entry "${broker}" (want host:port)`);
+  }
+  const mongoUrl = str(env, 'MONGO_URL', 'mongodb://127.0.0.1:27027/');
+  if (!/^mongodb(\+srv)?:\/\//.test(mongoUrl)) throw new ConfigError('MONGO_URL', 'must start with mongodb:// or mongodb+srv://');
+  const topic = str(env, 'EVENTS_TOPIC', 'events');
+  if (!/^[A-Za-z0-9._-]{1,200}$/.test(topic)) throw new ConfigError('EVENTS_TOPIC', 'must be a valid Kafka topic name');
+  const dbName = str(env, 'MONGO_DB', 'event_platform');
+  if (!/^[A-Za-z0-9_-]{1,60}$/.test(dbName)) throw new ConfigError('MONGO_DB', 'must be a plain database name');
+  return {
+    nodeEnv,
+    production: nodeEnv === 'production',
+    logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, nodeEnv === 'test' ? 'silent' : 'info'),
+    kafka: {
+      brokers,
+      clientId: str(env, 'KAFKA_CLIENT_ID', clientId),
+      eventsTopic: topic,
+      eventsPartitions: int(env, 'EVENTS_PARTITIONS', 12, 1, 1000),
+    },
+    mongo: { url: mongoUrl, dbName },
+  };
+}
+
+export { bool, int, str };

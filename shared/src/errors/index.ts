@@ -1,0 +1,66 @@
+/**
+ * One error model for the whole service: throw an AppError with a code from
+ * the table below; the Koa middleware renders it. Anything else is a bug and
+ * becomes a logged 500 that exposes nothing.
+ */
+export const ERROR_STATUS = {
+  bad_request: 400,
+  invalid_json: 400,
+  validation_failed: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  too_many_streams: 429,
+  internal: 500,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+export class AppError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: ErrorDetail[],
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+    this.status = ERROR_STATUS[code];
+  }
+}
+
+export const notFound = (what: string): AppError => new AppError('not_found', `${what} not found`);
+
+export const unavailable = (what: string, retryAfterSeconds = 5): AppError =>
+  new AppError('unavailable', `${what} is unavailable, try again shortly`, undefined, {
+    'Retry-After': String(retryAfterSeconds),
+  });
+
+export const unauthorized = (message = 'Missing or invalid credentials'): AppError =>
+  new AppError('unauthorized', message, undefined, { 'WWW-Authenticate': 'Bearer' });
+
+export function validationFailed(details: ErrorDetail[], message = 'Request validation failed'): AppError {
+  return new AppError('validation_failed', message, details);
+}
+
+export interface ErrorBody {
+  error: { code: string; message: string; request_id: string; details?: ErrorDetail[] };
+}
+
+export function errorBody(err: AppError, requestId: string): ErrorBody {
+  const body: ErrorBody = { error: { code: err.code, message: err.message, request_id: requestId } };
+  if (err.details && err.details.length > 0) body.error.details = err.details;
+  return body;
+}

@@ -1,0 +1,103 @@
+/**
+ * The only module that imports kafkajs. Everything else gets a Kafka handle
+ * from here and names topics through the catalog below.
+ */
+import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
+import type { BaseConfig } from '../config/index.js';
+import type { Logger } from '../log.js';
+
+export type { Admin, Consumer, EachBatchPayload, Producer, KafkaMessage, RecordMetadata } from 'kafkajs';
+export { KafkaJSError } from 'kafkajs';
+
+export interface TopicSpec {
+  name: string;
+  partitions: number;
+  /** What a message on the topic is. */
+  schema: 'EventEnvelope (JSON), key = account_id';
+}
+
+/** Every topic the service uses. */
+export function topicCatalog(config: BaseConfig): { events: TopicSpec } {
+  return {
+    events: {
+      name: config.kafka.eventsTopic,
+      partitions: config.kafka.eventsPartitions,
+      schema: 'EventEnvelope (JSON), key = account_id',
+    },
+  };
+}
+
+const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+  [logLevel.DEBUG]: 'debug',
+};
+
+export function createKafka(config: BaseConfig, logger: Logger, overrides: Partial<KafkaConfig> = {}): Kafka {
+  const log = logger.child({ component: 'kafka' });
+  return new Kafka({
+    clientId: config.kafka.clientId,
+    brokers: config.kafka.brokers,
+    connectionTimeout: 3000,
+    requestTimeout: 10000,
+    retry: { initialRetryTime: 100, retries: 5 },
+    logLevel: logLevel.WARN,
+    logCreator:
+      () =>
+      ({ level, log: entry }: LogEntry) => {
+        const { message, ...rest } = entry;
+        log[LEVELS[level] ?? 'info'](rest, message);
+      },
+    ...overrides,
+  });
+}
+
+/** An idempotent producer: acks from all in-sync replicas, no duplicates on retry. */
+export function createProducer(kafka: Kafka): Producer {
+  return kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner,
+    allowAutoTopicCreation: false,
+  });
+}
+
+export function createConsumer(kafka: Kafka, groupId: string, opts: { sessionTimeout?: number } = {}): Consumer {
+  return kafka.consumer({
+    groupId,
+    allowAutoTopicCreation: false,
+    sessionTimeout: opts.sessionTimeout ?? 10000,
+    heartbeatInterval: 1000,
+    rebalanceTimeout: 15000,
+    maxWaitTimeInMs: 100,
+    retry: { retries: 10, initialRetryTime: 200 },
+  });
+}
+
+/**
+ * Creates the topic when missing. The partition count of an existing topic is
+ * never changed here: cursors and account placement depend on it.
+ */
+export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger): Promise<void> {
+  const existing = await admin.listTopics();
+  if (!existing.includes(spec.name)) {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic: spec.name, numPartitions: spec.partitions }],
+    });
+    logger.info({ topic: spec.name, partitions: spec.partitions }, 'created topic');
+    return;
+  }
+  const meta = await admin.fetchTopicMetadata({ topics: [spec.name] });
+  const count = meta.topics[0]?.partitions.length ?? 0;
+  if (count !== spec.partitions) {
+    logger.warn({ topic: spec.name, configured: spec.partitions, actual: count }, 'topic partition count differs from EVENTS_PARTITIONS; using the topic as it is');
+  }
+}
+
+/** Reads the partition count of a topic as it exists on the broker. */
+export async function partitionCount(admin: Admin, topic: string): Promise<number> {
+  const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+  return meta.topics[0]?.partitions.length ?? 0;
+}
