@@ -104,19 +104,21 @@ function isTtlUnsupported(err: unknown): boolean {
   return (err as { code?: unknown })?.code === 238 || (err as { codeName?: unknown })?.codeName === 'NotImplemented';
 }
 
-/** Creates every index; safe to call on every boot and from several processes. */
+/**
+ * Creates every index; safe to call on every boot and from several processes.
+ * One index per command: FerretDB 1.24 drops the connection (a server-side
+ * panic) when one createIndexes command re-creates two or more existing
+ * indexes, which is what every restart does.
+ */
 export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void> {
   for (const [name, specs] of Object.entries(INDEXES) as [keyof Collections, IndexDescription[]][]) {
-    if (specs.length === 0) continue;
-    const plain = specs.filter((s) => s.expireAfterSeconds === undefined);
-    if (plain.length > 0) await mongo.collections[name].createIndexes(plain);
-    for (const ttl of specs.filter((s) => s.expireAfterSeconds !== undefined)) {
+    for (const spec of specs) {
       try {
-        await mongo.collections[name].createIndexes([ttl]);
+        await mongo.collections[name].createIndexes([spec]);
       } catch (err) {
-        if (!isTtlUnsupported(err)) throw err;
+        if (spec.expireAfterSeconds === undefined || !isTtlUnsupported(err)) throw err;
         // Readers check expiry themselves; only the clean-up of old documents is lost.
-        logger.info({ collection: name, index: ttl.name }, 'server has no TTL indexes; expired documents stay until overwritten');
+        logger.info({ collection: name, index: spec.name }, 'server has no TTL indexes; expired documents stay until overwritten');
       }
     }
   }
