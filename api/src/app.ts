@@ -1,5 +1,6 @@
 import Koa from 'koa';
 import type { ApiDeps } from './deps.js';
+import { dashboardRoutes } from './features/dashboard/routes.js';
 import { healthRoutes } from './features/health/routes.js';
 import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
@@ -15,7 +16,7 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(errorMiddleware(deps.log));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
 
-  for (const router of [healthRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes()]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }
