@@ -1,6 +1,7 @@
 import Koa from 'koa';
 import type { ApiDeps } from './deps.js';
 import { authRoutes } from './features/auth/routes.js';
+import { dashboardRoutes } from './features/dashboard/routes.js';
 import { healthRoutes } from './features/health/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
 import { jsonBody } from './middleware/body.js';
@@ -19,7 +20,7 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(errorMiddleware(deps.log));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
 
-  for (const router of [healthRoutes(deps), authRoutes(deps), keyRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

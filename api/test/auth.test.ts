@@ -124,10 +124,12 @@ describe('accounts: signup, login, me', () => {
       expect(res.body.error.details).to.deep.include({ path: 'remember', message: 'is not an allowed field' });
     });
 
-    it('accepts 8 characters exactly, and null for the optional fields', async () => {
-      const res = await call(a.url, 'POST', '/api/auth/signup', { body: { email: freshEmail(), name: 'Min', password: '12345678', phone: null, plan: null } });
-      expect(res.status, JSON.stringify(res.body)).to.equal(201);
-      expect(res.body.user).to.include({ phone: null, plan: null });
+    it('accepts 8 characters exactly, and null or blank for the optional fields', async () => {
+      for (const blank of [null, '', '  ']) {
+        const res = await call(a.url, 'POST', '/api/auth/signup', { body: { email: freshEmail(), name: 'Min', password: '12345678', phone: blank, plan: blank } });
+        expect(res.status, JSON.stringify(res.body)).to.equal(201);
+        expect(res.body.user).to.include({ phone: null, plan: null });
+      }
     });
   });
 

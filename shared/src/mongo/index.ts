@@ -104,21 +104,18 @@ function isTtlUnsupported(err: unknown): boolean {
   return (err as { code?: unknown })?.code === 238 || (err as { codeName?: unknown })?.codeName === 'NotImplemented';
 }
 
-/**
- * Creates every index; safe to call on every boot and from several processes.
- * One index per command: FerretDB 1.24 drops the connection (a server-side
- * panic) when one createIndexes command re-creates two or more existing
- * indexes, which is what every restart does.
- */
+/** Creates every index; safe to call on every boot and from several processes. */
 export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void> {
   for (const [name, specs] of Object.entries(INDEXES) as [keyof Collections, IndexDescription[]][]) {
-    for (const spec of specs) {
+    // One index per call: FerretDB 1.24 panics on a multi-index createIndexes
+    // when the indexes already exist (a second boot), closing the connection.
+    for (const { key, ...options } of specs) {
       try {
-        await mongo.collections[name].createIndexes([spec]);
+        await mongo.collections[name].createIndex(key, options);
       } catch (err) {
-        if (spec.expireAfterSeconds === undefined || !isTtlUnsupported(err)) throw err;
+        if (options.expireAfterSeconds === undefined || !isTtlUnsupported(err)) throw err;
         // Readers check expiry themselves; only the clean-up of old documents is lost.
-        logger.info({ collection: name, index: spec.name }, 'server has no TTL indexes; expired documents stay until overwritten');
+        logger.info({ collection: name, index: options.name }, 'server has no TTL indexes; expired documents stay until overwritten');
       }
     }
   }

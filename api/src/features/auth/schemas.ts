@@ -58,5 +58,7 @@ export function normalizeAccountBody(body: unknown): unknown {
     if (typeof value === 'string') out[field] = value.trim();
   }
   if (typeof out.email === 'string') out.email = out.email.toLowerCase();
+  // Forms send optional fields left empty as "": that means "not given".
+  for (const field of ['phone', 'plan']) if (out[field] === '') out[field] = null;
   return out;
 }
