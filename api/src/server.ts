@@ -4,6 +4,7 @@ import { ensureIndexes } from '../../shared/src/mongo/index.js';
 import { createApp } from './app.js';
 import type { ApiConfig } from './config.js';
 import { createDeps, type ApiDeps } from './deps.js';
+import { answerClientError } from './middleware/client-error.js';
 
 export interface RunningApi {
   url: string;
@@ -38,6 +39,7 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   server.headersTimeout = 20_000;
   server.keepAliveTimeout = 65_000;
   server.timeout = 0;
+  server.on('clientError', answerClientError(log));
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
