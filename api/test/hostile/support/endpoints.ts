@@ -47,6 +47,8 @@ export interface Endpoint {
   holdsOpen?: boolean;
   /** Not JSON on success (static files, redirects). */
   nonJson?: boolean;
+  /** Largest body accepted (413 above it); 1 MB unless said. */
+  bodyLimitBytes?: number;
   /** Fuzz cases for this endpoint (each is one HTTP request). */
   runs: number;
 }

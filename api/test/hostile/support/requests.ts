@@ -27,7 +27,7 @@ const CONTENT_TYPES = [
   ';;;',
 ];
 
-const HEADER_NAMES = ['authorization', 'x-api-key', 'content-type', 'x-request-id', 'accept', 'accept-encoding', 'last-event-id', 'origin', 'x-forwarded-for', 'mcp-protocol-version', 'cookie', 'range', 'if-none-match'];
+const HEADER_NAMES = ['authorization', 'x-api-key', 'content-type', 'content-encoding', 'x-request-id', 'accept', 'accept-encoding', 'last-event-id', 'origin', 'x-forwarded-for', 'mcp-protocol-version', 'cookie', 'range', 'if-none-match'];
 
 function bodyArb(ep: Endpoint, f: Fixture): fc.Arbitrary<{ body?: string; contentType?: string }> {
   const json = (v: unknown): { body: string } => ({ body: JSON.stringify(v) ?? 'null' });
