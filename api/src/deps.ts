@@ -1,10 +1,11 @@
-import type { Kafka } from 'kafkajs';
-import { createKafka } from '../../shared/src/eventlog/kafka.js';
+import { createKafka, type Kafka } from '../../shared/src/eventlog/kafka.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import type { ApiConfig } from './config.js';
+import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
+import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
 
 /**
  * Everything a route or service may use, built once per process (or per test
@@ -18,6 +19,9 @@ export interface ApiDeps {
   kafkaProbe: KafkaProbe;
   lifecycle: Lifecycle;
   clock: () => Date;
+  /** The event log: producer, materializer, fan-out and live waiters. */
+  events: EventsRuntime;
+  streams: StreamsRuntime;
 }
 
 export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
@@ -28,5 +32,8 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   const kafkaProbe = new KafkaProbe(createKafka(config, log, { retry: { retries: 0 } }));
   lifecycle.onStop('mongo', () => mongo.close());
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
-  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock: () => new Date() };
+  const clock = (): Date => new Date();
+  const events = createEventsRuntime(config, log, kafka, mongo);
+  const streams = createStreamsRuntime(config, mongo, clock);
+  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock, events, streams };
 }
