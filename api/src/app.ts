@@ -1,5 +1,6 @@
 import Koa from 'koa';
 import type { ApiDeps } from './deps.js';
+import { dashboardRoutes } from './features/dashboard/routes.js';
 import { healthRoutes } from './features/health/routes.js';
 import { ingestAuth } from './features/ingest/auth.js';
 import { ingestRoutes } from './features/ingest/routes.js';
@@ -18,7 +19,7 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
 
-  for (const router of [healthRoutes(deps), ingestRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), ingestRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

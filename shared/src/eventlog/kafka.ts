@@ -7,7 +7,6 @@ import type { BaseConfig } from '../config/index.js';
 import type { Logger } from '../log.js';
 
 export type { Admin, Consumer, EachBatchPayload, Kafka, Producer, KafkaMessage, RecordMetadata } from 'kafkajs';
-export { KafkaJSError } from 'kafkajs';
 
 export interface TopicSpec {
   name: string;

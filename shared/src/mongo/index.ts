@@ -92,8 +92,11 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
 /** Creates every index; safe to call on every boot and from several processes. */
 export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void> {
   for (const [name, specs] of Object.entries(INDEXES) as [keyof Collections, IndexDescription[]][]) {
-    if (specs.length === 0) continue;
-    await mongo.collections[name].createIndexes(specs);
+    // One index per call: FerretDB 1.24 panics on a multi-index createIndexes
+    // when the indexes already exist (a second boot), closing the connection.
+    for (const { key, ...options } of specs) {
+      await mongo.collections[name].createIndex(key, options);
+    }
   }
   logger.debug('mongo indexes ensured');
 }
