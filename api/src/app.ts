@@ -4,6 +4,7 @@ import { dashboardRoutes } from './features/dashboard/routes.js';
 import { healthRoutes } from './features/health/routes.js';
 import { ingestAuth } from './features/ingest/auth.js';
 import { ingestRoutes } from './features/ingest/routes.js';
+import { streamRoutes } from './features/streams/routes.js';
 import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
 import { requestContext } from './middleware/request-context.js';
@@ -19,7 +20,7 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes(), ingestRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), ingestRoutes(deps), streamRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }
