@@ -5,6 +5,7 @@ import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import type { ApiConfig } from './config.js';
 import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
+import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
 
 /**
@@ -19,6 +20,8 @@ export interface ApiDeps {
   kafkaProbe: KafkaProbe;
   lifecycle: Lifecycle;
   clock: () => Date;
+  /** Request budgets shared by every API process through MongoDB. */
+  limits: RateLimits;
   /** The event log: producer, materializer, fan-out and live waiters. */
   events: EventsRuntime;
   streams: StreamsRuntime;
@@ -32,8 +35,9 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   const kafkaProbe = new KafkaProbe(createKafka(config, log, { retry: { retries: 0 } }));
   lifecycle.onStop('mongo', () => mongo.close());
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
+  const limits = createRateLimits(config, mongo, log);
   const clock = (): Date => new Date();
   const events = createEventsRuntime(config, log, kafka, mongo);
   const streams = createStreamsRuntime(config, mongo, clock);
-  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock, events, streams };
+  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock, limits, events, streams };
 }
