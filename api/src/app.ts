@@ -2,6 +2,7 @@ import Koa from 'koa';
 import type { ApiDeps } from './deps.js';
 import { authRoutes } from './features/auth/routes.js';
 import { dashboardRoutes } from './features/dashboard/routes.js';
+import { eventRoutes } from './features/events/routes.js';
 import { healthRoutes } from './features/health/routes.js';
 import { ingestAuth } from './features/ingest/auth.js';
 import { ingestRoutes } from './features/ingest/routes.js';
@@ -24,7 +25,7 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), streamRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

@@ -33,7 +33,7 @@ export function resolveSince(deps: ApiDeps, accountId: string, raw: string, fiel
 
 /** GET /api/v1/events: the account's events strictly after `since`, oldest first. */
 export async function listEvents(deps: ApiDeps, accountId: string, input: ListEventsInput | Record<string, unknown>): Promise<EventPage> {
-  const q = listEventsQuery({ ...input });
+  const q = listEventsQuery({ ...input }); // a copy: validation coerces query strings in place
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
   let docs;
   try {
@@ -51,8 +51,8 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
  * once. `signal` ends the wait early (client gone); shutdown ends it as a
  * timeout so clients simply loop.
  */
-export async function waitForEvent(deps: ApiDeps, accountId: string, input: WaitInput | Record<string, unknown>, signal?: AbortSignal): Promise<WaitResult> {
-  const q = waitBody({ ...input });
+export async function waitForEvent(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
+  const q = waitBody(input); // validated here, whoever calls: the input may be anything
   const { longPollMaxMs, longPollDefaultMs, handoffTimeoutMs } = deps.config.events;
   const timeoutMs = q.timeout_ms ?? Math.min(longPollDefaultMs, longPollMaxMs);
   if (timeoutMs > longPollMaxMs) throw validationFailed([{ path: 'timeout_ms', message: `must be <= ${longPollMaxMs}` }]);

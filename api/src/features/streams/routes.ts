@@ -1,13 +1,23 @@
 import Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
+import { authenticate, authOf } from '../../middleware/auth.js';
 import { resolveSince } from '../events/service.js';
 import { parseTypes, streamQuery } from './schemas.js';
-import { prepareStream } from './service.js';
+import { createStreamToken, prepareStream } from './service.js';
 import { verifyStreamToken } from './tokens.js';
 
-/** GET /api/v1/events/stream?token=svcst_…[&types=a,b][&since=cursor]: server-sent events. */
+/**
+ * POST /api/v1/events/stream-token (session or API key) and
+ * GET /api/v1/events/stream?token=svcst_…[&types=a,b][&since=cursor] (server-sent events).
+ */
 export function streamRoutes(deps: ApiDeps): Router {
   const router = new Router({ prefix: '/api/v1/events' });
+
+  router.post('/stream-token', authenticate(deps), (ctx) => {
+    ctx.status = 201;
+    ctx.body = createStreamToken(deps, authOf(ctx).accountId, ctx.origin);
+    ctx.set('Cache-Control', 'no-store');
+  });
 
   router.get('/stream', async (ctx) => {
     // The token first: without a valid one nothing else about the request is looked at.
