@@ -55,6 +55,10 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   lifecycle.onStop('http', async () => {
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
+      // Keep-alive connections go idle as their last response (a long-poll just
+      // released, a stream just ended) is written: close each as soon as it does.
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
+      server.once('close', () => clearInterval(sweep));
       server.closeIdleConnections();
     });
   });
