@@ -24,8 +24,11 @@ export interface MaterializerOptions {
   /** Told each watermark this process writes (feeds the local WatermarkReader). */
   onWatermark?: (partition: number, offset: bigint) => void;
   chunkSize?: number;
-  /** Test hook: return 'crash' to act as if the process died right after writing the events. */
-  afterEventsWritten?: (partition: number, lastOffset: bigint) => 'crash' | void;
+  /**
+   * Test hook, called after each write of a chunk (`events`, then `watermark`):
+   * return 'crash' to act as if the process died right there.
+   */
+  afterWrite?: (stage: 'events' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
 }
 
 const MAX_BACKOFF_MS = 5000;
@@ -78,17 +81,14 @@ export class Materializer {
     for (;;) {
       try {
         if (docs.length > 0) await this.opts.events.bulkWrite(upserts(docs), { ordered: true });
-        if (this.opts.afterEventsWritten?.(partition, lastOffset) === 'crash') {
-          this.crashed = true;
-          return false;
-        }
+        if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
         await this.opts.watermarks.updateOne(
           { _id: watermarkId(this.opts.topic, partition) },
           { $max: { offset: Number(lastOffset) }, $set: { updated_at: new Date() }, $setOnInsert: { topic: this.opts.topic, partition } },
           { upsert: true },
         );
         this.opts.onWatermark?.(partition, lastOffset);
-        return true;
+        return !this.crashesAfter('watermark', partition, chunk, lastOffset);
       } catch (err) {
         this.opts.log.warn({ err, partition, lastOffset: lastOffset.toString(), retryInMs: backoff }, 'materializer write failed; retrying');
         if (lost()) return false;
@@ -98,6 +98,12 @@ export class Materializer {
         if (lost()) return false;
       }
     }
+  }
+
+  private crashesAfter(stage: 'events' | 'watermark', partition: number, chunk: KafkaMessage[], lastOffset: bigint): boolean {
+    if (this.opts.afterWrite?.(stage, partition, BigInt((chunk[0] as KafkaMessage).offset), lastOffset) !== 'crash') return false;
+    this.crashed = true;
+    return true;
   }
 
   private decode(partition: number, chunk: KafkaMessage[]): EventDoc[] {
