@@ -21,13 +21,13 @@ describe('materializer crash safety', function () {
   let eventLog: EventLog;
   const running: Materializer[] = [];
 
-  const materializer = (hook?: MaterializerOptions['afterWrite']): Materializer => {
+  const materializer = (hook?: MaterializerOptions['afterWrite'], groupId = config.events.materializerGroupId): Materializer => {
     const m = new Materializer({
       kafka,
       events: mongo.collections.events,
       watermarks: mongo.collections.watermarks,
       topic,
-      groupId: config.events.materializerGroupId,
+      groupId,
       log,
       chunkSize: 20,
       afterWrite: hook,
@@ -115,4 +115,23 @@ describe('materializer crash safety', function () {
       }
     });
   }
+
+  it('never moves a watermark back, even when the log is replayed from the start (offsets lost)', async () => {
+    const before = await watermarks();
+    const total = await mongo.collections.events.countDocuments({});
+    expect(before.size).to.be.greaterThan(0);
+    // A new group starts from the beginning and stops after raising its first watermark: offset 19 of some partition.
+    let stoppedAt: { partition: number; offset: bigint } | null = null;
+    const replay = materializer((at, partition, _first, lastOffset) => {
+      if (at !== 'watermark' || stoppedAt) return;
+      stoppedAt = { partition, offset: lastOffset };
+      return 'crash';
+    }, `${config.events.materializerGroupId}.replay`);
+    await replay.start();
+    const stopped = await eventually(async () => stoppedAt ?? undefined, 30_000);
+    await replay.stop();
+    expect(Number(stopped.offset)).to.be.below(before.get(stopped.partition)!);
+    expect((await watermarks()).get(stopped.partition)).to.equal(before.get(stopped.partition));
+    expect(await mongo.collections.events.countDocuments({})).to.equal(total);
+  });
 });
