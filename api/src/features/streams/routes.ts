@@ -15,7 +15,9 @@ export function streamRoutes(deps: ApiDeps): Router {
 
   router.post('/stream-token', authenticate(deps), (ctx) => {
     ctx.status = 201;
-    ctx.body = createStreamToken(deps, authOf(ctx).accountId, ctx.origin);
+    // The URL the caller reached us at (X-Forwarded-Proto/Host count behind TRUST_PROXY); relative without a Host.
+    const base = ctx.host ? `${ctx.protocol}://${ctx.host}` : '';
+    ctx.body = createStreamToken(deps, authOf(ctx).accountId, base);
     ctx.set('Cache-Control', 'no-store');
   });
 
