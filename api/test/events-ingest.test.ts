@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { DEV_INGEST_TOKEN } from '../src/config.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount } from './support/accounts.js';
@@ -95,5 +97,16 @@ describe('ingest: POST /internal/v1/events', function () {
     expect(many.status).to.equal(400);
     expect(many.body.error.details[0].path).to.equal('events');
     expect(await storedAfterMarker(account)).to.deep.equal([]);
+  });
+
+  it('scripts/emit sends events for an account through this endpoint', async () => {
+    const account = fakeAccountId();
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'scripts/emit.ts', '--url', a.url, '--account', account, '--type', 'random', '--count', '5', '--batch', '2', '--rate', '0'], {
+      env: { ...process.env, INGEST_TOKEN: '' },
+    });
+    const lines = stdout.trim().split('\n').map((l) => l.split('\t'));
+    expect(lines).to.have.length(5);
+    expect(stderr).to.match(/5 events for usr_/);
+    expect(await storedAfterMarker(account)).to.deep.equal(lines.map((l) => l[1]));
   });
 });
