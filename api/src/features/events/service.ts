@@ -67,7 +67,7 @@ export async function waitForEvent(deps: ApiDeps, accountId: string, input: Wait
       types: q.types && q.types.length > 0 ? q.types : null,
       since,
       pageSize: 1,
-      maxQueue: 16,
+      maxQueue: { events: 16, bytes: 4 * 1024 * 1024 }, // only the first event matters
     });
   } catch (err) {
     throw asUnavailable(err, 'Event history');

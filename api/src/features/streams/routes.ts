@@ -40,7 +40,8 @@ export function streamRoutes(deps: ApiDeps): Router {
     // From here the response is ours, not Koa's: headers and bytes go out as they are written.
     ctx.respond = false;
     ctx.status = 200;
-    ctx.state.streamEnd = await stream.run(ctx.res, abort.signal);
+    const end = await stream.run(ctx.res, abort.signal);
+    deps.log.info({ request_id: ctx.state.requestId, account_id: accountId, end }, 'stream closed');
   });
 
   return router;
