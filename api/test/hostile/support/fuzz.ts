@@ -1,6 +1,5 @@
 /** Running a bounded fast-check property against live API processes, counted for the report. */
 import fc from 'fast-check';
-import { createAccount } from '../../support/accounts.js';
 import type { RunningApi } from '../../../src/server.js';
 import { endpointName, type Endpoint, type Fixture } from './endpoints.js';
 import { describeRequest, send } from './http.js';
@@ -15,7 +14,7 @@ const FUZZ_SCALE = Number(process.env.FUZZ_SCALE ?? '1');
 export const runsOf = (n: number): number => Math.max(1, Math.round(n * FUZZ_SCALE));
 
 /** Client patience for endpoints that hold requests open; long enough for every refusal. */
-const HOLD_OPEN_PATIENCE_MS = 1500;
+const HOLD_OPEN_PATIENCE_MS = 1000;
 
 /**
  * Runs `runs` cases of `arb` through `check`, counting them under `label`.
@@ -44,13 +43,6 @@ export async function checkCase(api: RunningApi, ep: Endpoint, req: FuzzCase): P
   if (req.credentialTampered && res.status < 400) {
     throw new Error(`${describeRequest(req)} -> ${res.status} with a tampered credential`);
   }
-}
-
-/** One fresh account per endpoint, so key rotations and deletions stay in their own account. */
-export async function fixtureFor(api: RunningApi, extra: (f: Fixture) => Promise<Partial<Fixture>> = async () => ({})): Promise<Fixture> {
-  const account = await createAccount(api.url);
-  const f: Fixture = { account };
-  return { ...f, ...(await extra(f)) };
 }
 
 export function fuzzEndpoint(apis: () => [RunningApi, RunningApi], ep: Endpoint, fixture: () => Promise<Fixture>, ingestToken: string): () => Promise<void> {
