@@ -46,15 +46,20 @@ function failed(details: ErrorDetail[]): AppError {
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
 /**
- * The first string (value or key) holding a lone surrogate, which JSON can
- * carry as "\ud800" but UTF-8 storage cannot: MongoDB would silently store
- * U+FFFD instead. Iterative, so any nesting depth is fine.
+ * The first value ajv lets through that must not pass: a string (value or
+ * key) holding a lone surrogate, which JSON can carry as "\ud800" but UTF-8
+ * storage cannot (MongoDB would silently store U+FFFD instead); or a number
+ * that is not finite ("1e400" in a JSON body, or coerced from a query string:
+ * ajv skips minimum/maximum for Infinity, so `limit=1e400` passed
+ * `maximum: 500`). Iterative, so any nesting depth is fine.
  */
-function illFormedString(value: unknown, root: string): ErrorDetail | null {
+function unacceptable(value: unknown, root: string): ErrorDetail | null {
   const stack: [unknown, string][] = [[value, '']];
   while (stack.length > 0) {
     const [v, path] = stack.pop()!;
-    if (typeof v === 'string') {
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return { path: path || root, message: 'must be a finite number' };
+    } else if (typeof v === 'string') {
       if (LONE_SURROGATE.test(v)) return { path: path || root, message: 'must be well-formed Unicode (it has a lone surrogate)' };
     } else if (Array.isArray(v)) {
       v.forEach((item, i) => stack.push([item, path ? `${path}.${i}` : String(i)]));
@@ -73,8 +78,8 @@ function build<T>(instance: Ajv, schema: Schema | JSONSchemaType<T>, root: strin
   const check: ValidateFunction = instance.compile(schema as Schema);
   const fn = ((value: unknown): T => {
     if (!check(value)) throw failed(toDetails(check.errors, root));
-    const unicode = illFormedString(value, root);
-    if (unicode) throw validationFailed([unicode]);
+    const problem = unacceptable(value, root);
+    if (problem) throw validationFailed([problem]);
     return value as T;
   }) as Validator<T>;
   fn.schema = schema as Schema;
