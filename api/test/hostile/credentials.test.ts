@@ -8,7 +8,8 @@ import fc from 'fast-check';
 import type { RunningApi } from '../../src/server.js';
 import { bearer, type TestAccount } from '../support/accounts.js';
 import { call, sharedApis } from '../support/api.js';
-import { badCredentials, type BadCredential } from './support/credentials.js';
+import { badCredentials, badStreamTokens, type BadCredential } from './support/credentials.js';
+import { mintStreamToken } from './support/fixtures.js';
 import { ENDPOINTS, endpointName, pathOf, type Endpoint, type Fixture } from './support/endpoints.js';
 import { answer, describeRequest, type HostileRequest } from './support/http.js';
 import { assertSafe } from './support/oracle.js';
@@ -41,7 +42,7 @@ describe('hostile: credential matrix', function () {
 
   before(async () => {
     apis = await sharedApis();
-    ({ victim, creds } = await badCredentials(apis[0]));
+    ({ victim, creds } = await badCredentials(apis[0], (v) => mintStreamToken(apis[0], v.apiKey)));
     keyHashBefore = (await apis[0].deps.mongo.collections.apiKeys.findOne({ _id: victim.userId }))?.hash;
   });
 
@@ -50,6 +51,43 @@ describe('hostile: credential matrix', function () {
       const req = validRequest(ep, { account: victim });
       let n = 0;
       for (const cred of creds) {
+        await expectRefused(apis[n % 2]!, req, cred);
+        n += 1;
+      }
+      record('credentials', endpointName(ep), n);
+    });
+  }
+
+  for (const ep of ENDPOINTS.filter((e) => e.auth === 'stream_token')) {
+    it(`refuses every token but a live stream token in the URL of ${endpointName(ep)} with 401`, async () => {
+      const tokens = badStreamTokens(apis[0], victim);
+      let n = 0;
+      for (const { label, token } of tokens) {
+        const path = token === null ? pathOf(ep, { account: victim }) : `${pathOf(ep, { account: victim })}?token=${encodeURIComponent(token)}`;
+        await expectRefused(apis[n % 2]!, { method: ep.method, path, timeoutMs: 5000 }, { label, headers: {} });
+        // A valid credential in a header does not stand in for the token either.
+        await expectRefused(apis[n % 2]!, { method: ep.method, path, timeoutMs: 5000 }, { label: `${label} + API key header`, headers: bearer(victim.apiKey) });
+        n += 2;
+      }
+      record('credentials', endpointName(ep), n);
+    });
+  }
+
+  for (const ep of ENDPOINTS.filter((e) => e.auth === 'ingest')) {
+    it(`refuses anything but the ingest token on ${endpointName(ep)} with 401`, async () => {
+      const ingestToken = apis[0].deps.config.ingestToken;
+      const wrong: BadCredential[] = [
+        { label: 'no credential', headers: {} },
+        { label: "a user's API key", headers: bearer(victim.apiKey) },
+        { label: "a user's session token", headers: bearer(victim.token) },
+        { label: 'the ingest token in X-API-Key', headers: { 'x-api-key': ingestToken } },
+        { label: 'the ingest token with a character more', headers: bearer(`${ingestToken}x`) },
+        { label: 'the ingest token cut short', headers: bearer(ingestToken.slice(0, -1)) },
+        { label: 'the ingest token as Basic', headers: { authorization: `Basic ${ingestToken}` } },
+      ];
+      const req = validRequest(ep, { account: victim });
+      let n = 0;
+      for (const cred of wrong) {
         await expectRefused(apis[n % 2]!, req, cred);
         n += 1;
       }

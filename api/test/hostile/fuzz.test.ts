@@ -7,7 +7,8 @@
 import type { RunningApi } from '../../src/server.js';
 import { sharedApis } from '../support/api.js';
 import { ENDPOINTS, endpointName } from './support/endpoints.js';
-import { fixtureFor, fuzzEndpoint } from './support/fuzz.js';
+import { fuzzEndpoint } from './support/fuzz.js';
+import { richFixture } from './support/fixtures.js';
 import { total } from './support/tally.js';
 
 describe('hostile: fuzzing every endpoint', function () {
@@ -24,7 +25,7 @@ describe('hostile: fuzzing every endpoint', function () {
 
   for (const ep of ENDPOINTS) {
     it(`answers ${endpointName(ep)} safely, whatever the body, query and headers`, async () => {
-      await fuzzEndpoint(() => apis, ep, () => fixtureFor(apis[0]), apis[0].deps.config.ingestToken)();
+      await fuzzEndpoint(() => apis, ep, () => richFixture(apis[0]), apis[0].deps.config.ingestToken)();
     });
   }
 });

@@ -22,6 +22,11 @@ function servedRoutes(middleware: unknown[]): string[] {
     const router = (fn as { router?: Router }).router;
     if (!router) continue;
     for (const layer of router.stack as unknown as RouterLayer[]) {
+      // router.all() registers every method Node knows: one row, ALL, in the table.
+      if (layer.methods.length > 10) {
+        routes.add(`ALL ${String(layer.path)}`);
+        continue;
+      }
       for (const method of layer.methods) {
         if (method !== 'HEAD') routes.add(`${method} ${String(layer.path)}`);
       }

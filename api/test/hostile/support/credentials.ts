@@ -6,6 +6,7 @@ import jwt from 'jsonwebtoken';
 import type { RunningApi } from '../../../src/server.js';
 import { bearer, createAccount, type TestAccount } from '../../support/accounts.js';
 import { call } from '../../support/api.js';
+import { mintStreamToken } from '../../../src/features/streams/tokens.js';
 
 export interface BadCredential {
   label: string;
@@ -90,4 +91,28 @@ export async function badCredentials(api: RunningApi, streamToken?: (victim: Tes
     { label: 'stream token in X-API-Key', headers: { 'x-api-key': stream } },
   ];
   return { victim, creds };
+}
+
+/** Values of the stream URL's `token` parameter that must be refused (null: no parameter at all). */
+export function badStreamTokens(api: RunningApi, victim: TestAccount): { label: string; token: string | null }[] {
+  const key = api.deps.streams.tokenKey;
+  const ttl = api.deps.config.streams.tokenTtlSeconds;
+  const live = mintStreamToken(key, victim.userId, new Date(), ttl).token;
+  const expired = mintStreamToken(key, victim.userId, new Date(Date.now() - (ttl + 5) * 1000), ttl).token;
+  const foreignKey = mintStreamToken(Buffer.alloc(32, 7), victim.userId, new Date(), ttl).token;
+  const [signed, signature] = live.split('.') as [string, string];
+  const otherAccount = mintStreamToken(key, 'usr_000000000000000000000000', new Date(), ttl).token.split('.')[0]!;
+  return [
+    { label: 'no token parameter', token: null },
+    { label: 'empty token', token: '' },
+    { label: 'API key in the stream URL', token: victim.apiKey },
+    { label: 'session token in the stream URL', token: victim.token },
+    { label: 'expired stream token', token: expired },
+    { label: 'stream token signed with another key', token: foreignKey },
+    { label: 'stream token with a flipped signature', token: `${signed}.${flipLast(signature)}` },
+    { label: 'stream token with its payload swapped for another account', token: `${otherAccount}.${signature}` },
+    { label: 'stream token without its signature', token: signed },
+    { label: 'stream token prefix only', token: 'svcst_' },
+    { label: 'stream token of 5,000 characters', token: `svcst_${'A'.repeat(5000)}.${signature}` },
+  ];
 }

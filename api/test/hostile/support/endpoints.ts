@@ -5,6 +5,7 @@
  * new endpoint cannot ship unfuzzed.
  */
 import fc from 'fast-check';
+import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
 import { bearer, type TestAccount } from '../../support/accounts.js';
 
 export type AuthKind =
@@ -15,7 +16,9 @@ export type AuthKind =
   /** The producer ingest token. */
   | 'ingest'
   /** A stream token in the `token` query parameter. */
-  | 'stream_token';
+  | 'stream_token'
+  /** MCP: discovery is open; tools/call takes the API key as Bearer. */
+  | 'mcp';
 
 /** What one account owns that endpoints refer to. */
 export interface Fixture {
@@ -28,7 +31,8 @@ export interface Fixture {
 }
 
 export interface Endpoint {
-  method: 'GET' | 'POST' | 'DELETE';
+  /** ALL: a route that answers every other method (with 405). */
+  method: 'GET' | 'POST' | 'DELETE' | 'OPTIONS' | 'ALL';
   /** As the router declares it, e.g. `/api/v1/webhooks/:id`. */
   route: string;
   auth: AuthKind;
@@ -47,6 +51,8 @@ export interface Endpoint {
   holdsOpen?: boolean;
   /** Not JSON on success (static files, redirects). */
   nonJson?: boolean;
+  /** Errors are JSON-RPC error objects rather than the house shape. */
+  jsonRpc?: boolean;
   /** Largest body accepted (413 above it); 1 MB unless said. */
   bodyLimitBytes?: number;
   /** Fuzz cases for this endpoint (each is one HTTP request). */
@@ -76,7 +82,7 @@ const ACCOUNTS: Endpoint[] = [
         { requiredKeys: ['email', 'name', 'password'] },
       ),
     bodyFields: ['email', 'name', 'password', 'phone', 'plan'],
-    runs: 150,
+    runs: 120,
   },
   {
     method: 'POST',
@@ -84,7 +90,7 @@ const ACCOUNTS: Endpoint[] = [
     auth: 'none',
     body: (f) => fc.record({ email: fc.oneof(fc.constant(f.account.email), uniqueEmail), password: fc.oneof(fc.constant(f.account.password), password) }),
     bodyFields: ['email', 'password', 'name', 'phone', 'plan'],
-    runs: 100,
+    runs: 80,
   },
   { method: 'GET', route: '/api/auth/me', auth: 'account', runs: 100 },
   { method: 'POST', route: '/api/auth/api-key', auth: 'account', changesCredential: true, runs: 60 },
@@ -100,7 +106,56 @@ const OPERATIONS: Endpoint[] = [
   { method: 'GET', route: '/dashboard/app.css', auth: 'none', nonJson: true, runs: 10 },
 ];
 
-export const ENDPOINTS: Endpoint[] = [...ACCOUNTS, ...OPERATIONS];
+const eventType = fc.constantFrom(...EVENT_TYPES);
+const ownCursor = (f: Fixture): fc.Arbitrary<string> => fc.constant(f.cursor ?? 'c1_MC4w');
+const eventData = fc.dictionary(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 12 }).filter((k) => !k.startsWith('$') && !k.includes('.')), fc.oneof(fc.string({ maxLength: 40 }), fc.integer(), fc.boolean()), { maxKeys: 4 });
+const ingestEvent = (f: Fixture) =>
+  fc.record({ account_id: fc.constant(f.account.userId), type: eventType, data: eventData, occurred_at: fc.date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true }).map((d) => d.toISOString()) }, { requiredKeys: ['account_id', 'type', 'data'] });
+
+const EVENTS: Endpoint[] = [
+  {
+    method: 'GET',
+    route: '/api/v1/events',
+    auth: 'account',
+    query: (f) => fc.record({ type: eventType, since: ownCursor(f), limit: fc.integer({ min: 1, max: 500 }).map(String) }, { requiredKeys: [] }),
+    queryNames: ['type', 'since', 'limit'],
+    cursorIn: 'query',
+    runs: 200,
+  },
+  {
+    method: 'POST',
+    route: '/api/v1/events/wait',
+    auth: 'account',
+    // Short waits only: a valid case holds the request open for timeout_ms.
+    body: (f) => fc.record({ types: fc.uniqueArray(eventType, { maxLength: 3 }), timeout_ms: fc.integer({ min: 0, max: 50 }), since: ownCursor(f) }, { requiredKeys: ['timeout_ms'] }),
+    bodyFields: ['types', 'timeout_ms', 'since'],
+    cursorIn: 'body',
+    holdsOpen: true,
+    runs: 120,
+  },
+  { method: 'POST', route: '/api/v1/events/stream-token', auth: 'account', runs: 60 },
+  {
+    method: 'GET',
+    route: '/api/v1/events/stream',
+    auth: 'stream_token',
+    query: (f) => fc.record({ types: fc.uniqueArray(eventType, { maxLength: 3 }).map((t) => t.join(',')), since: ownCursor(f) }, { requiredKeys: [] }),
+    queryNames: ['token', 'types', 'since'],
+    cursorIn: 'query',
+    holdsOpen: true,
+    runs: 60,
+  },
+  {
+    method: 'POST',
+    route: '/internal/v1/events',
+    auth: 'ingest',
+    body: (f) => fc.oneof(ingestEvent(f), fc.record({ events: fc.array(ingestEvent(f), { minLength: 1, maxLength: 5 }) })) as fc.Arbitrary<Record<string, unknown>>,
+    bodyFields: ['account_id', 'type', 'data', 'occurred_at', 'events'],
+    bodyLimitBytes: 16 * 1024 * 1024,
+    runs: 200,
+  },
+];
+
+export const ENDPOINTS: Endpoint[] = [...ACCOUNTS, ...OPERATIONS, ...EVENTS];
 
 /** The path of a request to `ep` for the fixture's account (`:id` filled in). */
 export function pathOf(ep: Endpoint, f: Fixture): string {
@@ -112,6 +167,8 @@ export function credentialOf(ep: Endpoint, f: Fixture, ingestToken: string): Rec
   switch (ep.auth) {
     case 'account':
       return bearer(ep.changesCredential || !f.account.apiKey ? f.account.token : f.account.apiKey);
+    case 'mcp':
+      return bearer(f.account.apiKey);
     case 'ingest':
       return bearer(ingestToken);
     default:

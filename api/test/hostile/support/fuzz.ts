@@ -14,7 +14,7 @@ const FUZZ_SCALE = Number(process.env.FUZZ_SCALE ?? '1');
 export const runsOf = (n: number): number => Math.max(1, Math.round(n * FUZZ_SCALE));
 
 /** Client patience for endpoints that hold requests open; long enough for every refusal. */
-const HOLD_OPEN_PATIENCE_MS = 1000;
+const HOLD_OPEN_PATIENCE_MS = 800;
 
 /**
  * Runs `runs` cases of `arb` through `check`, counting them under `label`.
@@ -39,7 +39,7 @@ export async function checkCase(api: RunningApi, ep: Endpoint, req: FuzzCase): P
     if (ep.holdsOpen) return; // still waiting, as a long-poll may: abandoned
     throw new Error(`${describeRequest(req)} -> no answer`);
   }
-  assertSafe(res, describeRequest(req));
+  assertSafe(res, describeRequest(req), { jsonRpc: ep.jsonRpc });
   if (req.credentialTampered && res.status < 400) {
     throw new Error(`${describeRequest(req)} -> ${res.status} with a tampered credential`);
   }

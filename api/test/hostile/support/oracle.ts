@@ -35,8 +35,13 @@ export function leakIn(text: string): string | null {
 
 const ERROR_KEYS = new Set(['code', 'message', 'request_id', 'details']);
 
+export interface Shape {
+  /** The endpoint answers in JSON-RPC (MCP): errors are JSON-RPC error objects. */
+  jsonRpc?: boolean;
+}
+
 /** Why `answer` breaks the rules, or null when it keeps them. */
-export function violation(answer: Answer): string | null {
+export function violation(answer: Answer, shape: Shape = {}): string | null {
   const { status, headers, text } = answer;
   if (status >= 500) return `status ${status}: ${text.slice(0, 300)}`;
   // Static files (the dashboard's script) may say "TypeError"; what the API answers may not.
@@ -45,6 +50,7 @@ export function violation(answer: Answer): string | null {
   if (leak) return `leak (${leak})`;
   const requestId = headers.get('x-request-id');
   if (!requestId) return 'no X-Request-Id header';
+  if (shape.jsonRpc) return jsonRpcViolation(answer, requestId);
   if (status < 400) return null;
   if (!isJson) return `${status} is not JSON (content-type ${headers.get('content-type')})`;
   let body: unknown;
@@ -73,12 +79,43 @@ function errorShapeViolation(body: unknown, status: number, requestId: string): 
   return null;
 }
 
+/**
+ * JSON-RPC answers: an HTTP refusal (4xx) carries one error object whose data
+ * has the house code and the request id; a 200 may carry per-request errors,
+ * but never -32603 (an internal error: the JSON-RPC face of a 500).
+ */
+function jsonRpcViolation(answer: Answer, requestId: string): string | null {
+  const { status, text } = answer;
+  if (status === 202 || status === 204) return null;
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return `${status} body is not JSON: ${text.slice(0, 200)}`;
+  }
+  // Refused before the route (by Node's parser or the body limit): the house shape.
+  if (isObject(body) && body.jsonrpc === undefined && status >= 400) return errorShapeViolation(body, status, requestId);
+  const messages = Array.isArray(body) ? body : [body];
+  for (const m of messages) {
+    if (!isObject(m) || m.jsonrpc !== '2.0') return `not a JSON-RPC message: ${text.slice(0, 200)}`;
+    if (m.error === undefined) continue;
+    if (!isObject(m.error) || !Number.isInteger(m.error.code) || typeof m.error.message !== 'string') return `malformed JSON-RPC error: ${text.slice(0, 200)}`;
+    if (m.error.code === -32603) return `internal error inside a ${status}: ${text.slice(0, 200)}`;
+  }
+  if (status < 400) return null;
+  const err = (body as { error?: { data?: { code?: unknown; request_id?: unknown } } }).error;
+  if (Array.isArray(body) || !err) return `${status} without one JSON-RPC error: ${text.slice(0, 200)}`;
+  if (typeof err.data?.code !== 'string' || !(err.data.code in ERROR_STATUS) && !['not_acceptable'].includes(err.data.code)) return `${status} error data without a house code: ${text.slice(0, 200)}`;
+  if (err.data.request_id !== requestId) return `${status} error data request_id ${String(err.data.request_id)} differs from X-Request-Id ${requestId}`;
+  return null;
+}
+
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** Throws a readable error naming the request when the answer breaks the rules. */
-export function assertSafe(answer: Answer, request: string): void {
-  const problem = violation(answer);
+export function assertSafe(answer: Answer, request: string, shape: Shape = {}): void {
+  const problem = violation(answer, shape);
   if (problem) throw new Error(`${request} -> ${problem}`);
 }

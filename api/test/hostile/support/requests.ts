@@ -32,7 +32,7 @@ const HEADER_NAMES = ['authorization', 'x-api-key', 'content-type', 'content-enc
 function bodyArb(ep: Endpoint, f: Fixture): fc.Arbitrary<{ body?: string; contentType?: string }> {
   const json = (v: unknown): { body: string } => ({ body: JSON.stringify(v) ?? 'null' });
   const none = fc.constant({});
-  if (ep.method !== 'POST') return none; // fetch sends no body with GET; DELETE bodies are ignored
+  if (ep.method !== 'POST' && ep.method !== 'ALL') return none; // fetch sends no body with GET; DELETE bodies are ignored
   const valid = ep.body ? ep.body(f) : fc.constant({});
   return fc.oneof(
     { weight: 1, arbitrary: none },
@@ -64,7 +64,8 @@ const headerChangeArb: fc.Arbitrary<HeaderChange> = fc.oneof(
 
 export function fuzzCaseArb(ep: Endpoint, f: Fixture, ingestToken: string): fc.Arbitrary<FuzzCase> {
   const idArb = ep.route.includes(':id') ? fc.oneof(fc.constant(null), junkId()) : fc.constant(null);
-  return fc.tuple(bodyArb(ep, f), queryArb(ep, f), headerChangeArb, idArb).map(([body, query, change, id]) => {
+  const methodArb = ep.method === 'ALL' ? fc.constantFrom('GET', 'PUT', 'PATCH', 'DELETE') : fc.constant(ep.method);
+  return fc.tuple(bodyArb(ep, f), queryArb(ep, f), headerChangeArb, idArb, methodArb).map(([body, query, change, id, method]) => {
     const headers: Record<string, string> = { ...credentialOf(ep, f, ingestToken) };
     if (body.contentType) headers['content-type'] = body.contentType;
     else if (body.body !== undefined) headers['content-type'] = 'application/json';
@@ -79,7 +80,7 @@ export function fuzzCaseArb(ep: Endpoint, f: Fixture, ingestToken: string): fc.A
     const path = id === null ? pathOf(ep, f) : ep.route.replace(':id', id);
     let q = query;
     if (ep.auth === 'stream_token' && f.streamToken && !/(^|&)token=/.test(q)) q = [`token=${encodeURIComponent(f.streamToken)}`, q].filter(Boolean).join('&');
-    return { method: ep.method, path: q ? `${path}?${q}` : path, headers, body: body.body, credentialTampered };
+    return { method, path: q ? `${path}?${q}` : path, headers, body: method === 'GET' ? undefined : body.body, credentialTampered };
   });
 }
 
