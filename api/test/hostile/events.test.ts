@@ -143,6 +143,33 @@ describe('hostile: event log input', function () {
     expect(registry.size).to.equal(baseline);
     expect(growthMb, 'heap growth after GC (MB)').to.be.below(64);
   });
+
+  it('releases stream slots and waiters of streams abandoned at any moment', async function () {
+    this.timeout(120_000);
+    const target = apis[0];
+    const { registry } = target.deps.events;
+    const baseline = registry.size;
+    const owners = await Promise.all([0, 1, 2].map(() => createAccount(target.url)));
+    const tokens = await Promise.all(owners.flatMap((o) => Array.from({ length: 20 }, () => mintStreamToken(target, o.apiKey))));
+    // 60 stream requests, 20 per account (6 may run at once), each dropped at a random moment.
+    const sockets = await Promise.all(tokens.map((t) => openAndSend(target.url, `GET /api/v1/events/stream?token=${encodeURIComponent(t)} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n`)));
+    await Promise.all(sockets.map((s) => new Promise<void>((resolve) => setTimeout(() => resolve(void s.destroy()), Math.random() * 1500))));
+    await until(() => registry.size === baseline, 10_000, `stream waiters to be released (${registry.size - baseline} remain)`);
+    // Every slot is free again: each account opens its full 6 at once.
+    for (const o of owners) {
+      const open = await Promise.all(
+        Array.from({ length: 6 }, async () => {
+          const token = await mintStreamToken(target, o.apiKey);
+          const ctrl = new AbortController();
+          const res = await fetch(`${target.url}/api/v1/events/stream?token=${encodeURIComponent(token)}`, { signal: ctrl.signal });
+          return { status: res.status, close: () => ctrl.abort() };
+        }),
+      );
+      expect(open.map((r) => r.status), 'six streams after the abandoned ones').to.deep.equal([200, 200, 200, 200, 200, 200]);
+      for (const r of open) r.close();
+    }
+    record('limits', 'streams opened and abandoned', tokens.length);
+  });
 });
 
 function openAndSend(base: string, bytes: string): Promise<net.Socket> {
