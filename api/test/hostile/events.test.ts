@@ -19,11 +19,12 @@ import { assertSafe } from './support/oracle.js';
 import { record } from './support/tally.js';
 
 /**
- * Long-polls to open and abandon. Every one costs a credential lookup on the
- * test server (FerretDB manages about 120 a second), so `npm test` opens
- * 2,000; `npm run test:hostile` opens the full 10,000.
+ * Long-polls to open and abandon. Each costs a credential lookup and a rate
+ * count on the test server (FerretDB manages about 60 such requests a second
+ * on this machine), so `npm test` opens 1,000 and `npm run test:hostile`, the
+ * full-strength run, opens 10,000.
  */
-const LONG_POLLS = Number(process.env.HOSTILE_LONG_POLLS ?? 2000);
+const LONG_POLLS = Number(process.env.HOSTILE_LONG_POLLS ?? 1000);
 /** At most this many open at once: both ends live in this process, within its file limit. */
 const WAVE = 2000;
 
@@ -127,7 +128,7 @@ describe('hostile: event log input', function () {
       const early = sockets.slice(0, size / 2);
       const late = sockets.slice(size / 2);
       for (const s of early) setTimeout(() => s.destroy(), Math.random() * 1000);
-      await until(() => registry.size - baseline >= late.length * 0.95, 120_000, 'the late half to be waiting');
+      await until(() => registry.size - baseline >= late.length * 0.95, 300_000, 'the late half to be waiting');
       await quiet(() => registry.size, 1000);
       peak = Math.max(peak, registry.size - baseline);
       for (const s of late) s.destroy();

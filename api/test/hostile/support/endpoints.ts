@@ -131,7 +131,7 @@ const EVENTS: Endpoint[] = [
     bodyFields: ['types', 'timeout_ms', 'since'],
     cursorIn: 'body',
     holdsOpen: true,
-    runs: 120,
+    runs: 100,
   },
   { method: 'POST', route: '/api/v1/events/stream-token', auth: 'account', runs: 60 },
   {

@@ -13,8 +13,8 @@ const FUZZ_SCALE = Number(process.env.FUZZ_SCALE ?? '1');
 
 export const runsOf = (n: number): number => Math.max(1, Math.round(n * FUZZ_SCALE));
 
-/** Client patience for endpoints that hold requests open; long enough for every refusal. */
-const HOLD_OPEN_PATIENCE_MS = 800;
+/** Client patience for endpoints that hold requests open: a refusal comes sooner; a case still open then is abandoned. */
+const HOLD_OPEN_PATIENCE_MS = 500;
 
 /**
  * Runs `runs` cases of `arb` through `check`, counting them under `label`.
