@@ -20,7 +20,7 @@ const LEAKS: [string, RegExp][] = [
   ['stack frame', /\bat [\w$.<>]+ \(|\bat (?:file:|node:|\/)\S+:\d+:\d+/],
   ['source path', /(?:\/work\/|\/home\/|\/usr\/|\/app\/|node_modules|[\w-]+\.(?:ts|js|mjs|cjs):\d+)/],
   ['runtime error name', /\b(?:TypeError|RangeError|ReferenceError|SyntaxError|EvalError|AssertionError)\b/],
-  ['driver error', /\b(?:Mongo\w*Error|BSON\w*|E11000|KafkaJS\w*|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE)\b/],
+  ['driver error', /\b(?:Mongo\w*Error|BSON\w*|E11000|KafkaJS\w*|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN|getaddrinfo)\b|Topology is closed|Server selection timed out|connection \d+ to|Connection timeout/],
   ['parser message', /Unexpected (?:token|end of JSON)|in JSON at position|Cannot read propert|is not a function|undefined is not|of undefined|of null\b/i],
   ['ajv internals', /\bschemaPath\b|#\/properties\//],
 ];
