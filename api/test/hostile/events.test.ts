@@ -43,23 +43,24 @@ describe('hostile: event log input', function () {
   });
 
   async function safe(api: RunningApi, req: HostileRequest): Promise<void> {
-    const res = await send(api.url, { timeoutMs: 3000, ...req });
+    const res = await send(api.url, { timeoutMs: 1500, ...req });
     if (res) assertSafe(res, describeRequest(req));
   }
 
   it('answers any cursor safely in since (polling, long-poll, stream) and Last-Event-ID', async () => {
     const token = await mintStreamToken(apis[0], acct.apiKey);
-    const where = fc.constantFrom('poll', 'wait', 'stream-since', 'stream-last-event-id');
-    await fuzz('cursors', 300, fc.tuple(where, fc.oneof(hostileCursor(partitions), fc.constant(cursor)), fc.nat()), async ([w, raw, n]) => {
+    // Streams and waits with a real position hold the request open: fewer of those, short patience.
+    const where = fc.oneof({ weight: 4, arbitrary: fc.constant('poll') }, { weight: 2, arbitrary: fc.constant('wait') }, fc.constant('stream-since'), fc.constant('stream-last-event-id'));
+    await fuzz('cursors', 250, fc.tuple(where, fc.oneof(hostileCursor(partitions), fc.constant(cursor)), fc.nat()), async ([w, raw, n]) => {
       const api = apis[n % 2]!;
       const c = Buffer.from(raw, 'utf8').toString('utf8'); // lone surrogates cannot travel in a URL or header
       const enc = encodeURIComponent(c);
       if (w === 'poll') await safe(api, { method: 'GET', path: `/api/v1/events?since=${enc}`, headers: bearer(acct.apiKey) });
       else if (w === 'wait') await safe(api, { method: 'POST', path: '/api/v1/events/wait', headers: bearer(acct.apiKey), body: JSON.stringify({ since: c, timeout_ms: 0 }) });
-      else if (w === 'stream-since') await safe(api, { method: 'GET', path: `/api/v1/events/stream?token=${encodeURIComponent(token)}&since=${enc}`, timeoutMs: 1000 });
+      else if (w === 'stream-since') await safe(api, { method: 'GET', path: `/api/v1/events/stream?token=${encodeURIComponent(token)}&since=${enc}`, timeoutMs: 600 });
       else {
         const header = /^[\x20-\x7e]*$/.test(c) && c.trim() === c ? c : encodeURIComponent(c);
-        await safe(api, { method: 'GET', path: `/api/v1/events/stream?token=${encodeURIComponent(token)}`, headers: { 'last-event-id': header }, timeoutMs: 1000 });
+        await safe(api, { method: 'GET', path: `/api/v1/events/stream?token=${encodeURIComponent(token)}`, headers: { 'last-event-id': header }, timeoutMs: 600 });
       }
     });
   });
