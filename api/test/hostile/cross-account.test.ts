@@ -137,6 +137,55 @@ describe('hostile: cross-account matrix', function () {
     });
   }
 
+  /** A's subscription, made on first use (only when the table has routes with `:id`). */
+  let owned: Promise<{ id: string; secret: string; description: string }> | null = null;
+  const victimWebhook = (): Promise<{ id: string; secret: string; description: string }> =>
+    (owned ??= (async () => {
+      const description = `${a.marker}-webhook`;
+      const res = await call(apis[0].url, 'POST', '/api/v1/webhooks', { headers: bearer(a.account.apiKey), body: { url: 'https://93.184.216.34/a-only', events: ['*'], description } });
+      if (res.status !== 201) throw new Error(`webhook creation answered ${res.status}: ${JSON.stringify(res.body)}`);
+      return { id: res.body.id, secret: res.body.secret, description };
+    })());
+
+  for (const ep of ENDPOINTS.filter((e) => e.route.includes(':id'))) {
+    it(`answers B's ${endpointName(ep)} on A's id with 404 and changes nothing`, async () => {
+      const hook = await victimWebhook();
+      let n = 0;
+      for (const { label, who: b } of intruders) {
+        for (const headers of [bearer(b.account.apiKey), bearer(b.account.token), { 'x-api-key': b.account.apiKey }]) {
+          const req: HostileRequest = { method: ep.method, path: pathOf(ep, { account: b.account, id: hook.id }), headers };
+          if (ep.body) req.body = JSON.stringify(fc.sample(ep.body({ account: b.account, id: hook.id }), { numRuns: 1, seed: 5 })[0]);
+          const res = await answer(apis[n % 2]!.url, req);
+          const what = `${label}: ${describeRequest(req)}`;
+          assertSafe(res, what);
+          expect(res.status, `${what} -> ${res.text.slice(0, 200)}`).to.equal(404);
+          for (const secret of [hook.secret, hook.description, 'a-only']) expect(res.text, what).to.not.include(secret);
+          n += 1;
+        }
+      }
+      // A still has it, unchanged, secret and all.
+      const mine = await call(apis[1].url, 'GET', `/api/v1/webhooks/${hook.id}`, { headers: bearer(a.account.apiKey) });
+      expect(mine.status).to.equal(200);
+      expect(mine.body).to.include({ id: hook.id, description: hook.description });
+      const secret = await call(apis[1].url, 'POST', `/api/v1/webhooks/${hook.id}/secret`, { headers: bearer(a.account.apiKey) });
+      expect(secret.body.secret).to.equal(hook.secret);
+      record('cross_account', endpointName(ep), n);
+    });
+  }
+
+  if (ENDPOINTS.some((e) => e.method === 'GET' && e.route === '/api/v1/webhooks')) {
+    it("never lists A's subscription to B", async () => {
+      const hook = await victimWebhook();
+      for (const { who: b } of intruders) {
+        const res = await answer(apis[1].url, { method: 'GET', path: '/api/v1/webhooks', headers: bearer(b.account.apiKey) });
+        expect(res.status).to.equal(200);
+        expect(res.text).to.not.include(hook.id);
+        expect(res.text).to.not.include(a.marker);
+      }
+      record('cross_account', 'GET /api/v1/webhooks', intruders.length);
+    });
+  }
+
   it("leaves A's events as they were", async () => {
     const res = await call(apis[0].url, 'GET', '/api/v1/events', { headers: bearer(a.account.apiKey) });
     expect(res.body.events.map((e: { id: string }) => e.id)).to.deep.equal(a.eventIds);

@@ -157,6 +157,15 @@ describe('hostile: event log input', function () {
     const sockets = await Promise.all(tokens.map((t) => openAndSend(target.url, `GET /api/v1/events/stream?token=${encodeURIComponent(t)} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n`)));
     await Promise.all(sockets.map((s) => new Promise<void>((resolve) => setTimeout(() => resolve(void s.destroy()), Math.random() * 1500))));
     await until(() => registry.size === baseline, 10_000, `stream waiters to be released (${registry.size - baseline} remain)`);
+    // Slots are released right after (one MongoDB delete each), long before they would expire.
+    const slots = target.deps.mongo.collections.streamSlots;
+    let held = -1;
+    const ids = owners.map((o) => o.userId);
+    const deadline = Date.now() + 10_000;
+    while ((held = await slots.countDocuments({ account_id: { $in: ids } })) > 0) {
+      if (Date.now() > deadline) throw new Error(`${held} stream slots still held 10 s after their clients left`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
     // Every slot is free again: each account opens its full 6 at once.
     for (const o of owners) {
       const open = await Promise.all(
