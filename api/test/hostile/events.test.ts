@@ -159,7 +159,7 @@ describe('hostile: event log input', function () {
     await until(() => registry.size === baseline, 10_000, `stream waiters to be released (${registry.size - baseline} remain)`);
     // Slots are released right after (one MongoDB delete each), long before they would expire.
     const slots = target.deps.mongo.collections.streamSlots;
-    let held = -1;
+    let held: number;
     const ids = owners.map((o) => o.userId);
     const deadline = Date.now() + 10_000;
     while ((held = await slots.countDocuments({ account_id: { $in: ids } })) > 0) {
