@@ -170,6 +170,11 @@ function isLocalName(name: string): boolean {
   return LOCAL_SUFFIXES.some((suffix) => name === suffix || name.endsWith(`.${suffix}`));
 }
 
+/** Name rules only (no resolution): local and single-label names are inside names. */
+export function checkHostName(name: string, policy: SafetyPolicy): Verdict {
+  return verdict(isLocalName(name) ? 'local_name' : null, policy, `url host ${name}`);
+}
+
 /** Static checks on a URL string: parse, scheme, credentials. Returns the parsed URL or a verdict. */
 export function parseWebhookUrl(raw: string): { url: URL } | { verdict: Verdict & { ok: false } } {
   let url: URL;
@@ -195,10 +200,8 @@ export async function checkWebhookUrl(raw: string, policy: SafetyPolicy, resolve
   if ('verdict' in parsed) return parsed.verdict;
   const host = hostKind(parsed.url.hostname);
   if (host.kind === 'ip') return verdict(classifyAddress(host.address), policy, `url host ${host.address}`);
-  if (isLocalName(host.name)) {
-    const v = verdict('local_name', policy, `url host ${host.name}`);
-    if (!v.ok) return v;
-  }
+  const named = checkHostName(host.name, policy);
+  if (!named.ok) return named;
   let addresses: string[];
   try {
     addresses = await resolve(host.name);

@@ -74,21 +74,32 @@ export interface WebhookDoc {
   last_error: string | null;
 }
 
-/** One delivery = one event to one subscription; retried until done or given up. */
+/**
+ * One delivery = one event to one subscription; retried until done or given up.
+ * The id is derived from (event id, subscription id), so consuming a batch
+ * twice never creates a second delivery.
+ */
 export interface DeliveryDoc {
-  _id: string; // delivery id, stable across retries
+  _id: string; // dlv_ + 24 hex, stable across retries (X-Service-Delivery, webhook-id)
   account_id: string;
   subscription_id: string;
   event_id: string;
-  event: Record<string, unknown>;
+  event_type: EventType;
+  /** The exact JSON body sent on every attempt (the event record). */
+  body: string;
   state: 'pending' | 'succeeded' | 'failed';
   attempts: number;
   next_attempt_at: Date | null;
+  /** The delivery process holding the right to send the next attempt, until lease_until. */
   lease_owner: string | null;
   lease_until: Date | null;
+  last_status: number | null;
+  last_outcome: string | null;
   created_at: Date;
   updated_at: Date;
 }
+
+export type AttemptOutcome = 'ok' | 'timeout' | 'dns' | 'connect' | 'tls' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'blocked_address';
 
 export interface AttemptDoc {
   _id: string;
@@ -96,9 +107,14 @@ export interface AttemptDoc {
   subscription_id: string;
   account_id: string;
   event_id: string;
-  attempt: number;
+  event_type: EventType;
+  attempt: number; // 1-based
   status: number | null;
-  outcome: string; // ok | timeout | dns | connect | tls | http_4xx | http_5xx | http_3xx | blocked_address
+  outcome: AttemptOutcome;
+  /** Short diagnostic for failures without a status (e.g. "connect ECONNREFUSED"). */
+  error: string | null;
   duration_ms: number;
   at: Date;
+  /** When the next attempt is due, or null when this was the last one. */
+  next_attempt_at: Date | null;
 }
