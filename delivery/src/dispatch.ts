@@ -1,0 +1,149 @@
+/**
+ * Sends attempts with bounded concurrency. Each attempt runs on its own, so a
+ * receiver that hangs for the full 4 s holds one slot and nothing else: other
+ * receivers' deliveries and the consumer's next batch go on meanwhile.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '../../shared/src/log.js';
+import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
+import type { SecretBox } from '../../shared/src/secrets.js';
+import { signDelivery } from '../../shared/src/signing.js';
+import { ATTEMPT_TIMEOUT_MS } from './config.js';
+import { dropDelivery, recordAttempt, releaseLeases, renewLease, type DeliveryCollections } from './deliveries.js';
+import type { Sender } from './http-sender.js';
+import { nextDelay } from './retry-policy.js';
+
+export interface DispatchDeps {
+  log: Logger;
+  collections: DeliveryCollections;
+  sender: Sender;
+  box: SecretBox;
+  owner: string;
+  leaseMs: number;
+  retrySchedule: number[];
+  clock: () => Date;
+}
+
+export interface Job {
+  delivery: DeliveryDoc;
+  /** The subscription as the consumer loaded it; read fresh when absent. */
+  subscription?: WebhookDoc;
+}
+
+/** Renew the lease before sending unless this much of it is left. */
+const LEASE_MARGIN_MS = ATTEMPT_TIMEOUT_MS + 5000;
+
+export class Dispatcher {
+  private readonly queue: Job[] = [];
+  /** Ids queued or in flight here: a delivery is never run twice at once in one process. */
+  private readonly held = new Set<string>();
+  private running = 0;
+  private stopped = false;
+  private idle: (() => void)[] = [];
+
+  constructor(
+    private readonly deps: DispatchDeps,
+    readonly concurrency: number,
+  ) {}
+
+  get inFlight(): number {
+    return this.running;
+  }
+
+  /** Work waiting or running here. */
+  get load(): number {
+    return this.running + this.queue.length;
+  }
+
+  /** Slots free right now (the poller claims no more than this). */
+  get room(): number {
+    return this.stopped ? 0 : Math.max(0, this.concurrency - this.load);
+  }
+
+  enqueue(job: Job): void {
+    if (this.stopped || this.held.has(job.delivery._id)) return;
+    this.held.add(job.delivery._id);
+    this.queue.push(job);
+    this.pump();
+  }
+
+  /** Stops taking work, waits for attempts in flight, hands queued ones back. */
+  async stop(timeoutMs: number): Promise<void> {
+    this.stopped = true;
+    const queued = this.queue.splice(0).map((j) => j.delivery._id);
+    for (const id of queued) this.held.delete(id);
+    await releaseLeases(this.deps.collections, queued, this.deps.owner, this.deps.clock()).catch((err: unknown) =>
+      this.deps.log.warn({ err }, 'could not release queued deliveries; their leases will expire'),
+    );
+    if (this.running === 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.idle.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  private pump(): void {
+    while (!this.stopped && this.running < this.concurrency && this.queue.length > 0) {
+      const job = this.queue.shift() as Job;
+      this.running++;
+      this.run(job)
+        .catch((err: unknown) => this.deps.log.error({ err, delivery: job.delivery._id }, 'delivery attempt failed unexpectedly; its lease will expire and it will be retried'))
+        .finally(() => {
+          this.running--;
+          this.held.delete(job.delivery._id);
+          if (this.running === 0) for (const wake of this.idle.splice(0)) wake();
+          this.pump();
+        });
+    }
+  }
+
+  private async run(job: Job): Promise<void> {
+    const { deps } = this;
+    let delivery = job.delivery;
+    const now = deps.clock();
+    if (!delivery.lease_until || delivery.lease_until.getTime() - now.getTime() < LEASE_MARGIN_MS) {
+      const renewed = await renewLease(deps.collections, delivery._id, deps.owner, now, deps.leaseMs);
+      if (!renewed) return; // someone else has it now, or it is done
+      delivery = renewed;
+    }
+    const sub = job.subscription ?? (await deps.collections.webhooks.findOne({ _id: delivery.subscription_id }));
+    if (!sub) {
+      await dropDelivery(deps.collections, delivery._id, deps.owner);
+      return;
+    }
+    await attempt(deps, delivery, sub);
+  }
+}
+
+async function attempt(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc): Promise<void> {
+  const secret = deps.box.open(sub.secret_enc, sub._id);
+  const at = deps.clock();
+  const headers = {
+    ...signDelivery(secret, delivery._id, delivery.body, at),
+    'X-Service-Event': delivery.event_type,
+    'X-Service-Delivery': delivery._id,
+  };
+  const result = await deps.sender.send(sub.url, delivery.body, headers);
+  const number = delivery.attempts + 1;
+  const delay = result.outcome === 'ok' ? null : nextDelay(number, deps.retrySchedule, result);
+  const finished = new Date(at.getTime() + result.durationMs);
+  await recordAttempt(
+    deps.collections,
+    deps.owner,
+    {
+      delivery,
+      attempt: number,
+      status: result.status,
+      outcome: result.outcome,
+      error: result.error,
+      durationMs: result.durationMs,
+      at,
+      nextAttemptAt: delay === null ? null : new Date(finished.getTime() + delay),
+    },
+    'att_' + randomBytes(12).toString('hex'),
+  );
+  deps.log.debug({ delivery: delivery._id, attempt: number, status: result.status, outcome: result.outcome, ms: result.durationMs }, 'delivery attempt');
+}
