@@ -1,18 +1,23 @@
 /**
  * The delivery records in MongoDB and the lease protocol around them.
  *
- * A delivery that is pending belongs to whichever process holds an unexpired
- * lease on it; only the holder may send its next attempt. Leases are taken
- * with single atomic updates (findOneAndUpdate), so two processes never hold
- * the same delivery; a crashed holder's lease simply runs out and the
- * delivery is claimed again. No transactions are needed (FerretDB has none).
+ * A pending delivery belongs to whichever process holds an unexpired lease
+ * on it; only the holder may send its next attempt. A lease is won by
+ * inserting the claim document `${delivery id}:${claim_seq + 1}`: unique
+ * inserts are atomic on MongoDB and on FerretDB alike, whereas FerretDB 1.x
+ * applies conditional updates and findOneAndUpdate as read-then-write, so two
+ * processes could both "win" those. A process that read a stale copy of the
+ * delivery tries a claim number someone already took and loses; a crashed
+ * holder's lease runs out and the next claim number is free to take.
+ * Claim documents are kept (a deleted one could be won a second time by a
+ * stale reader) and only swept once far older than any read can be.
  */
 import { createHash } from 'node:crypto';
 import { MongoBulkWriteError } from 'mongodb';
 import type { EventType } from '../../shared/src/eventlog/types.js';
 import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 
-export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks'>;
+export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'claims'>;
 
 /** Deterministic, so consuming the same event twice finds the existing delivery. */
 export function deliveryId(eventId: string, subscriptionId: string): string {
@@ -46,29 +51,31 @@ export async function insertDeliveries(c: DeliveryCollections, docs: DeliveryDoc
   return inserted;
 }
 
-/** Claims the oldest due delivery that nobody holds (or whose holder's lease ran out). */
-export async function claimDue(c: DeliveryCollections, owner: string, now: Date, leaseMs: number): Promise<DeliveryDoc | null> {
-  return c.deliveries.findOneAndUpdate(
-    {
-      state: 'pending',
-      next_attempt_at: { $lte: now },
-      $or: [{ lease_until: null }, { lease_until: { $lt: now } }],
-    },
-    { $set: { lease_owner: owner, lease_until: new Date(now.getTime() + leaseMs), updated_at: now } },
-    { sort: { next_attempt_at: 1 }, returnDocument: 'after' },
-  );
+/** Due deliveries that nobody holds (or whose holder's lease ran out), oldest first. */
+export async function findDue(c: DeliveryCollections, now: Date, limit: number): Promise<DeliveryDoc[]> {
+  return c.deliveries
+    .find({ state: 'pending', next_attempt_at: { $lte: now }, $or: [{ lease_until: null }, { lease_until: { $lt: now } }] })
+    .sort({ next_attempt_at: 1 })
+    .limit(limit)
+    .toArray();
 }
 
 /**
- * Extends our own lease right before sending; null when the lease is no longer
- * ours (it expired and another process took the delivery) or it is finished.
+ * Takes the next claim on a delivery as seen in `seen` (also used by a holder
+ * to extend its own lease: it takes the claim after its own). Returns the
+ * delivery as now held, or null when another process got that claim first.
  */
-export async function renewLease(c: DeliveryCollections, id: string, owner: string, now: Date, leaseMs: number): Promise<DeliveryDoc | null> {
-  return c.deliveries.findOneAndUpdate(
-    { _id: id, state: 'pending', lease_owner: owner, lease_until: { $gt: now } },
-    { $set: { lease_until: new Date(now.getTime() + leaseMs), updated_at: now } },
-    { returnDocument: 'after' },
-  );
+export async function claim(c: DeliveryCollections, seen: DeliveryDoc, owner: string, now: Date, leaseMs: number): Promise<DeliveryDoc | null> {
+  const seq = seen.claim_seq + 1;
+  try {
+    await c.claims.insertOne({ _id: `${seen._id}:${seq}`, delivery_id: seen._id, owner, at: now });
+  } catch (err) {
+    if ((err as { code?: number }).code === DUPLICATE_KEY) return null;
+    throw err;
+  }
+  const lease = { claim_seq: seq, lease_owner: owner, lease_until: new Date(now.getTime() + leaseMs), updated_at: now };
+  await c.deliveries.updateOne({ _id: seen._id }, { $set: lease });
+  return { ...seen, ...lease };
 }
 
 /** Hands deliveries we hold but will not send (shutdown) back for immediate claiming. */
@@ -98,7 +105,7 @@ export interface AttemptRecord {
  * the delivery's new state (only while we still hold it), then the
  * subscription's last_* fields (only if no later attempt was recorded there).
  */
-export async function recordAttempt(c: DeliveryCollections, owner: string, r: AttemptRecord, attemptId: string): Promise<void> {
+export async function recordAttempt(c: DeliveryCollections, r: AttemptRecord, attemptId: string): Promise<void> {
   const d = r.delivery;
   const succeeded = r.outcome === 'ok';
   const next = succeeded ? null : r.nextAttemptAt;
@@ -118,11 +125,12 @@ export async function recordAttempt(c: DeliveryCollections, owner: string, r: At
     next_attempt_at: next,
   });
   const now = new Date(r.at.getTime() + r.durationMs);
+  const state = succeeded ? 'succeeded' : next ? 'pending' : 'failed';
   await c.deliveries.updateOne(
-    { _id: d._id, lease_owner: owner },
+    { _id: d._id, claim_seq: d.claim_seq },
     {
       $set: {
-        state: succeeded ? 'succeeded' : next ? 'pending' : 'failed',
+        state,
         attempts: r.attempt,
         next_attempt_at: next,
         lease_owner: null,
@@ -141,8 +149,8 @@ export async function recordAttempt(c: DeliveryCollections, owner: string, r: At
 }
 
 /** A delivery whose subscription was deleted is dropped rather than sent. */
-export async function dropDelivery(c: DeliveryCollections, id: string, owner: string): Promise<void> {
-  await c.deliveries.deleteOne({ _id: id, lease_owner: owner });
+export async function dropDelivery(c: DeliveryCollections, held: DeliveryDoc): Promise<void> {
+  await c.deliveries.deleteOne({ _id: held._id, claim_seq: held.claim_seq });
 }
 
 export function newDelivery(args: {
@@ -166,6 +174,7 @@ export function newDelivery(args: {
     state: 'pending',
     attempts: 0,
     next_attempt_at: now,
+    claim_seq: 1, // inserting the delivery is its first claim
     lease_owner: args.owner,
     lease_until: new Date(now.getTime() + args.leaseMs),
     last_status: null,

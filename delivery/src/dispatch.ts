@@ -9,7 +9,7 @@ import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { dropDelivery, recordAttempt, releaseLeases, renewLease, type DeliveryCollections } from './deliveries.js';
+import { claim, dropDelivery, recordAttempt, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Sender } from './http-sender.js';
 import { nextDelay } from './retry-policy.js';
 
@@ -105,13 +105,15 @@ export class Dispatcher {
     let delivery = job.delivery;
     const now = deps.clock();
     if (!delivery.lease_until || delivery.lease_until.getTime() - now.getTime() < LEASE_MARGIN_MS) {
-      const renewed = await renewLease(deps.collections, delivery._id, deps.owner, now, deps.leaseMs);
-      if (!renewed) return; // someone else has it now, or it is done
+      // Waited long in the queue: take the next claim before sending. Losing it means
+      // our lease ran out and another process has the delivery now.
+      const renewed = await claim(deps.collections, delivery, deps.owner, now, deps.leaseMs);
+      if (!renewed) return;
       delivery = renewed;
     }
     const sub = job.subscription ?? (await deps.collections.webhooks.findOne({ _id: delivery.subscription_id }));
     if (!sub) {
-      await dropDelivery(deps.collections, delivery._id, deps.owner);
+      await dropDelivery(deps.collections, delivery);
       return;
     }
     await attempt(deps, delivery, sub);
@@ -132,7 +134,6 @@ async function attempt(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDo
   const finished = new Date(at.getTime() + result.durationMs);
   await recordAttempt(
     deps.collections,
-    deps.owner,
     {
       delivery,
       attempt: number,

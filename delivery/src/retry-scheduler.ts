@@ -4,7 +4,7 @@
  * runs one; the atomic claim decides which process sends each attempt.
  */
 import type { Logger } from '../../shared/src/log.js';
-import { claimDue, type DeliveryCollections } from './deliveries.js';
+import { claim, findDue, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 
 export interface SchedulerDeps {
@@ -42,10 +42,18 @@ export class RetryScheduler {
     const { deps } = this;
     let claimed = 0;
     while (!this.stopped && claimed < MAX_CLAIMS_PER_TICK && deps.dispatcher.room > 0) {
-      const delivery = await claimDue(deps.collections, deps.owner, deps.clock(), deps.leaseMs);
-      if (!delivery) break;
-      claimed++;
-      deps.dispatcher.enqueue({ delivery });
+      const candidates = shuffle(await findDue(deps.collections, deps.clock(), deps.dispatcher.room));
+      if (candidates.length === 0) break;
+      let won = 0;
+      for (const seen of candidates) {
+        if (this.stopped || deps.dispatcher.room === 0) break;
+        const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
+        if (!held) continue; // another process took it first
+        won++;
+        deps.dispatcher.enqueue({ delivery: held });
+      }
+      claimed += won;
+      if (won === 0) break; // all taken by others: look again next tick
     }
     return claimed;
   }
@@ -63,4 +71,13 @@ export class RetryScheduler {
     }, this.deps.intervalMs);
     this.timer.unref();
   }
+}
+
+/** Processes polling together try candidates in different orders, so they collide less. */
+function shuffle<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j] as T, items[i] as T];
+  }
+  return items;
 }

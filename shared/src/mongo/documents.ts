@@ -90,6 +90,12 @@ export interface DeliveryDoc {
   state: 'pending' | 'succeeded' | 'failed';
   attempts: number;
   next_attempt_at: Date | null;
+  /**
+   * How many times the delivery was claimed. Claim n is won by inserting
+   * `${_id}:${n}` into delivery_claims: a unique insert is atomic on every
+   * server we run on, so exactly one process wins each claim.
+   */
+  claim_seq: number;
   /** The delivery process holding the right to send the next attempt, until lease_until. */
   lease_owner: string | null;
   lease_until: Date | null;
@@ -97,6 +103,14 @@ export interface DeliveryDoc {
   last_outcome: string | null;
   created_at: Date;
   updated_at: Date;
+}
+
+/** Proof that one process won claim number n of a delivery. */
+export interface ClaimDoc {
+  _id: string; // `${delivery_id}:${n}`
+  delivery_id: string;
+  owner: string;
+  at: Date;
 }
 
 export type AttemptOutcome = 'ok' | 'timeout' | 'dns' | 'connect' | 'tls' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'blocked_address';

@@ -10,6 +10,7 @@ import type { Logger } from '../log.js';
 import type {
   ApiKeyDoc,
   AttemptDoc,
+  ClaimDoc,
   DeliveryDoc,
   EventDoc,
   StreamSlotDoc,
@@ -29,6 +30,7 @@ export const COLLECTION_NAMES = {
   webhooks: 'webhooks',
   deliveries: 'deliveries',
   attempts: 'delivery_attempts',
+  claims: 'delivery_claims',
   /** Owned by rate-limiter-flexible's Mongo store. */
   rateLimits: 'rate_limits',
 } as const;
@@ -42,6 +44,7 @@ export interface Collections {
   webhooks: Collection<WebhookDoc>;
   deliveries: Collection<DeliveryDoc>;
   attempts: Collection<AttemptDoc>;
+  claims: Collection<ClaimDoc>;
 }
 
 export interface Mongo {
@@ -68,6 +71,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     webhooks: db.collection(COLLECTION_NAMES.webhooks),
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
     attempts: db.collection(COLLECTION_NAMES.attempts),
+    claims: db.collection(COLLECTION_NAMES.claims),
   };
   return { client, db, collections, close: () => client.close() };
 }
@@ -87,6 +91,7 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },
   ],
   attempts: [{ key: { subscription_id: 1, at: -1 }, name: 'subscription_recent' }],
+  claims: [{ key: { delivery_id: 1 }, name: 'delivery' }],
 };
 
 /** Creates every index; safe to call on every boot and from several processes. */
