@@ -97,8 +97,9 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
 /** Creates every index; safe to call on every boot and from several processes. */
 export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void> {
   for (const [name, specs] of Object.entries(INDEXES) as [keyof Collections, IndexDescription[]][]) {
-    if (specs.length === 0) continue;
-    await mongo.collections[name].createIndexes(specs);
+    // One index per command: FerretDB 1.24 drops the connection (a server-side panic) when
+    // one createIndexes command re-creates two or more indexes that already exist.
+    for (const spec of specs) await mongo.collections[name].createIndexes([spec]);
   }
   logger.debug('mongo indexes ensured');
 }
