@@ -14,6 +14,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ['api/src/features/dashboard/static/**/*.js'],
+    languageOptions: { globals: { ...globals.browser } },
+  },
+  {
     files: ['**/*.cjs'],
     languageOptions: { sourceType: 'commonjs' },
     rules: { '@typescript-eslint/no-require-imports': 'off' },

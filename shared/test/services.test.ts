@@ -52,3 +52,23 @@ describe('real services', () => {
     }
   });
 });
+
+describe('mongo indexes', () => {
+  it('can be ensured twice on the same database (a second boot)', async () => {
+    const { createMongo, ensureIndexes } = await import('../src/mongo/index.js');
+    const { loadBaseConfig } = await import('../src/config/index.js');
+    const { createLogger } = await import('../src/log.js');
+    const env = baseTestEnv({ MONGO_DB: `${baseTestEnv().MONGO_DB}_idx` });
+    const mongo = createMongo(loadBaseConfig(env, 'test'));
+    const log = createLogger('test', 'silent');
+    try {
+      await ensureIndexes(mongo, log);
+      await ensureIndexes(mongo, log);
+      const names = (await mongo.collections.users.indexes()).map((i) => i.name);
+      expect(names).to.include('email_unique');
+    } finally {
+      await mongo.db.dropDatabase();
+      await mongo.close();
+    }
+  });
+});

@@ -7,11 +7,6 @@ import type { BaseConfig } from '../config/index.js';
 import type { Logger } from '../log.js';
 
 export type { Admin, Consumer, EachBatchPayload, Producer, KafkaMessage, RecordMetadata } from 'kafkajs';
-// kafkajs is CommonJS and Node's ESM loader cannot see KafkaJSError as a named export
-// (`node dist/...` and `node --import tsx` fail on `export { KafkaJSError }`): take it off the default.
-import kafkajsModule from 'kafkajs';
-export const KafkaJSError = kafkajsModule.KafkaJSError;
-export type KafkaJSError = InstanceType<typeof kafkajsModule.KafkaJSError>;
 
 export interface TopicSpec {
   name: string;

@@ -1,0 +1,33 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Router from '@koa/router';
+
+const STATIC_DIR = join(dirname(fileURLToPath(import.meta.url)), 'static');
+
+const FILES: Record<string, { file: string; type: string }> = {
+  '/dashboard': { file: 'index.html', type: 'text/html; charset=utf-8' },
+  '/dashboard/app.js': { file: 'app.js', type: 'text/javascript; charset=utf-8' },
+  '/dashboard/app.css': { file: 'app.css', type: 'text/css; charset=utf-8' },
+};
+
+// Same-origin only, no inline script or style: the page only talks to this API.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/** The dashboard: three small static files, read once at boot. */
+export function dashboardRoutes(): Router {
+  const router = new Router();
+  const cache = new Map(Object.entries(FILES).map(([path, f]) => [path, { body: readFileSync(join(STATIC_DIR, f.file)), type: f.type }]));
+  for (const [path, { body, type }] of cache) {
+    router.get(path, (ctx) => {
+      ctx.type = type;
+      ctx.set('Content-Security-Policy', CSP);
+      ctx.set('X-Content-Type-Options', 'nosniff');
+      ctx.set('Referrer-Policy', 'no-referrer');
+      ctx.set('Cache-Control', 'no-cache');
+      ctx.body = body;
+    });
+  }
+  router.get('/dashboard/', (ctx) => ctx.redirect('/dashboard'));
+  return router;
+}

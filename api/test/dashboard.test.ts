@@ -1,0 +1,28 @@
+import { expect } from 'chai';
+import type { RunningApi } from '../src/server.js';
+import { startTestApi } from './support/api.js';
+
+describe('dashboard assets', () => {
+  let api: RunningApi;
+  before(async () => {
+    api = await startTestApi();
+  });
+
+  it('serves the page with a strict content security policy', async () => {
+    const res = await fetch(`${api.url}/dashboard`);
+    expect(res.status).to.equal(200);
+    expect(res.headers.get('content-type')).to.match(/^text\/html/);
+    expect(res.headers.get('content-security-policy')).to.include("script-src 'self'");
+    const html = await res.text();
+    expect(html).to.include('<script type="module" src="/dashboard/app.js">');
+    expect(html).to.not.match(/<script>[^<]/); // no inline script
+  });
+
+  it('serves the script and stylesheet it references', async () => {
+    const js = await fetch(`${api.url}/dashboard/app.js`);
+    expect(js.headers.get('content-type')).to.match(/^text\/javascript/);
+    expect(await js.text()).to.include('/api/v1/events/stream-token');
+    const css = await fetch(`${api.url}/dashboard/app.css`);
+    expect(css.headers.get('content-type')).to.match(/^text\/css/);
+  });
+});
