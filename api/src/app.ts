@@ -4,6 +4,7 @@ import { authRoutes } from './features/auth/routes.js';
 import { dashboardRoutes } from './features/dashboard/routes.js';
 import { healthRoutes } from './features/health/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
+import { webhookRoutes } from './features/webhooks/routes.js';
 import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
 import { requestContext } from './middleware/request-context.js';
@@ -20,7 +21,7 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(errorMiddleware(deps.log));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), webhookRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

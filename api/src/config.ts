@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type BaseConfig, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
 
 export interface ApiConfig extends BaseConfig {
   instanceId: string;
@@ -31,6 +32,10 @@ export interface ApiConfig extends BaseConfig {
     loginPerMinute: number;
   };
   ingestToken: string;
+  webhooks: WebhookConfig & {
+    /** Subscriptions one account may have. */
+    maxPerAccount: number;
+  };
 }
 
 const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0000';
@@ -60,5 +65,9 @@ export function loadApiConfig(env: Env): ApiConfig {
       loginPerMinute: read.int(env, 'LOGIN_LIMIT_PER_MINUTE', 30, 1, 1_000_000),
     },
     ingestToken: read.secret(env, 'INGEST_TOKEN', base.production, DEV_INGEST_TOKEN, 24),
+    webhooks: {
+      ...loadWebhookConfig(env, base.production),
+      maxPerAccount: read.int(env, 'WEBHOOK_MAX_PER_ACCOUNT', 50, 1, 10_000),
+    },
   };
 }

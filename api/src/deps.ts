@@ -3,6 +3,8 @@ import { createKafka } from '../../shared/src/eventlog/kafka.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
+import { SecretBox } from '../../shared/src/secrets.js';
+import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
@@ -21,6 +23,10 @@ export interface ApiDeps {
   clock: () => Date;
   /** Request budgets shared by every API process through MongoDB. */
   limits: RateLimits;
+  /** DNS for webhook URL checks (tests inject a fake). */
+  resolveHost: Resolver;
+  /** Seals webhook signing secrets at rest. */
+  secretBox: SecretBox;
 }
 
 export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
@@ -32,5 +38,16 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   lifecycle.onStop('mongo', () => mongo.close());
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
   const limits = createRateLimits(config, mongo, log);
-  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock: () => new Date(), limits };
+  return {
+    config,
+    log,
+    mongo,
+    kafka,
+    kafkaProbe,
+    lifecycle,
+    clock: () => new Date(),
+    limits,
+    resolveHost: systemResolver,
+    secretBox: new SecretBox(config.webhooks.secretKey),
+  };
 }
