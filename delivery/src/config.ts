@@ -18,6 +18,8 @@ export interface DeliveryConfig extends BaseConfig {
     leaseMs: number;
     /** How often due retries (and expired leases of crashed processes) are looked for. */
     pollIntervalMs: number;
+    /** Attempts and finished deliveries older than this are deleted. */
+    retentionMs: number;
   };
 }
 
@@ -60,6 +62,7 @@ export function loadDeliveryConfig(env: Env): DeliveryConfig {
       // Longer than one attempt (4 s) with room for the bookkeeping writes around it.
       leaseMs: read.int(env, 'WEBHOOK_LEASE_MS', 30_000, 2 * ATTEMPT_TIMEOUT_MS, 3_600_000),
       pollIntervalMs: read.int(env, 'WEBHOOK_POLL_INTERVAL_MS', 500, 50, 60_000),
+      retentionMs: read.int(env, 'WEBHOOK_RETENTION_DAYS', 30, 1, 3650) * 24 * 3600 * 1000,
     },
   };
 }

@@ -8,6 +8,7 @@ import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
 import { Dispatcher } from './dispatch.js';
 import { createSender } from './http-sender.js';
+import { startSweeper } from './retention.js';
 import { RetryScheduler } from './retry-scheduler.js';
 
 export interface RunningDelivery {
@@ -62,6 +63,9 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: wh.pollIntervalMs });
   scheduler.start();
   lifecycle.onStop('retry-scheduler', () => scheduler.stop());
+
+  const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: wh.retentionMs, intervalMs: 10 * 60_000, clock });
+  lifecycle.onStop('retention-sweeper', stopSweeper);
 
   const consumer = createConsumer(kafka, config.groupId);
   await consumer.connect();

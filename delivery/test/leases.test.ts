@@ -18,6 +18,7 @@ import { loadDeliveryConfig } from '../src/config.js';
 import { decodeMessage, scheduleBatch } from '../src/consumer.js';
 import { Dispatcher } from '../src/dispatch.js';
 import { createSender } from '../src/http-sender.js';
+import { sweepOnce } from '../src/retention.js';
 import { RetryScheduler } from '../src/retry-scheduler.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
@@ -133,6 +134,34 @@ describe('delivery leases and safety', function () {
     await receiver.waitFor('/again', 2);
     await new Promise((r) => setTimeout(r, 1000));
     expect(receiver.received('/again')).to.have.length(2);
+  });
+
+  it('sweeps attempts and finished deliveries past retention, and old claims, keeping pending work', async () => {
+    const sub = await db.subscribe(newAccountId(), receiver.url('/sweep'), ['*']);
+    const now = new Date();
+    const old = new Date(now.getTime() - 31 * 24 * 3600 * 1000);
+    const tag = uniqueName('sweep');
+    const c = mongo.collections;
+    await c.deliveries.insertMany([
+      pending(`dlv_${tag}_old_done`, sub, { state: 'succeeded', updated_at: old, next_attempt_at: null }),
+      pending(`dlv_${tag}_old_pending`, sub, { updated_at: old, next_attempt_at: new Date(now.getTime() + 3_600_000) }),
+      pending(`dlv_${tag}_new_done`, sub, { state: 'failed', next_attempt_at: null }),
+    ]);
+    const attempt = (id: string, at: Date) => ({
+      _id: id, delivery_id: 'd', subscription_id: sub._id, account_id: sub.account_id, event_id: 'e', event_type: 'call.started' as const,
+      attempt: 1, status: 200, outcome: 'ok' as const, error: null, duration_ms: 1, at, next_attempt_at: null,
+    });
+    await c.attempts.insertMany([attempt(`att_${tag}_old`, old), attempt(`att_${tag}_new`, now)]);
+    await c.claims.insertMany([
+      { _id: `${tag}:old`, delivery_id: 'd', owner: 'x', at: new Date(now.getTime() - 2 * 24 * 3600 * 1000) },
+      { _id: `${tag}:new`, delivery_id: 'd', owner: 'x', at: now },
+    ]);
+    await sweepOnce(c, now, 30 * 24 * 3600 * 1000);
+    const left = async (coll: 'deliveries' | 'attempts' | 'claims') =>
+      (await (c[coll] as any).find({ _id: { $regex: tag } }).toArray()).map((d: { _id: string }) => d._id).sort();
+    expect(await left('deliveries')).to.deep.equal([`dlv_${tag}_new_done`, `dlv_${tag}_old_pending`]);
+    expect(await left('attempts')).to.deep.equal([`att_${tag}_new`]);
+    expect(await left('claims')).to.deep.equal([`${tag}:new`]);
   });
 
   it('blocks a name that resolved to a public address at creation but resolves inside at delivery', async () => {

@@ -92,9 +92,13 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   deliveries: [
     { key: { state: 1, next_attempt_at: 1 }, name: 'due' },
     { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },
+    { key: { updated_at: 1 }, name: 'updated' },
   ],
-  attempts: [{ key: { subscription_id: 1, at: -1 }, name: 'subscription_recent' }],
-  claims: [{ key: { delivery_id: 1 }, name: 'delivery' }],
+  attempts: [
+    { key: { subscription_id: 1, at: -1 }, name: 'subscription_recent' },
+    { key: { at: 1 }, name: 'at' },
+  ],
+  claims: [{ key: { at: 1 }, name: 'at' }],
   // rate-limiter-flexible's own index creation is disabled (it insists on a TTL
   // index, which FerretDB refuses); these are the same two indexes. The unique
   // key is what keeps two processes from starting two windows for one key.
