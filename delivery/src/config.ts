@@ -14,6 +14,8 @@ export interface DeliveryConfig extends BaseConfig {
     retrySchedule: number[];
     /** Attempts in flight at once in this process. */
     concurrency: number;
+    /** Attempts in flight at once to one subscription. */
+    concurrencyPerSubscription: number;
     /** How long a claimed delivery stays reserved for this process. */
     leaseMs: number;
     /** How often due retries (and expired leases of crashed processes) are looked for. */
@@ -59,6 +61,7 @@ export function loadDeliveryConfig(env: Env): DeliveryConfig {
       caPem: readCa(env),
       retrySchedule,
       concurrency: read.int(env, 'WEBHOOK_CONCURRENCY', 256, 1, 10_000),
+      concurrencyPerSubscription: read.int(env, 'WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION', 32, 1, 10_000),
       // Longer than one attempt (4 s) with room for the bookkeeping writes around it.
       leaseMs: read.int(env, 'WEBHOOK_LEASE_MS', 30_000, 2 * ATTEMPT_TIMEOUT_MS, 3_600_000),
       pollIntervalMs: read.int(env, 'WEBHOOK_POLL_INTERVAL_MS', 500, 50, 60_000),

@@ -14,7 +14,7 @@ import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/k
 import { isEventType, type EventEnvelope, type EventRecord } from '../../shared/src/eventlog/types.js';
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import { insertDeliveries, newDelivery, type DeliveryCollections } from './deliveries.js';
+import { insertDeliveries, newDelivery, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 
 export interface ConsumerDeps {
@@ -98,9 +98,13 @@ export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[]): Prom
   }
   if (planned.length === 0) return 0;
   const fresh = await insertDeliveries(deps.collections, planned.map((p) => p.doc));
+  const handBack: string[] = [];
   for (const { doc, sub } of planned) {
-    if (fresh.has(doc._id)) deps.dispatcher.enqueue({ delivery: doc, subscription: sub });
+    if (!fresh.has(doc._id)) continue;
+    if (deps.dispatcher.enqueue({ delivery: doc, subscription: sub }) === 'full') handBack.push(doc._id);
   }
+  // A subscription with a backlog here (a slow receiver): its new deliveries wait in MongoDB instead.
+  await releaseLeases(deps.collections, handBack, deps.owner, now);
   return fresh.size;
 }
 

@@ -52,9 +52,14 @@ export async function insertDeliveries(c: DeliveryCollections, docs: DeliveryDoc
 }
 
 /** Due deliveries that nobody holds (or whose holder's lease ran out), oldest first. */
-export async function findDue(c: DeliveryCollections, now: Date, limit: number): Promise<DeliveryDoc[]> {
+export async function findDue(c: DeliveryCollections, now: Date, limit: number, skipSubscriptions: string[] = []): Promise<DeliveryDoc[]> {
   return c.deliveries
-    .find({ state: 'pending', next_attempt_at: { $lte: now }, $or: [{ lease_until: null }, { lease_until: { $lt: now } }] })
+    .find({
+      state: 'pending',
+      next_attempt_at: { $lte: now },
+      $or: [{ lease_until: null }, { lease_until: { $lt: now } }],
+      ...(skipSubscriptions.length > 0 ? { subscription_id: { $nin: skipSubscriptions } } : {}),
+    })
     .sort({ next_attempt_at: 1 })
     .limit(limit)
     .toArray();

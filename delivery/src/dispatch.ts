@@ -1,7 +1,9 @@
 /**
  * Sends attempts with bounded concurrency. Each attempt runs on its own, so a
  * receiver that hangs for the full 4 s holds one slot and nothing else: other
- * receivers' deliveries and the consumer's next batch go on meanwhile.
+ * receivers' deliveries and the consumer's next batch go on meanwhile. Slots
+ * are shared out per subscription (round-robin, capped per subscription), so
+ * one dead receiver with a backlog cannot take them all.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../shared/src/log.js';
@@ -11,6 +13,7 @@ import { signDelivery } from '../../shared/src/signing.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
 import { claim, dropDelivery, recordAttempt, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Sender } from './http-sender.js';
+import { FairQueue } from './fair-queue.js';
 import { nextDelay } from './retry-policy.js';
 
 export interface DispatchDeps {
@@ -33,8 +36,17 @@ export interface Job {
 /** Renew the lease before sending unless this much of it is left. */
 const LEASE_MARGIN_MS = ATTEMPT_TIMEOUT_MS + 5000;
 
+export interface DispatcherLimits {
+  /** Attempts in flight in this process. */
+  concurrency: number;
+  /** Attempts in flight to one subscription. */
+  perSubscription: number;
+}
+
+export type Enqueued = 'queued' | 'duplicate' | 'full';
+
 export class Dispatcher {
-  private readonly queue: Job[] = [];
+  private readonly queue: FairQueue<Job>;
   /** Ids queued or in flight here: a delivery is never run twice at once in one process. */
   private readonly held = new Set<string>();
   private running = 0;
@@ -43,8 +55,14 @@ export class Dispatcher {
 
   constructor(
     private readonly deps: DispatchDeps,
-    readonly concurrency: number,
-  ) {}
+    private readonly limits: DispatcherLimits,
+  ) {
+    this.queue = new FairQueue<Job>(limits.perSubscription, limits.perSubscription * 4);
+  }
+
+  get concurrency(): number {
+    return this.limits.concurrency;
+  }
 
   get inFlight(): number {
     return this.running;
@@ -52,25 +70,35 @@ export class Dispatcher {
 
   /** Work waiting or running here. */
   get load(): number {
-    return this.running + this.queue.length;
+    return this.running + this.queue.size;
   }
 
   /** Slots free right now (the poller claims no more than this). */
   get room(): number {
-    return this.stopped ? 0 : Math.max(0, this.concurrency - this.load);
+    return this.stopped ? 0 : Math.max(0, this.limits.concurrency - this.load);
   }
 
-  enqueue(job: Job): void {
-    if (this.stopped || this.held.has(job.delivery._id)) return;
+  /** Subscriptions with all their slots in use (the poller leaves their due work for later). */
+  busySubscriptions(): string[] {
+    return this.queue.busyKeys();
+  }
+
+  /**
+   * 'full' when the subscription already has plenty waiting here: the caller
+   * hands the delivery back (releaseLeases) for a poller to claim later.
+   */
+  enqueue(job: Job): Enqueued {
+    if (this.stopped || this.held.has(job.delivery._id)) return 'duplicate';
+    if (!this.queue.push(job.delivery.subscription_id, job)) return 'full';
     this.held.add(job.delivery._id);
-    this.queue.push(job);
     this.pump();
+    return 'queued';
   }
 
   /** Stops taking work, waits for attempts in flight, hands queued ones back. */
   async stop(timeoutMs: number): Promise<void> {
     this.stopped = true;
-    const queued = this.queue.splice(0).map((j) => j.delivery._id);
+    const queued = this.queue.drain().map((j) => j.delivery._id);
     for (const id of queued) this.held.delete(id);
     await releaseLeases(this.deps.collections, queued, this.deps.owner, this.deps.clock()).catch((err: unknown) =>
       this.deps.log.warn({ err }, 'could not release queued deliveries; their leases will expire'),
@@ -86,13 +114,16 @@ export class Dispatcher {
   }
 
   private pump(): void {
-    while (!this.stopped && this.running < this.concurrency && this.queue.length > 0) {
-      const job = this.queue.shift() as Job;
+    while (!this.stopped && this.running < this.limits.concurrency) {
+      const next = this.queue.take();
+      if (!next) return;
+      const { key, item: job } = next;
       this.running++;
       this.run(job)
         .catch((err: unknown) => this.deps.log.error({ err, delivery: job.delivery._id }, 'delivery attempt failed unexpectedly; its lease will expire and it will be retried'))
         .finally(() => {
           this.running--;
+          this.queue.done(key);
           this.held.delete(job.delivery._id);
           if (this.running === 0) for (const wake of this.idle.splice(0)) wake();
           this.pump();

@@ -4,7 +4,7 @@
  * runs one; the atomic claim decides which process sends each attempt.
  */
 import type { Logger } from '../../shared/src/log.js';
-import { claim, findDue, type DeliveryCollections } from './deliveries.js';
+import { claim, findDue, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 
 export interface SchedulerDeps {
@@ -42,7 +42,7 @@ export class RetryScheduler {
     const { deps } = this;
     let claimed = 0;
     while (!this.stopped && claimed < MAX_CLAIMS_PER_TICK && deps.dispatcher.room > 0) {
-      const candidates = shuffle(await findDue(deps.collections, deps.clock(), deps.dispatcher.room));
+      const candidates = shuffle(await findDue(deps.collections, deps.clock(), deps.dispatcher.room, deps.dispatcher.busySubscriptions()));
       if (candidates.length === 0) break;
       let won = 0;
       for (const seen of candidates) {
@@ -50,7 +50,7 @@ export class RetryScheduler {
         const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
         if (!held) continue; // another process took it first
         won++;
-        deps.dispatcher.enqueue({ delivery: held });
+        if (deps.dispatcher.enqueue({ delivery: held }) === 'full') await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
       }
       claimed += won;
       if (won === 0) break; // all taken by others: look again next tick

@@ -56,7 +56,10 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   lifecycle.onStop('sender', () => sender.close());
   const clock = (): Date => new Date();
   const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock };
-  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule }, wh.concurrency);
+  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule }, {
+    concurrency: wh.concurrency,
+    perSubscription: wh.concurrencyPerSubscription,
+  });
   // Stopped after the consumer (hooks run in reverse): attempts in flight finish, queued ones are handed back.
   lifecycle.onStop('dispatcher', () => dispatcher.stop(ATTEMPT_TIMEOUT_MS + 1000));
 

@@ -182,3 +182,39 @@ describe('webhook delivery process', function () {
     expect(receiver.received('/deleted')).to.have.length(1);
   });
 });
+
+describe('webhook delivery isolation under saturation', function () {
+  this.timeout(60_000);
+
+  it('a hung receiver with a backlog takes only its share of slots; others stay on time', async () => {
+    const receiver = await Receiver.start();
+    try {
+      const base = deliveryTestEnv(receiver.caFile);
+      // Four slots in all, at most two per subscription.
+      const env = deliveryTestEnv(receiver.caFile, {
+        EVENTS_TOPIC: `${base.EVENTS_TOPIC}-saturate`,
+        MONGO_DB: `${base.MONGO_DB}_saturate`,
+        WEBHOOK_CONCURRENCY: '4',
+        WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: '2',
+      });
+      await startTestDelivery(env);
+      await waitForGroup(env);
+      const db = new TestDb(env);
+      const log = new TestLog(env);
+      const account = newAccountId();
+      receiver.on('/sat-hang', hang);
+      await db.subscribe(account, receiver.url('/sat-hang'), ['call.started']);
+      await db.subscribe(account, receiver.url('/sat-ok'), ['message.sent']);
+      await log.publishAtOnce([...Array(12).keys()].map((n) => envelope(account, 'call.started', { n })));
+      await receiver.waitFor('/sat-hang', 2, 10_000);
+      const sent = Date.now();
+      await log.publishAtOnce([...Array(6).keys()].map((n) => envelope(account, 'message.sent', { n })));
+      const reqs = await receiver.waitFor('/sat-ok', 6, 10_000);
+      expect(Math.max(...reqs.map((r) => r.at)) - sent).to.be.below(1000);
+      // The hung receiver never had more than two attempts open at once.
+      expect(receiver.received('/sat-hang').length).to.be.at.most(4);
+    } finally {
+      await receiver.close();
+    }
+  });
+});

@@ -46,7 +46,7 @@ describe('delivery leases and safety', function () {
     const cfg = loadDeliveryConfig(env).webhooks;
     const sender = createSender({ policy: { allowPrivate: true }, resolve: async () => ['127.0.0.1'], caPem: readFileSync(receiver.caFile, 'utf8'), timeoutMs: 4000, userAgent: 't' });
     const shared = { log: silent, collections: mongo.collections, owner, leaseMs: cfg.leaseMs, clock: () => new Date() };
-    const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(cfg.secretKey), retrySchedule: cfg.retrySchedule }, 16);
+    const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(cfg.secretKey), retrySchedule: cfg.retrySchedule }, { concurrency: 16, perSubscription: 16 });
     const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: 50 });
     atRunEnd(async () => {
       await scheduler.stop();
@@ -89,19 +89,19 @@ describe('delivery leases and safety', function () {
       return { status: 503 };
     });
     const sub = await db.subscribe(newAccountId(), receiver.url('/race'), ['*']);
-    const ids = Array.from({ length: 90 }, (_, i) => `dlv_race_${i}_${uniqueName('x')}`);
+    const ids = Array.from({ length: 60 }, (_, i) => `dlv_race_${i}_${uniqueName('x')}`);
     await mongo.collections.deliveries.insertMany(ids.map((id) => pending(id, sub)));
     for (const owner of ['proc-a', 'proc-b', 'proc-c']) deliveryProcess(owner).scheduler.start();
-    await receiver.waitFor('/race', 180, 30_000);
-    await db.until(async () => (await mongo.collections.deliveries.countDocuments({ subscription_id: sub._id, state: 'succeeded' })) === 90, 10_000, 'all succeeded');
+    await receiver.waitFor('/race', 120, 40_000);
+    await db.until(async () => (await mongo.collections.deliveries.countDocuments({ subscription_id: sub._id, state: 'succeeded' })) === 60, 10_000, 'all succeeded');
     await new Promise((r) => setTimeout(r, 1500));
     const sent = receiver.received('/race').map((r) => r.headers['x-service-delivery'] as string);
     const perDelivery = new Map<string, number>();
     for (const id of sent) perDelivery.set(id, (perDelivery.get(id) ?? 0) + 1);
-    expect(sent).to.have.length(180);
+    expect(sent).to.have.length(120);
     expect([...perDelivery.values()].every((n) => n === 2)).to.equal(true);
     const attempts = await db.attempts(sub._id);
-    expect(attempts).to.have.length(180);
+    expect(attempts).to.have.length(120);
     expect(attempts.filter((a) => a.attempt === 1).every((a) => a.status === 503)).to.equal(true);
     expect(attempts.filter((a) => a.attempt === 2).every((a) => a.status === 200)).to.equal(true);
   });

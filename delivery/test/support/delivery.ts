@@ -62,15 +62,26 @@ export class TestLog {
     atRunEnd(() => this.producer?.disconnect());
   }
 
-  /** Produces envelopes keyed by account, as the API does; returns where each landed. */
-  async publish(envelopes: EventEnvelope[]): Promise<RecordMetadata[]> {
+  private async connected(): Promise<ReturnType<Kafka['producer']>> {
     if (!this.producer) {
       this.producer = this.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
       await this.producer.connect();
     }
+    return this.producer;
+  }
+
+  /** Produces all envelopes in one send (one batch for the consumer). */
+  async publishAtOnce(envelopes: EventEnvelope[]): Promise<void> {
+    const producer = await this.connected();
+    await producer.send({ topic: this.env.EVENTS_TOPIC!, acks: -1, messages: envelopes.map((e) => ({ key: e.account_id, value: JSON.stringify(e) })) });
+  }
+
+  /** Produces envelopes one by one, keyed by account as the API does; returns where each landed. */
+  async publish(envelopes: EventEnvelope[]): Promise<RecordMetadata[]> {
+    await this.connected();
     const out: RecordMetadata[] = [];
     for (const e of envelopes) {
-      const [meta] = await this.producer.send({ topic: this.env.EVENTS_TOPIC!, acks: -1, messages: [{ key: e.account_id, value: JSON.stringify(e) }] });
+      const [meta] = await this.producer!.send({ topic: this.env.EVENTS_TOPIC!, acks: -1, messages: [{ key: e.account_id, value: JSON.stringify(e) }] });
       out.push(meta as RecordMetadata);
     }
     return out;
