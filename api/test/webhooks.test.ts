@@ -72,7 +72,7 @@ describe('webhook subscriptions API', () => {
     const acct = await createAccount(api.url);
     const { body } = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/d', events: ['*'] });
     expect((await hooks(acct, 'DELETE', `/${body.id}`)).status).to.equal(204);
-    for (const [method, path] of [['GET', ''], ['DELETE', ''], ['POST', '/secret'], ['GET', '/deliveries']] as const) {
+    for (const [method, path] of [['GET', ''], ['DELETE', ''], ['POST', '/secret'], ['POST', '/ping'], ['GET', '/deliveries']] as const) {
       expect((await hooks(acct, method, `/${body.id}${path}`)).status, `${method} ${path}`).to.equal(404);
     }
     expect((await hooks(acct, 'GET')).body).to.deep.equal({ webhooks: [] });
@@ -82,7 +82,7 @@ describe('webhook subscriptions API', () => {
     const owner = await createAccount(api.url);
     const stranger = await createAccount(api.url);
     const { body } = await hooks(owner, 'POST', '', { url: 'https://127.0.0.1/o', events: ['*'] });
-    for (const [method, path] of [['GET', ''], ['DELETE', ''], ['POST', '/secret'], ['GET', '/deliveries']] as const) {
+    for (const [method, path] of [['GET', ''], ['DELETE', ''], ['POST', '/secret'], ['POST', '/ping'], ['GET', '/deliveries']] as const) {
       const res = await hooks(stranger, method, `/${body.id}${path}`);
       expect(res.status, `${method} ${path}`).to.equal(404);
       expect(res.body.error.code).to.equal('not_found');

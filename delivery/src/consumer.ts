@@ -9,9 +9,9 @@
  * afterwards and is driven by those records (retries and crash recovery go
  * through the same records), so a slow receiver never holds the consumer.
  */
-import { encodeCursor } from '../../shared/src/cursor.js';
+import { decodeEnvelope, toRecord } from '../../shared/src/eventlog/envelope.js';
 import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/kafka.js';
-import { isEventType, type EventEnvelope, type EventRecord } from '../../shared/src/eventlog/types.js';
+import type { EventEnvelope, EventRecord } from '../../shared/src/eventlog/types.js';
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import { insertDeliveries, newDelivery, releaseLeases, type DeliveryCollections } from './deliveries.js';
@@ -33,35 +33,13 @@ interface Decoded {
 
 /** Parses one message; null (logged) for anything that is not an event envelope. */
 export function decodeMessage(message: KafkaMessage, partition: number, log: Logger): Decoded | null {
-  let envelope: EventEnvelope;
-  try {
-    envelope = JSON.parse(message.value?.toString('utf8') ?? '') as EventEnvelope;
-  } catch {
-    log.warn({ partition, offset: message.offset }, 'skipping a message that is not JSON');
-    return null;
-  }
-  const ok =
-    envelope !== null &&
-    typeof envelope === 'object' &&
-    typeof envelope.id === 'string' &&
-    typeof envelope.account_id === 'string' &&
-    isEventType(envelope.type) &&
-    typeof envelope.created_at === 'string' &&
-    typeof envelope.data === 'object' &&
-    envelope.data !== null;
-  if (!ok) {
+  const envelope = decodeEnvelope(message.value);
+  if (!envelope) {
     log.warn({ partition, offset: message.offset }, 'skipping a message that is not an event envelope');
     return null;
   }
   // The same record polling returns: its cursor is the message's position in the log.
-  const record: EventRecord = {
-    id: envelope.id,
-    type: envelope.type,
-    created_at: envelope.created_at,
-    data: envelope.data,
-    cursor: encodeCursor({ partition, offset: BigInt(message.offset) }),
-  };
-  return { envelope, record };
+  return { envelope, record: toRecord(envelope, { partition, offset: BigInt(message.offset) }) };
 }
 
 /** `["*"]` matches everything; a ping goes only to the subscription it names. */

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
 import { attemptsQuery, createWebhookBody } from './schemas.js';
-import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, revealSecret } from './service.js';
+import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret } from './service.js';
 
 /** Webhook subscriptions of the caller's account (SPEC.md section 4, Webhooks). */
 export function webhookRoutes(deps: ApiDeps): Router {
@@ -32,6 +32,11 @@ export function webhookRoutes(deps: ApiDeps): Router {
   router.post('/:id/secret', auth, async (ctx) => {
     ctx.body = await revealSecret(deps, authOf(ctx).accountId, ctx.params.id as string);
     ctx.set('Cache-Control', 'no-store');
+  });
+
+  router.post('/:id/ping', auth, async (ctx) => {
+    ctx.status = 202;
+    ctx.body = await pingWebhook(deps, authOf(ctx).accountId, ctx.params.id as string);
   });
 
   router.get('/:id/deliveries', auth, async (ctx) => {

@@ -6,13 +6,14 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, notFound, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
 import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
+import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
 import type { AttemptDoc, WebhookDoc } from '../../../../shared/src/mongo/index.js';
 import { newWebhookSecret } from '../../../../shared/src/signing.js';
 import { checkWebhookUrl, parseWebhookUrl } from '../../../../shared/src/url-safety.js';
 import type { ApiDeps } from '../../deps.js';
 import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput } from './schemas.js';
 
-export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox'>;
+export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events'>;
 
 /** The subscription as the API shows it (never the secret, except where stated). */
 export interface Webhook {
@@ -177,6 +178,26 @@ export async function deleteWebhook(deps: WebhookDeps, accountId: string, id: st
 export async function revealSecret(deps: WebhookDeps, accountId: string, id: string): Promise<{ secret: string }> {
   const doc = await findOwned(deps, accountId, id);
   return { secret: deps.secretBox.open(doc.secret_enc, doc._id) };
+}
+
+/**
+ * Fires a `webhook.ping` at one subscription. It goes through the event log
+ * like every event (polling, long-poll and SSE see it too); the delivery
+ * process sends it to the targeted subscription only. Resolves once the log
+ * has it, not when it is delivered.
+ */
+export async function pingWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<{ event_id: string }> {
+  const sub = await findOwned(deps, accountId, id);
+  const envelope = buildEnvelope(
+    { account_id: accountId, type: 'webhook.ping', data: { subscription_id: sub._id }, target_subscription_id: sub._id },
+    deps.clock(),
+  );
+  try {
+    await deps.events.log.publish([envelope]);
+  } catch (err) {
+    throw asUnavailable(err, 'The event log');
+  }
+  return { event_id: envelope.id };
 }
 
 /** Recent delivery attempts of one subscription, newest first. */
