@@ -123,6 +123,7 @@ export class TestDb {
       events,
       description: '',
       secret_enc: this.box.seal(secret, id),
+      slot: Math.floor(Math.random() * 1e9),
       created_at: new Date(),
       last_status: null,
       last_delivery_at: null,

@@ -80,7 +80,12 @@ export interface WebhookDoc {
   url: string;
   events: string[];
   description: string;
-  secret_enc: string; // AES-256-GCM, base64 of iv|tag|ciphertext
+  secret_enc: string; // SecretBox: `v1.` + base64 of iv|tag|ciphertext, bound to _id
+  /**
+   * 0 ≤ slot < the per-account cap, unique per account: taking a slot by
+   * insert is what enforces the cap under concurrent creates.
+   */
+  slot: number;
   created_at: Date;
   last_status: number | null;
   last_delivery_at: Date | null;

@@ -88,7 +88,10 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   ],
   watermarks: [],
   streamSlots: [],
-  webhooks: [{ key: { account_id: 1, created_at: 1 }, name: 'account_created' }],
+  webhooks: [
+    { key: { account_id: 1, created_at: 1 }, name: 'account_created' },
+    { key: { account_id: 1, slot: 1 }, name: 'account_slot_unique', unique: true },
+  ],
   deliveries: [
     { key: { state: 1, next_attempt_at: 1 }, name: 'due' },
     { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },

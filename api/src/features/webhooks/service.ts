@@ -124,45 +124,50 @@ function assertEvents(events: string[]): void {
   }
 }
 
+const DUPLICATE_KEY = 11000;
+
 /**
- * Creates a subscription and returns it with its secret. The cap is checked
- * before and after inserting: when concurrent creates overshoot it, the ones
- * ranked after the cap (by creation time, then id) remove themselves.
+ * Creates a subscription and returns it with its secret. The cap holds under
+ * concurrent creates: each subscription takes one of the account's `cap`
+ * slots by inserting with a unique (account, slot) key, so two creates can
+ * never both take the last free slot (no transactions needed).
  */
 export async function createWebhook(deps: WebhookDeps, accountId: string, input: CreateWebhookInput): Promise<Webhook & { secret: string }> {
   assertEvents(input.events);
   const { webhooks } = deps.mongo.collections;
   const cap = deps.config.webhooks.maxPerAccount;
   const full = (): AppError => new AppError('conflict', `An account may have at most ${cap} webhooks; delete one first`);
-  if ((await storage(webhooks.countDocuments({ account_id: accountId }))) >= cap) throw full();
+  const taken = await storage(webhooks.find({ account_id: accountId }, { projection: { slot: 1 } }).toArray());
+  if (taken.length >= cap) throw full();
   const url = await assertSafeUrl(deps, input.url);
 
   const id = 'wh_' + randomBytes(12).toString('hex');
   const secret = newWebhookSecret();
-  const doc: WebhookDoc = {
-    _id: id,
-    account_id: accountId,
-    url,
-    events: input.events,
-    description: input.description ?? '',
-    secret_enc: deps.secretBox.seal(secret, id),
-    created_at: deps.clock(),
-    last_status: null,
-    last_delivery_at: null,
-    last_error: null,
-  };
-  await storage(webhooks.insertOne(doc));
-  const ahead = await storage(
-    webhooks.countDocuments({
+  const used = new Set(taken.map((d) => d.slot));
+  for (let slot = 0; slot < cap; slot++) {
+    if (used.has(slot)) continue;
+    const doc: WebhookDoc = {
+      _id: id,
       account_id: accountId,
-      $or: [{ created_at: { $lt: doc.created_at } }, { created_at: doc.created_at, _id: { $lt: id } }],
-    }),
-  );
-  if (ahead >= cap) {
-    await storage(webhooks.deleteOne({ _id: id }));
-    throw full();
+      url,
+      events: input.events,
+      description: input.description ?? '',
+      secret_enc: deps.secretBox.seal(secret, id),
+      slot,
+      created_at: deps.clock(),
+      last_status: null,
+      last_delivery_at: null,
+      last_error: null,
+    };
+    try {
+      await webhooks.insertOne(doc);
+      return { ...toWebhook(doc), secret };
+    } catch (err) {
+      if ((err as { code?: number }).code !== DUPLICATE_KEY) throw asUnavailable(err, 'Webhook storage');
+      // A concurrent create took this slot first: try the next one.
+    }
   }
-  return { ...toWebhook(doc), secret };
+  throw full();
 }
 
 /** Deletes the subscription; its pending deliveries are dropped and its attempt log removed. */
