@@ -33,8 +33,8 @@ describe('webhooks end to end (API, event log, delivery process, HTTPS receiver)
   };
 
   /** Polls GET /api/v1/events until the event shows up (the materializer runs behind the log). */
-  const polled = async (acct: TestAccount, eventId: string, type?: string): Promise<any> => {
-    for (let i = 0; i < 100; i++) {
+  const polled = async (acct: TestAccount, eventId: string, type?: string, tries = 300): Promise<any> => {
+    for (let i = 0; i < tries; i++) {
       const res = await call(api.url, 'GET', `/api/v1/events?limit=100${type ? `&type=${type}` : ''}`, { headers: bearer(acct.apiKey) });
       const found = res.body.events?.find((e: { id: string }) => e.id === eventId);
       if (found) return found;
@@ -59,6 +59,9 @@ describe('webhooks end to end (API, event log, delivery process, HTTPS receiver)
     const env = deliveryTestEnv(receiver.caFile);
     await startTestDelivery(env);
     await waitForGroup(env);
+    // This extra API process joined the materializer group: wait out the rebalance before timing anything.
+    const probe = await createAccount(api.url);
+    await polled(probe, await ingest(probe, 'call.started'), undefined, 900);
   });
   after(() => receiver.close());
 

@@ -11,7 +11,7 @@ import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { claim, dropDelivery, recordAttempt, releaseLeases, type DeliveryCollections } from './deliveries.js';
+import { claim, dropDelivery, recordAttempt, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import type { Sender } from './http-sender.js';
 import { FairQueue } from './fair-queue.js';
 import { nextDelay } from './retry-policy.js';
@@ -49,7 +49,10 @@ export class Dispatcher {
   private readonly queue: FairQueue<Job>;
   /** Ids queued or in flight here: a delivery is never run twice at once in one process. */
   private readonly held = new Set<string>();
+  /** Attempts holding a slot (sending). */
   private running = 0;
+  /** Jobs not finished yet: sending or writing their outcome. */
+  private bookkeeping = 0;
   private stopped = false;
   private idle: (() => void)[] = [];
 
@@ -68,9 +71,9 @@ export class Dispatcher {
     return this.running;
   }
 
-  /** Work waiting or running here. */
+  /** Work waiting, sending or still writing its outcome here. */
   get load(): number {
-    return this.running + this.queue.size;
+    return this.bookkeeping + this.queue.size;
   }
 
   /** Slots free right now (the poller claims no more than this). */
@@ -95,7 +98,7 @@ export class Dispatcher {
     return 'queued';
   }
 
-  /** Stops taking work, waits for attempts in flight, hands queued ones back. */
+  /** Stops taking work, waits for attempts in flight (and their records), hands queued ones back. */
   async stop(timeoutMs: number): Promise<void> {
     this.stopped = true;
     const queued = this.queue.drain().map((j) => j.delivery._id);
@@ -103,7 +106,7 @@ export class Dispatcher {
     await releaseLeases(this.deps.collections, queued, this.deps.owner, this.deps.clock()).catch((err: unknown) =>
       this.deps.log.warn({ err }, 'could not release queued deliveries; their leases will expire'),
     );
-    if (this.running === 0) return;
+    if (this.bookkeeping === 0) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, timeoutMs);
       this.idle.push(() => {
@@ -119,19 +122,29 @@ export class Dispatcher {
       if (!next) return;
       const { key, item: job } = next;
       this.running++;
-      this.run(job)
+      let slotFreed = false;
+      // The slot is the HTTP attempt; the bookkeeping writes after it run outside the
+      // slot, so a slow database does not slow a receiver's next delivery.
+      const freeSlot = (): void => {
+        if (slotFreed) return;
+        slotFreed = true;
+        this.running--;
+        this.queue.done(key);
+        this.pump();
+      };
+      this.bookkeeping++;
+      this.run(job, freeSlot)
         .catch((err: unknown) => this.deps.log.error({ err, delivery: job.delivery._id }, 'delivery attempt failed unexpectedly; its lease will expire and it will be retried'))
         .finally(() => {
-          this.running--;
-          this.queue.done(key);
+          freeSlot();
+          this.bookkeeping--;
           this.held.delete(job.delivery._id);
-          if (this.running === 0) for (const wake of this.idle.splice(0)) wake();
-          this.pump();
+          if (this.bookkeeping === 0) for (const wake of this.idle.splice(0)) wake();
         });
     }
   }
 
-  private async run(job: Job): Promise<void> {
+  private async run(job: Job, freeSlot: () => void): Promise<void> {
     const { deps } = this;
     let delivery = job.delivery;
     const now = deps.clock();
@@ -147,11 +160,15 @@ export class Dispatcher {
       await dropDelivery(deps.collections, delivery);
       return;
     }
-    await attempt(deps, delivery, sub);
+    const outcome = await send(deps, delivery, sub);
+    freeSlot();
+    await recordAttempt(deps.collections, outcome, 'att_' + randomBytes(12).toString('hex'));
+    deps.log.debug({ delivery: delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
   }
 }
 
-async function attempt(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc): Promise<void> {
+/** One signed POST; returns what recordAttempt stores, next attempt time included. */
+async function send(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc): Promise<AttemptRecord> {
   const secret = deps.box.open(sub.secret_enc, sub._id);
   const at = deps.clock();
   const headers = {
@@ -163,19 +180,14 @@ async function attempt(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDo
   const number = delivery.attempts + 1;
   const delay = result.outcome === 'ok' ? null : nextDelay(number, deps.retrySchedule, result);
   const finished = new Date(at.getTime() + result.durationMs);
-  await recordAttempt(
-    deps.collections,
-    {
-      delivery,
-      attempt: number,
-      status: result.status,
-      outcome: result.outcome,
-      error: result.error,
-      durationMs: result.durationMs,
-      at,
-      nextAttemptAt: delay === null ? null : new Date(finished.getTime() + delay),
-    },
-    'att_' + randomBytes(12).toString('hex'),
-  );
-  deps.log.debug({ delivery: delivery._id, attempt: number, status: result.status, outcome: result.outcome, ms: result.durationMs }, 'delivery attempt');
+  return {
+    delivery,
+    attempt: number,
+    status: result.status,
+    outcome: result.outcome,
+    error: result.error,
+    durationMs: result.durationMs,
+    at,
+    nextAttemptAt: delay === null ? null : new Date(finished.getTime() + delay),
+  };
 }

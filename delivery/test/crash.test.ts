@@ -52,6 +52,8 @@ describe('delivery process crash', function () {
       EVENTS_TOPIC: `${deliveryTestEnv('x').EVENTS_TOPIC}-crash`,
       MONGO_DB: `${deliveryTestEnv('x').MONGO_DB}_crash`,
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+      // Short leases: the killed process's claimed deliveries are retaken 8 s after the kill.
+      WEBHOOK_LEASE_MS: '8000',
     });
     const db = new TestDb(env);
     const log = new TestLog(env);

@@ -23,7 +23,7 @@ export function deliveryTestEnv(caFile: string, overrides: Record<string, string
     WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     WEBHOOK_CA_FILE: caFile,
     WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s',
-    WEBHOOK_LEASE_MS: '8000',
+    WEBHOOK_LEASE_MS: '15000',
     WEBHOOK_POLL_INTERVAL_MS: '200',
     DELIVERY_GROUP_ID: uniqueName('delivery-test'),
     INSTANCE_ID: uniqueName('dw'),
