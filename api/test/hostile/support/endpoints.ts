@@ -155,7 +155,35 @@ const EVENTS: Endpoint[] = [
   },
 ];
 
-export const ENDPOINTS: Endpoint[] = [...ACCOUNTS, ...OPERATIONS, ...EVENTS];
+/** Public addresses as literals: creating a subscription needs no DNS. */
+const publicUrl = fc.tuple(fc.constantFrom('93.184.216.34', '1.1.1.1', '[2606:4700:4700::1111]'), fc.webPath()).map(([host, path]) => `https://${host}${path}`);
+const webhookEvents = fc.oneof(fc.constant(['*']), fc.uniqueArray(eventType, { minLength: 1, maxLength: 4 }));
+
+const WEBHOOKS: Endpoint[] = [
+  { method: 'GET', route: '/api/v1/webhooks', auth: 'account', runs: 60 },
+  {
+    method: 'POST',
+    route: '/api/v1/webhooks',
+    auth: 'account',
+    body: () => fc.record({ url: publicUrl, events: webhookEvents, description: fc.string({ unit: 'grapheme', maxLength: 80 }) }, { requiredKeys: ['url', 'events'] }),
+    bodyFields: ['url', 'events', 'description'],
+    runs: 150,
+  },
+  { method: 'GET', route: '/api/v1/webhooks/:id', auth: 'account', runs: 60 },
+  { method: 'DELETE', route: '/api/v1/webhooks/:id', auth: 'account', runs: 40 },
+  { method: 'POST', route: '/api/v1/webhooks/:id/secret', auth: 'account', runs: 60 },
+  { method: 'POST', route: '/api/v1/webhooks/:id/ping', auth: 'account', runs: 60 },
+  {
+    method: 'GET',
+    route: '/api/v1/webhooks/:id/deliveries',
+    auth: 'account',
+    query: () => fc.record({ limit: fc.integer({ min: 1, max: 200 }).map(String) }, { requiredKeys: [] }),
+    queryNames: ['limit'],
+    runs: 60,
+  },
+];
+
+export const ENDPOINTS: Endpoint[] = [...ACCOUNTS, ...OPERATIONS, ...EVENTS, ...WEBHOOKS];
 
 /** The path of a request to `ep` for the fixture's account (`:id` filled in). */
 export function pathOf(ep: Endpoint, f: Fixture): string {

@@ -20,9 +20,17 @@ export async function mintStreamToken(api: RunningApi, apiKey: string): Promise<
   return res.body.token;
 }
 
-/** A fresh account that owns one event (its cursor) and a live stream token. */
+/** Creates a webhook subscription to a public address literal (no DNS needed); returns its id and secret. */
+export async function createWebhook(api: RunningApi, apiKey: string, description = 'fixture'): Promise<{ id: string; secret: string }> {
+  const res = await call(api.url, 'POST', '/api/v1/webhooks', { headers: bearer(apiKey), body: { url: 'https://93.184.216.34/hooks', events: ['*'], description } });
+  if (res.status !== 201) throw new Error(`webhook creation answered ${res.status}: ${JSON.stringify(res.body)}`);
+  return { id: res.body.id, secret: res.body.secret };
+}
+
+/** A fresh account that owns one event (its cursor), a webhook (its id) and a live stream token. */
 export async function richFixture(api: RunningApi): Promise<Fixture> {
   const account = await createAccount(api.url);
   const { cursor } = await ingestOne(api, account.userId);
-  return { account, cursor, streamToken: await mintStreamToken(api, account.apiKey) };
+  const { id } = await createWebhook(api, account.apiKey);
+  return { account, cursor, id, streamToken: await mintStreamToken(api, account.apiKey) };
 }
