@@ -72,10 +72,11 @@ describe('hostile: sizes, nesting and unicode', function () {
     record('limits', 'content encodings', 7);
   });
 
-  it('answers 200,000 levels of nesting, at the top and in every field, on every JSON endpoint without a 5xx', async () => {
+  it('answers 100,000 to 200,000 levels of nesting, at the top and in every field, on every JSON endpoint without a 5xx', async () => {
+    // Both well within the 1 MB limit (2 and 6 bytes a level), so the nesting, not the size, is what is tested.
     const depth = 200_000;
     const arrays = '['.repeat(depth) + ']'.repeat(depth);
-    const objects = `${'{"x":'.repeat(depth)}1${'}'.repeat(depth)}`;
+    const objects = `${'{"x":'.repeat(depth / 2)}1${'}'.repeat(depth / 2)}`;
     let n = 0;
     for (const ep of jsonPosts) {
       const valid = ep.body ? fc.sample(ep.body(f), { numRuns: 1, seed: 3 })[0]! : {};
@@ -87,10 +88,11 @@ describe('hostile: sizes, nesting and unicode', function () {
       for (const body of bodies) {
         const res = await post(ep, body);
         assertSafe(res, `${endpointName(ep)} nested ${depth}: ${body.slice(0, 120)}`);
+        expect(res.status, `${endpointName(ep)}: the body must be read, not refused for its size`).to.not.equal(413);
         n += 1;
       }
     }
-    record('limits', 'deep nesting (200,000 levels)', n);
+    record('limits', 'deep nesting (100,000-200,000 levels)', n);
   });
 
   it(`lists at most ${MAX_DETAILS} problems for a body of 80,000 unknown fields`, async () => {
