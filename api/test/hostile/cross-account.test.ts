@@ -16,6 +16,7 @@ import { ingestOne, mintStreamToken } from './support/fixtures.js';
 import { answer, describeRequest, type HostileRequest } from './support/http.js';
 import { assertSafe } from './support/oracle.js';
 import { record } from './support/tally.js';
+import { dropHostileWebhooks, ownsWebhooks } from './support/webhook-cleanup.js';
 
 interface Owner {
   account: TestAccount;
@@ -82,6 +83,10 @@ describe('hostile: cross-account matrix', function () {
     intruders.push({ label: 'B in another partition', who: await owner(apis[1], await accountIn(apis[0], partition, false), 2) });
   });
 
+  after(async () => {
+    await dropHostileWebhooks(apis[0]);
+  });
+
   function expectNothingOf(victim: Owner, text: string, what: string): void {
     expect(text, `${what} leaked the victim's data`).to.not.include(victim.marker);
     for (const id of victim.eventIds) expect(text, `${what} leaked event ${id}`).to.not.include(id);
@@ -142,6 +147,7 @@ describe('hostile: cross-account matrix', function () {
   const victimWebhook = (): Promise<{ id: string; secret: string; description: string }> =>
     (owned ??= (async () => {
       const description = `${a.marker}-webhook`;
+      ownsWebhooks(a.account.userId);
       const res = await call(apis[0].url, 'POST', '/api/v1/webhooks', { headers: bearer(a.account.apiKey), body: { url: 'https://93.184.216.34/a-only', events: ['*'], description } });
       if (res.status !== 201) throw new Error(`webhook creation answered ${res.status}: ${JSON.stringify(res.body)}`);
       return { id: res.body.id, secret: res.body.secret, description };

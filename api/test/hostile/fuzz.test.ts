@@ -10,6 +10,7 @@ import { ENDPOINTS, endpointName, type Endpoint, type Fixture } from './support/
 import { fuzzEndpoint } from './support/fuzz.js';
 import { richFixture } from './support/fixtures.js';
 import { total } from './support/tally.js';
+import { dropHostileWebhooks } from './support/webhook-cleanup.js';
 
 describe('hostile: fuzzing every endpoint', function () {
   this.timeout(180_000);
@@ -23,8 +24,9 @@ describe('hostile: fuzzing every endpoint', function () {
   /** Endpoints that change or delete what they are given get an account of their own; the rest share one. */
   const fixtureOf = (ep: Endpoint): Promise<Fixture> => (ep.changesCredential || ep.method === 'DELETE' ? richFixture(apis[0]) : (shared ??= richFixture(apis[0])));
 
-  after(() => {
+  after(async () => {
     console.log(`        fuzz total so far: ${total('fuzz')} cases`);
+    await dropHostileWebhooks(apis[0]);
   });
 
   for (const ep of ENDPOINTS) {

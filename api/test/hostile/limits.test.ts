@@ -15,6 +15,7 @@ import { credentialOf, ENDPOINTS, endpointName, pathOf, type Endpoint, type Fixt
 import { answer, type HostileAnswer } from './support/http.js';
 import { assertSafe } from './support/oracle.js';
 import { record } from './support/tally.js';
+import { dropHostileWebhooks, ownsWebhooks } from './support/webhook-cleanup.js';
 
 const MB = 1024 * 1024;
 const jsonPosts = ENDPOINTS.filter((ep) => ep.method === 'POST' && !ep.nonJson);
@@ -33,6 +34,11 @@ describe('hostile: sizes, nesting and unicode', function () {
   before(async () => {
     apis = await sharedApis();
     f = { account: await createAccount(apis[0].url) };
+    ownsWebhooks(f.account.userId);
+  });
+
+  after(async () => {
+    await dropHostileWebhooks(apis[0]);
   });
 
   const post = (ep: Endpoint, body: string | Buffer, headers: Record<string, string> = {}): Promise<HostileAnswer> =>

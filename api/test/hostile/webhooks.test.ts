@@ -13,6 +13,7 @@ import { fuzz } from './support/fuzz.js';
 import { answer, describeRequest } from './support/http.js';
 import { assertSafe } from './support/oracle.js';
 import { record } from './support/tally.js';
+import { dropHostileWebhooks, ownsWebhooks } from './support/webhook-cleanup.js';
 
 /** Spellings of loopback, private, link-local and metadata addresses. */
 const INTERNAL_HOSTS = [
@@ -30,6 +31,11 @@ describe('hostile: webhook subscriptions', function () {
   before(async () => {
     apis = await sharedApis();
     acct = await createAccount(apis[0].url);
+    ownsWebhooks(acct.userId);
+  });
+
+  after(async () => {
+    await dropHostileWebhooks(apis[0]);
   });
 
   /** Deletes what a case created, so the per-account cap never decides an answer. */
