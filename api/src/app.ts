@@ -2,6 +2,7 @@ import Koa from 'koa';
 import type { ApiDeps } from './deps.js';
 import { dashboardRoutes } from './features/dashboard/routes.js';
 import { healthRoutes } from './features/health/routes.js';
+import { MCP_PATH, mcpRoutes } from './features/mcp/routes.js';
 import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
 import { requestContext } from './middleware/request-context.js';
@@ -14,9 +15,9 @@ export function createApp(deps: ApiDeps): Koa {
   app.silent = true; // errors are logged by the error middleware, once
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));
-  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
+  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX, ownParserPaths: [MCP_PATH] }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes()]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), mcpRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type BaseConfig, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
 
 export interface ApiConfig extends BaseConfig {
   instanceId: string;
@@ -18,6 +18,14 @@ export interface ApiConfig extends BaseConfig {
     sessionTtlSeconds: number;
   };
   ingestToken: string;
+  mcp: {
+    /**
+     * Browser origins allowed to call /api/mcp (exact `scheme://host[:port]`).
+     * Requests without an Origin header (every non-browser MCP client) are
+     * always allowed; any other Origin is refused with 403.
+     */
+    allowedOrigins: string[];
+  };
 }
 
 const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0000';
@@ -40,5 +48,27 @@ export function loadApiConfig(env: Env): ApiConfig {
       sessionTtlSeconds: 30 * 24 * 3600,
     },
     ingestToken: read.secret(env, 'INGEST_TOKEN', base.production, DEV_INGEST_TOKEN, 24),
+    mcp: {
+      allowedOrigins: parseOrigins(read.str(env, 'MCP_ALLOWED_ORIGINS', '')),
+    },
   };
+}
+
+/** Comma-separated origins, each normalised the way browsers send them (lower-case, no default port). */
+function parseOrigins(raw: string): string[] {
+  const origins: string[] = [];
+  for (const entry of raw.split(',').map((o) => o.trim()).filter(Boolean)) {
+    let url: URL;
+    try {
+      url = new URL(entry);
+    } catch {
+      throw new ConfigError('MCP_ALLOWED_ORIGINS', `has a bad entry "${entry}" (want scheme://host[:port])`);
+    }
+    const bare = url.pathname === '/' && !url.search && !url.hash && !url.username && !url.password;
+    if (!['http:', 'https:'].includes(url.protocol) || !bare) {
+      throw new ConfigError('MCP_ALLOWED_ORIGINS', `has a bad entry "${entry}" (want scheme://host[:port], no path)`);
+    }
+    origins.push(url.origin);
+  }
+  return origins;
 }
