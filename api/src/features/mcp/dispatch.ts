@@ -118,8 +118,17 @@ async function callTool(dc: DispatchContext, params: unknown): Promise<Record<st
   }
 
   if (!dc.caller) throw new Error('tools/call reached dispatch without an authenticated caller');
+  const started = performance.now();
+  const result = await runTool(dc, tool, dc.caller, args);
+  // One audit line per call: which account ran which tool, and how it ended.
+  const ms = Math.round(performance.now() - started);
+  dc.deps.log.info({ request_id: dc.requestId, account_id: dc.caller.accountId, tool: tool.name, is_error: result.isError, ms }, 'mcp tool call');
+  return result;
+}
+
+async function runTool(dc: DispatchContext, tool: Tool, caller: ToolCaller, args: Record<string, unknown>): Promise<Record<string, unknown>> {
   try {
-    const structured = await tool.run({ deps: dc.deps, caller: dc.caller, signal: dc.signal }, args);
+    const structured = await tool.run({ deps: dc.deps, caller, signal: dc.signal }, args);
     return toolResult(structured, dc.version);
   } catch (err) {
     // Failures the caller can act on (not found, rejected URL, dependency down) are tool results, not protocol errors.

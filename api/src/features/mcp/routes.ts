@@ -6,7 +6,9 @@
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { AppError } from '../../../../shared/src/errors/index.js';
+import { AppError, unavailable } from '../../../../shared/src/errors/index.js';
+import { isDependencyError } from '../../../../shared/src/errors/dependency.js';
+import type { Logger } from '../../../../shared/src/log.js';
 import type { ApiDeps } from '../../deps.js';
 import { resolveToolCaller } from './caller.js';
 import { dispatch } from './dispatch.js';
@@ -32,12 +34,12 @@ export const MAX_BATCH = 50;
 export function mcpRoutes(deps: ApiDeps): Router {
   const router = new Router();
   const limit = byteLimit(deps.config.http.bodyLimit);
-  const allowed = deps.config.mcp.allowedOrigins;
+  const guard = { allowed: deps.config.mcp.allowedOrigins, log: deps.log };
 
-  router.post(MCP_PATH, (ctx) => guarded(ctx, allowed, false, () => post(ctx, deps, limit)));
+  router.post(MCP_PATH, (ctx) => guarded(ctx, guard, false, () => post(ctx, deps, limit)));
 
   router.options(MCP_PATH, (ctx) =>
-    guarded(ctx, allowed, true, async () => {
+    guarded(ctx, guard, true, async () => {
       ctx.set('Allow', 'POST, OPTIONS');
       ctx.body = null;
       ctx.status = 204;
@@ -46,7 +48,7 @@ export function mcpRoutes(deps: ApiDeps): Router {
 
   // No server-initiated SSE stream (GET) and no sessions to end (DELETE): the transport spec's 405.
   router.all(MCP_PATH, (ctx) =>
-    guarded(ctx, allowed, false, async () => {
+    guarded(ctx, guard, false, async () => {
       ctx.set('Allow', 'POST, OPTIONS');
       throw new HttpRefusal(405, {
         code: RPC.SERVER_ERROR,
@@ -59,19 +61,36 @@ export function mcpRoutes(deps: ApiDeps): Router {
   return router;
 }
 
+interface Guard {
+  allowed: readonly string[];
+  log: Logger;
+}
+
 /** Origin check and CORS first, then the handler; a refusal becomes a JSON-RPC error body with its HTTP status. */
-async function guarded(ctx: Context, allowed: readonly string[], preflight: boolean, handler: () => Promise<void>): Promise<void> {
+async function guarded(ctx: Context, guard: Guard, preflight: boolean, handler: () => Promise<void>): Promise<void> {
   try {
-    setCors(ctx, checkOrigin(ctx, allowed), preflight);
+    setCors(ctx, checkOrigin(ctx, guard.allowed), preflight);
     await handler();
-  } catch (err) {
-    if (!(err instanceof HttpRefusal)) throw err;
+  } catch (caught) {
+    const err = asRefusal(caught, guard.log, ctx);
     ctx.vary('Origin');
     const data = { ...(err.rpc.data as Record<string, unknown>), request_id: ctx.state.requestId };
     ctx.status = err.status;
     for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
     ctx.body = errorResponse(ctx.state.mcpRequestId as RequestId | undefined, { ...err.rpc, data });
   }
+}
+
+/** Anything else that escaped (a bug, a dependency outage) still answers in JSON-RPC, exposing nothing. */
+function asRefusal(err: unknown, log: Logger, ctx: Context): HttpRefusal {
+  if (err instanceof HttpRefusal) return err;
+  if (err instanceof AppError) return refusalFromAppError(err);
+  if (isDependencyError(err)) {
+    log.warn({ err, request_id: ctx.state.requestId }, 'dependency unavailable');
+    return refusalFromAppError(unavailable('A backing service'));
+  }
+  log.error({ err, request_id: ctx.state.requestId, path: ctx.path }, 'unhandled error');
+  return new HttpRefusal(500, { code: RPC.INTERNAL_ERROR, message: 'Internal error', data: { code: 'internal' } });
 }
 
 async function post(ctx: Context, deps: ApiDeps, limit: number): Promise<void> {
@@ -96,7 +115,7 @@ async function post(ctx: Context, deps: ApiDeps, limit: number): Promise<void> {
   const version = single?.kind === 'request' && single.method === 'initialize' ? LATEST_PROTOCOL_VERSION : headerVersion(ctx);
 
   const toolCalls = messages.filter((m) => m.kind === 'request' && m.method === 'tools/call').length;
-  const caller = toolCalls > 0 ? await authenticate(deps, ctx, toolCalls) : null;
+  const caller = toolCalls > 0 ? await resolveToolCaller(deps, ctx, toolCalls) : null;
 
   const responses = await answerAll(ctx, messages, { deps, version, caller, isBatch });
   if (responses.length === 0) {
@@ -111,15 +130,6 @@ async function post(ctx: Context, deps: ApiDeps, limit: number): Promise<void> {
 
 const invalidRequest = (reason: string): HttpRefusal =>
   new HttpRefusal(400, { code: RPC.INVALID_REQUEST, message: `Invalid Request: ${reason}`, data: { code: 'bad_request' } });
-
-async function authenticate(deps: ApiDeps, ctx: Context, toolCalls: number): Promise<ToolCaller> {
-  try {
-    return await resolveToolCaller(deps, ctx, toolCalls);
-  } catch (err) {
-    if (err instanceof AppError) throw refusalFromAppError(err);
-    throw err;
-  }
-}
 
 /** Runs the requests of one POST concurrently (JSON-RPC lets batch members run in any order). */
 async function answerAll(
