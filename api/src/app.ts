@@ -1,7 +1,9 @@
 import Koa from 'koa';
 import type { ApiDeps } from './deps.js';
+import { authRoutes } from './features/auth/routes.js';
 import { dashboardRoutes } from './features/dashboard/routes.js';
 import { healthRoutes } from './features/health/routes.js';
+import { keyRoutes } from './features/keys/routes.js';
 import { MCP_PATH, mcpRoutes } from './features/mcp/routes.js';
 import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
@@ -11,13 +13,15 @@ export const INGEST_PREFIX = '/internal/';
 
 /** Builds the Koa app from its dependencies; no I/O happens here. */
 export function createApp(deps: ApiDeps): Koa {
-  const app = new Koa({ proxy: deps.config.http.trustProxy });
+  // With TRUST_PROXY, ctx.request.ip is the rightmost-but-(hops-1) X-Forwarded-For entry:
+  // the one our own proxy wrote. Entries further left come from the client and are ignored.
+  const app = new Koa({ proxy: deps.config.http.trustProxy, maxIpsCount: deps.config.http.proxyHops });
   app.silent = true; // errors are logged by the error middleware, once
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX, ownParserPaths: [MCP_PATH] }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes(), mcpRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), mcpRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

@@ -10,6 +10,15 @@ describe('api config', () => {
   it('refuses a short secret', () => {
     expect(() => loadApiConfig({ JWT_SECRET: 'short' })).to.throw(/JWT_SECRET must be at least 32 characters/);
   });
+
+  it('uses the SPEC.md limits by default and takes overrides', () => {
+    const c = loadApiConfig({});
+    expect(c.limits).to.deep.equal({ apiKeyPerMinute: 100, sessionPerMinute: 600, signupPerHour: 10, loginPerMinute: 30 });
+    expect(c.http).to.include({ trustProxy: false, proxyHops: 1 });
+    expect(loadApiConfig({ SIGNUP_LIMIT_PER_HOUR: '50' }).limits.signupPerHour).to.equal(50);
+    expect(() => loadApiConfig({ API_KEY_LIMIT_PER_MINUTE: '0' })).to.throw(/API_KEY_LIMIT_PER_MINUTE must be between 1/);
+    expect(() => loadApiConfig({ TRUST_PROXY_HOPS: 'two' })).to.throw(/TRUST_PROXY_HOPS must be an integer/);
+  });
 });
 
 describe('api config: MCP_ALLOWED_ORIGINS', () => {

@@ -12,10 +12,23 @@ export interface ApiConfig extends BaseConfig {
     ingestBodyLimit: string;
     /** Read the client IP from X-Forwarded-For (only behind a trusted proxy). */
     trustProxy: boolean;
+    /**
+     * How many X-Forwarded-For entries, counted from the right, our own proxies
+     * appended. The client IP is the leftmost of those; anything further left was
+     * written by the client and is ignored.
+     */
+    proxyHops: number;
   };
   auth: {
     jwtSecret: string;
     sessionTtlSeconds: number;
+  };
+  /** Budgets shared by every API process (state in MongoDB). */
+  limits: {
+    apiKeyPerMinute: number;
+    sessionPerMinute: number;
+    signupPerHour: number;
+    loginPerMinute: number;
   };
   ingestToken: string;
   mcp: {
@@ -42,10 +55,17 @@ export function loadApiConfig(env: Env): ApiConfig {
       bodyLimit: read.str(env, 'BODY_LIMIT', '1mb'),
       ingestBodyLimit: read.str(env, 'INGEST_BODY_LIMIT', '16mb'),
       trustProxy: read.bool(env, 'TRUST_PROXY', false),
+      proxyHops: read.int(env, 'TRUST_PROXY_HOPS', 1, 1, 10),
     },
     auth: {
       jwtSecret: read.secret(env, 'JWT_SECRET', base.production, DEV_JWT_SECRET, 32),
       sessionTtlSeconds: 30 * 24 * 3600,
+    },
+    limits: {
+      apiKeyPerMinute: read.int(env, 'API_KEY_LIMIT_PER_MINUTE', 100, 1, 1_000_000),
+      sessionPerMinute: read.int(env, 'SESSION_LIMIT_PER_MINUTE', 600, 1, 1_000_000),
+      signupPerHour: read.int(env, 'SIGNUP_LIMIT_PER_HOUR', 10, 1, 1_000_000),
+      loginPerMinute: read.int(env, 'LOGIN_LIMIT_PER_MINUTE', 30, 1, 1_000_000),
     },
     ingestToken: read.secret(env, 'INGEST_TOKEN', base.production, DEV_INGEST_TOKEN, 24),
     mcp: {

@@ -5,6 +5,7 @@ import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import type { ApiConfig } from './config.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
+import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
 
 /**
  * Everything a route or service may use, built once per process (or per test
@@ -18,6 +19,8 @@ export interface ApiDeps {
   kafkaProbe: KafkaProbe;
   lifecycle: Lifecycle;
   clock: () => Date;
+  /** Request budgets shared by every API process through MongoDB. */
+  limits: RateLimits;
 }
 
 export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
@@ -28,5 +31,6 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   const kafkaProbe = new KafkaProbe(createKafka(config, log, { retry: { retries: 0 } }));
   lifecycle.onStop('mongo', () => mongo.close());
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
-  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock: () => new Date() };
+  const limits = createRateLimits(config, mongo, log);
+  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock: () => new Date(), limits };
 }

@@ -3,8 +3,20 @@ import { baseTestEnv } from '../../../shared/test/support/env.js';
 import { loadApiConfig, type ApiConfig } from '../../src/config.js';
 import { startApi, type RunningApi } from '../../src/server.js';
 
+/**
+ * Test apps get budgets far above production's (every test signs up from
+ * 127.0.0.1, and some make hundreds of calls with one key). Tests of the
+ * limits themselves pass the real values as overrides, in their own app.
+ */
+const GENEROUS_LIMITS: Record<string, string> = {
+  SIGNUP_LIMIT_PER_HOUR: '1000000',
+  LOGIN_LIMIT_PER_MINUTE: '1000000',
+  API_KEY_LIMIT_PER_MINUTE: '1000000',
+  SESSION_LIMIT_PER_MINUTE: '1000000',
+};
+
 export function testApiConfig(overrides: Record<string, string> = {}): ApiConfig {
-  return loadApiConfig(baseTestEnv(overrides));
+  return loadApiConfig(baseTestEnv({ ...GENEROUS_LIMITS, ...overrides }));
 }
 
 /** Starts an API process in-process on a free port; closed when the run ends (or earlier by the test). */

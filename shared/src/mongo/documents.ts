@@ -29,6 +29,16 @@ export interface ApiKeyDoc {
   created_at: Date;
 }
 
+/**
+ * One fixed window of one rate-limit key, written by rate-limiter-flexible's
+ * Mongo store (its schema, not ours): `key` is `<limiter>:<subject>`.
+ */
+export interface RateLimitDoc {
+  key: string;
+  points: number;
+  expire: Date | null;
+}
+
 export interface EventDoc {
   _id: string; // event id
   account_id: string;

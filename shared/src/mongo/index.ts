@@ -12,6 +12,7 @@ import type {
   AttemptDoc,
   DeliveryDoc,
   EventDoc,
+  RateLimitDoc,
   StreamSlotDoc,
   UserDoc,
   WatermarkDoc,
@@ -42,6 +43,7 @@ export interface Collections {
   webhooks: Collection<WebhookDoc>;
   deliveries: Collection<DeliveryDoc>;
   attempts: Collection<AttemptDoc>;
+  rateLimits: Collection<RateLimitDoc>;
 }
 
 export interface Mongo {
@@ -68,6 +70,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     webhooks: db.collection(COLLECTION_NAMES.webhooks),
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
     attempts: db.collection(COLLECTION_NAMES.attempts),
+    rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
   };
   return { client, db, collections, close: () => client.close() };
 }
@@ -87,7 +90,19 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },
   ],
   attempts: [{ key: { subscription_id: 1, at: -1 }, name: 'subscription_recent' }],
+  // rate-limiter-flexible's own index creation is disabled (it insists on a TTL
+  // index, which FerretDB refuses); these are the same two indexes. The unique
+  // key is what keeps two processes from starting two windows for one key.
+  rateLimits: [
+    { key: { key: 1 }, name: 'key_unique', unique: true },
+    { key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: 0 },
+  ],
 };
+
+/** FerretDB 1.x answers a TTL index with NotImplemented (238). */
+function isTtlUnsupported(err: unknown): boolean {
+  return (err as { code?: unknown })?.code === 238 || (err as { codeName?: unknown })?.codeName === 'NotImplemented';
+}
 
 /** Creates every index; safe to call on every boot and from several processes. */
 export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void> {
@@ -95,7 +110,13 @@ export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void>
     // One index per call: FerretDB 1.24 panics on a multi-index createIndexes
     // when the indexes already exist (a second boot), closing the connection.
     for (const { key, ...options } of specs) {
-      await mongo.collections[name].createIndex(key, options);
+      try {
+        await mongo.collections[name].createIndex(key, options);
+      } catch (err) {
+        if (options.expireAfterSeconds === undefined || !isTtlUnsupported(err)) throw err;
+        // Readers check expiry themselves; only the clean-up of old documents is lost.
+        logger.info({ collection: name, index: options.name }, 'server has no TTL indexes; expired documents stay until overwritten');
+      }
     }
   }
   logger.debug('mongo indexes ensured');

@@ -1,0 +1,97 @@
+import { randomBytes } from 'node:crypto';
+import { MongoServerError } from 'mongodb';
+import { AppError, unauthorized } from '../../../../shared/src/errors/index.js';
+import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
+import type { ApiKeyDoc, UserDoc } from '../../../../shared/src/mongo/index.js';
+import type { ApiDeps } from '../../deps.js';
+import { findKeyDoc, type KeySummary } from '../keys/service.js';
+import { hashPassword, verifyAgainstDummy, verifyPassword } from './passwords.js';
+import type { LoginInput, SignupInput } from './schemas.js';
+import { issueSessionToken } from './tokens.js';
+
+/** The user object of every response. Never carries a password or key hash. */
+export interface UserView {
+  id: string;
+  email: string;
+  name: string;
+  phone: string | null;
+  plan: string | null;
+  created_at: string;
+  api_key: KeySummary | null;
+}
+
+export interface SessionResult {
+  token: string;
+  user: UserView;
+}
+
+export function toUserView(user: UserDoc, key: Pick<ApiKeyDoc, 'preview' | 'created_at'> | null): UserView {
+  return {
+    id: user._id,
+    email: user.email,
+    name: user.name,
+    phone: user.phone,
+    plan: user.plan,
+    created_at: user.created_at.toISOString(),
+    api_key: key ? { preview: key.preview, created_at: key.created_at.toISOString() } : null,
+  };
+}
+
+export const newUserId = (): string => `usr_${randomBytes(12).toString('hex')}`;
+
+const emailTaken = (): AppError => new AppError('conflict', 'An account with this email already exists');
+
+function isDuplicateKey(err: unknown): boolean {
+  return err instanceof MongoServerError && err.code === 11000;
+}
+
+export async function signup(deps: ApiDeps, input: SignupInput): Promise<SessionResult> {
+  const { users } = deps.mongo.collections;
+  try {
+    // Cheap early answer; the unique index below is what actually decides a race.
+    if (await users.findOne({ email: input.email }, { projection: { _id: 1 } })) throw emailTaken();
+    const user: UserDoc = {
+      _id: newUserId(),
+      email: input.email,
+      name: input.name,
+      phone: input.phone ?? null,
+      plan: input.plan ?? null,
+      password: await hashPassword(input.password),
+      created_at: deps.clock(),
+    };
+    await users.insertOne(user);
+    return { token: issueSessionToken(deps.config.auth, user._id, deps.clock()), user: toUserView(user, null) };
+  } catch (err) {
+    if (isDuplicateKey(err)) throw emailTaken();
+    throw asUnavailable(err, 'Account storage');
+  }
+}
+
+/** Wrong email and wrong password get the same answer after the same work. */
+export async function login(deps: ApiDeps, input: LoginInput): Promise<SessionResult> {
+  let user: UserDoc | null;
+  try {
+    user = await deps.mongo.collections.users.findOne({ email: input.email });
+  } catch (err) {
+    throw asUnavailable(err, 'Account storage');
+  }
+  const ok = user ? await verifyPassword(input.password, user.password) : await verifyAgainstDummy(input.password);
+  if (!user || !ok) throw unauthorized('Invalid email or password');
+  const key = await findKeyDoc(deps, user._id);
+  return { token: issueSessionToken(deps.config.auth, user._id, deps.clock()), user: toUserView(user, key) };
+}
+
+export async function findUser(deps: ApiDeps, userId: string): Promise<UserDoc | null> {
+  try {
+    return await deps.mongo.collections.users.findOne({ _id: userId });
+  } catch (err) {
+    throw asUnavailable(err, 'Account storage');
+  }
+}
+
+/** The caller's profile; the account may have vanished since the token was issued. */
+export async function profile(deps: ApiDeps, userId: string): Promise<UserView> {
+  const [user, key] = await Promise.all([findUser(deps, userId), findKeyDoc(deps, userId)]);
+  if (!user) throw unauthorized('The account of this credential no longer exists');
+  return toUserView(user, key);
+}

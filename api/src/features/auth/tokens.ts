@@ -1,0 +1,41 @@
+import jwt from 'jsonwebtoken';
+import type { ApiConfig } from '../../config.js';
+
+/**
+ * Session tokens are HS256 JWTs. Issuer and audience are checked on verify so
+ * no other token signed with the same secret (now or later) passes as a
+ * session; the algorithm list is pinned so `alg: none` and algorithm
+ * confusion are refused.
+ */
+const ISSUER = 'event-platform';
+const AUDIENCE = 'session';
+export const USER_ID_PATTERN = /^usr_[0-9a-f]{24}$/;
+
+type AuthSettings = ApiConfig['auth'];
+
+const epochSeconds = (at: Date): number => Math.floor(at.getTime() / 1000);
+
+export function issueSessionToken(auth: AuthSettings, userId: string, now: Date): string {
+  const iat = epochSeconds(now);
+  return jwt.sign({ sub: userId, iat, exp: iat + auth.sessionTtlSeconds }, auth.jwtSecret, {
+    algorithm: 'HS256',
+    issuer: ISSUER,
+    audience: AUDIENCE,
+  });
+}
+
+/** The user id of a valid, unexpired session token; null for anything else. */
+export function verifySessionToken(auth: AuthSettings, token: string, now: Date): string | null {
+  try {
+    const payload = jwt.verify(token, auth.jwtSecret, {
+      algorithms: ['HS256'],
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      clockTimestamp: epochSeconds(now),
+    });
+    if (typeof payload === 'string' || typeof payload.exp !== 'number') return null;
+    return typeof payload.sub === 'string' && USER_ID_PATTERN.test(payload.sub) ? payload.sub : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,94 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { notFound } from '../../../../shared/src/errors/index.js';
+import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
+import type { ApiKeyDoc } from '../../../../shared/src/mongo/index.js';
+import type { ApiDeps } from '../../deps.js';
+import type { AuthContext } from '../../middleware/auth.js';
+import type { RateState } from '../limits/limiter.js';
+
+export const API_KEY_PREFIX = 'svc_';
+/** `svc_` + 32 random bytes in base64url (43 characters, no padding). */
+const API_KEY_SHAPE = /^svc_[A-Za-z0-9_-]{43}$/;
+
+/** What the user object shows of a key: never the key, never its hash. */
+export interface KeySummary {
+  preview: string;
+  created_at: string;
+}
+
+export interface NewApiKey extends KeySummary {
+  api_key: string;
+}
+
+export const hashApiKey = (raw: string): string => createHash('sha256').update(raw, 'utf8').digest('hex');
+
+/** `svc_…` + the last 8 characters, as the dashboard shows it (SPEC.md). */
+export const keyPreview = (raw: string): string => `${API_KEY_PREFIX}…${raw.slice(-8)}`;
+
+export const looksLikeApiKey = (value: string): boolean => value.startsWith(API_KEY_PREFIX);
+
+export async function findKeyDoc(deps: ApiDeps, userId: string): Promise<ApiKeyDoc | null> {
+  try {
+    return await deps.mongo.collections.apiKeys.findOne({ _id: userId });
+  } catch (err) {
+    throw asUnavailable(err, 'Key storage');
+  }
+}
+
+/**
+ * Creates the account's key, or rotates it: one upsert replaces the stored
+ * hash, so from the moment it returns the old key matches nothing on any
+ * process (there is no cache to outlive it). The raw key exists only in the
+ * returned value.
+ */
+export async function createOrRotateKey(deps: ApiDeps, userId: string): Promise<NewApiKey> {
+  const raw = API_KEY_PREFIX + randomBytes(32).toString('base64url');
+  const doc: Omit<ApiKeyDoc, '_id'> = { hash: hashApiKey(raw), preview: keyPreview(raw), created_at: deps.clock() };
+  try {
+    await deps.mongo.collections.apiKeys.updateOne({ _id: userId }, { $set: doc }, { upsert: true });
+  } catch (err) {
+    throw asUnavailable(err, 'Key storage');
+  }
+  return { api_key: raw, preview: doc.preview, created_at: doc.created_at.toISOString() };
+}
+
+/** Revokes the account's key at once; 404 when it has none. */
+export async function revokeKey(deps: ApiDeps, userId: string): Promise<void> {
+  let deleted: number;
+  try {
+    ({ deletedCount: deleted } = await deps.mongo.collections.apiKeys.deleteOne({ _id: userId }));
+  } catch (err) {
+    throw asUnavailable(err, 'Key storage');
+  }
+  if (deleted === 0) throw notFound('API key');
+}
+
+/**
+ * The account a raw platform API key belongs to, or null when it is not a
+ * current key. Looked up by its SHA-256 on every call (no cache), so rotation
+ * and revocation take effect at once everywhere. Does not apply the rate
+ * limit: callers follow with consumeApiKeyRate.
+ */
+export async function resolveApiKey(deps: ApiDeps, rawKey: string): Promise<AuthContext | null> {
+  if (!API_KEY_SHAPE.test(rawKey)) return null;
+  const hash = hashApiKey(rawKey);
+  const doc = await deps.mongo.collections.apiKeys.findOne({ hash }).catch((err: unknown) => {
+    throw asUnavailable(err, 'Key storage');
+  });
+  // The index lookup already matched; compare again in constant time as a matter of rule.
+  if (!doc) return null;
+  const stored = Buffer.from(doc.hash, 'hex');
+  const given = Buffer.from(hash, 'hex');
+  if (stored.length !== given.length || !timingSafeEqual(stored, given)) return null;
+  return { accountId: doc._id, userId: doc._id, via: 'api_key' };
+}
+
+/**
+ * Counts one request against the key's budget (API_KEY_LIMIT_PER_MINUTE,
+ * 100 by default), shared by every process. The budget belongs to the
+ * account's key slot, so rotating does not refill it. Throws 429 (with
+ * Retry-After and RateLimit-*) when spent, 503 when MongoDB is unreachable.
+ */
+export function consumeApiKeyRate(deps: ApiDeps, auth: AuthContext): Promise<RateState> {
+  return deps.limits.apiKey.consume(auth.accountId);
+}

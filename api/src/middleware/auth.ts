@@ -1,0 +1,92 @@
+import type { Context, Next } from 'koa';
+import { unauthorized } from '../../../shared/src/errors/index.js';
+import type { ApiDeps } from '../deps.js';
+import { findUser } from '../features/auth/service.js';
+import { verifySessionToken } from '../features/auth/tokens.js';
+import { consumeApiKeyRate, looksLikeApiKey, resolveApiKey } from '../features/keys/service.js';
+import { setRateHeaders, type RateState } from '../features/limits/limiter.js';
+
+/** Who is calling; set on `ctx.state.auth` by `authenticate`. Account id = user id (one user per account). */
+export interface AuthContext {
+  accountId: string;
+  userId: string;
+  via: 'session' | 'api_key';
+}
+
+/** Stream tokens are valid only as the `token` query parameter of the stream URL (SPEC.md 5.5). */
+const STREAM_TOKEN_PREFIX = 'svcst_';
+const MAX_CREDENTIAL_LENGTH = 4096;
+
+/** The token of an `Authorization: Bearer …` header; null when absent; 401 when malformed. */
+export function bearerToken(ctx: Context): string | null {
+  const header = ctx.get('Authorization');
+  if (header === '') return null;
+  const match = /^Bearer +(\S+) *$/i.exec(header);
+  if (!match?.[1]) throw unauthorized('Authorization must be "Bearer <session token or API key>"');
+  return match[1];
+}
+
+interface Credential {
+  value: string;
+  from: 'bearer' | 'x-api-key';
+}
+
+function readCredential(ctx: Context): Credential {
+  const bearer = bearerToken(ctx);
+  const apiKey = ctx.get('X-API-Key').trim();
+  // Two different credentials on one request: refuse rather than guess which one counts.
+  if (bearer !== null && apiKey !== '' && bearer !== apiKey) throw unauthorized('Send one credential, not two');
+  const cred: Credential | null = bearer !== null ? { value: bearer, from: 'bearer' } : apiKey ? { value: apiKey, from: 'x-api-key' } : null;
+  if (!cred) throw unauthorized('Authentication required: send "Authorization: Bearer <token>" or "X-API-Key: <key>"');
+  if (cred.value.length > MAX_CREDENTIAL_LENGTH) throw unauthorized();
+  return cred;
+}
+
+async function sessionAuth(deps: ApiDeps, token: string): Promise<AuthContext> {
+  const userId = verifySessionToken(deps.config.auth, token, deps.clock());
+  if (!userId) throw unauthorized('Invalid or expired session token');
+  // A token outlives nothing: the account must still exist.
+  if (!(await findUser(deps, userId))) throw unauthorized('The account of this session no longer exists');
+  return { accountId: userId, userId, via: 'session' };
+}
+
+/**
+ * Resolves the request's credential and applies that credential's rate limit.
+ * Throws 401 (with WWW-Authenticate: Bearer) for anything that is not a live
+ * session token or API key, 429 over the limit, 503 when MongoDB is down.
+ */
+export async function authenticateRequest(deps: ApiDeps, ctx: Context): Promise<AuthContext> {
+  const cred = readCredential(ctx);
+  let auth: AuthContext;
+  let rate: RateState;
+  if (looksLikeApiKey(cred.value)) {
+    const found = await resolveApiKey(deps, cred.value);
+    if (!found) throw unauthorized('Invalid or revoked API key');
+    auth = found;
+    rate = await consumeApiKeyRate(deps, auth);
+  } else if (cred.value.startsWith(STREAM_TOKEN_PREFIX)) {
+    throw unauthorized('Stream tokens are only accepted as the token parameter of the stream URL');
+  } else if (cred.from === 'x-api-key') {
+    throw unauthorized('X-API-Key takes a platform API key (svc_…)');
+  } else {
+    auth = await sessionAuth(deps, cred.value);
+    rate = await deps.limits.session.consume(auth.userId);
+  }
+  setRateHeaders(ctx, rate);
+  return auth;
+}
+
+/** Koa middleware for every authenticated route: sets `ctx.state.auth`. */
+export function authenticate(deps: ApiDeps) {
+  return async function requireAuth(ctx: Context, next: Next): Promise<void> {
+    ctx.state.auth = await authenticateRequest(deps, ctx);
+    await next();
+  };
+}
+
+/** The caller of a route behind `authenticate`. */
+export function authOf(ctx: Context): AuthContext {
+  const auth = ctx.state.auth as AuthContext | undefined;
+  if (!auth) throw unauthorized();
+  return auth;
+}

@@ -1,0 +1,163 @@
+import { expect } from 'chai';
+import { AppError } from '../../shared/src/errors/index.js';
+import { createLogger } from '../../shared/src/log.js';
+import { createMongo } from '../../shared/src/mongo/index.js';
+import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { SharedLimiter } from '../src/features/limits/limiter.js';
+import type { RunningApi } from '../src/server.js';
+import { bearer, createAccount } from './support/accounts.js';
+import { call, startTestApi, testApiConfig } from './support/api.js';
+
+/** A database of its own, so counters of other tests (all from 127.0.0.1) do not leak in. */
+const ownDb = (): string => `${baseTestEnv().MONGO_DB}_${uniqueName('rl').replace('-', '_')}`;
+
+const signupBody = (): Record<string, string> => ({ email: `${uniqueName('rl')}@example.com`, name: 'Limited', password: 'limited-password' });
+
+function expectThrottled(res: { status: number; headers: Headers; body: any }, maxRetryAfter: number): number {
+  expect(res.status, JSON.stringify(res.body)).to.equal(429);
+  expect(res.body.error.code).to.equal('rate_limited');
+  const retryAfter = Number(res.headers.get('retry-after'));
+  expect(retryAfter).to.be.within(1, maxRetryAfter);
+  return retryAfter;
+}
+
+describe('rate limits shared through MongoDB', function () {
+  this.timeout(120_000);
+
+  describe('API keys: 100 per minute per key', () => {
+    let a: RunningApi;
+    let b: RunningApi;
+
+    before(async () => {
+      // Two processes on one database, with the production budget.
+      const MONGO_DB = ownDb();
+      [a, b] = await Promise.all([
+        startTestApi({ MONGO_DB, INSTANCE_ID: 'rl-a', API_KEY_LIMIT_PER_MINUTE: '100', SESSION_LIMIT_PER_MINUTE: '600' }),
+        startTestApi({ MONGO_DB, INSTANCE_ID: 'rl-b', API_KEY_LIMIT_PER_MINUTE: '100', SESSION_LIMIT_PER_MINUTE: '600' }),
+      ]);
+    });
+
+    it('answers the 101st request within a minute with 429, counting both processes together', async () => {
+      const acct = await createAccount(a.url);
+      const other = await createAccount(b.url);
+      for (let i = 1; i <= 100; i++) {
+        const res = await call(i % 2 ? a.url : b.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': acct.apiKey } });
+        expect(res.status, `request ${i}: ${JSON.stringify(res.body)}`).to.equal(200);
+        expect(res.headers.get('ratelimit-limit')).to.equal('100');
+        expect(res.headers.get('ratelimit-remaining')).to.equal(String(100 - i));
+      }
+      for (const api of [a, b]) {
+        const res = await call(api.url, 'GET', '/api/auth/me', { headers: bearer(acct.apiKey) });
+        expectThrottled(res, 60);
+        expect(res.headers.get('ratelimit-limit')).to.equal('100');
+        expect(res.headers.get('ratelimit-remaining')).to.equal('0');
+        expect(Number(res.headers.get('ratelimit-reset'))).to.equal(Number(res.headers.get('retry-after')));
+      }
+      // Another account's key has its own budget.
+      const unaffected = await call(a.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': other.apiKey } });
+      expect(unaffected.status).to.equal(200);
+      expect(unaffected.headers.get('ratelimit-remaining')).to.equal('99');
+      // Session traffic of the same account is counted separately (600 per minute).
+      const session = await call(b.url, 'GET', '/api/auth/me', { headers: bearer(acct.token) });
+      expect(session.status).to.equal(200);
+      expect(session.headers.get('ratelimit-limit')).to.equal('600');
+      // Rotating does not refill the budget: it belongs to the account's key.
+      const rotated = await call(a.url, 'POST', '/api/auth/api-key', { headers: bearer(acct.token) });
+      expect(rotated.status).to.equal(201);
+      expectThrottled(await call(b.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': rotated.body.api_key } }), 60);
+    });
+  });
+
+  it('limits session-token traffic per user', async () => {
+    const api = await startTestApi({ MONGO_DB: ownDb(), SESSION_LIMIT_PER_MINUTE: '3' });
+    try {
+      const acct = await createAccount(api.url, { withApiKey: false });
+      for (let i = 0; i < 3; i++) expect((await call(api.url, 'GET', '/api/auth/me', { headers: bearer(acct.token) })).status).to.equal(200);
+      expectThrottled(await call(api.url, 'GET', '/api/auth/me', { headers: bearer(acct.token) }), 60);
+    } finally {
+      await api.close();
+    }
+  });
+
+  describe('signup: 10 per hour per client IP', () => {
+    it('throttles the 11th signup from one IP, and a forged X-Forwarded-For does not help', async () => {
+      const api = await startTestApi({ MONGO_DB: ownDb(), SIGNUP_LIMIT_PER_HOUR: '10' });
+      try {
+        // Rejected bodies do not spend the budget.
+        expect((await call(api.url, 'POST', '/api/auth/signup', { body: { email: 'bad' } })).status).to.equal(400);
+        for (let i = 1; i <= 10; i++) {
+          const res = await call(api.url, 'POST', '/api/auth/signup', { body: signupBody(), headers: { 'x-forwarded-for': `198.51.100.${i}` } });
+          expect(res.status, `signup ${i}: ${JSON.stringify(res.body)}`).to.equal(201);
+        }
+        const eleventh = await call(api.url, 'POST', '/api/auth/signup', { body: signupBody() });
+        expect(expectThrottled(eleventh, 3600)).to.be.greaterThan(3000);
+        for (const xff of ['203.0.113.99', '203.0.113.98, 10.0.0.1']) {
+          const spoofed = await call(api.url, 'POST', '/api/auth/signup', { body: signupBody(), headers: { 'x-forwarded-for': xff } });
+          expectThrottled(spoofed, 3600);
+        }
+      } finally {
+        await api.close();
+      }
+    });
+
+    it('behind a trusted proxy counts the address the proxy wrote, not what the client prepended', async () => {
+      const api = await startTestApi({ MONGO_DB: ownDb(), SIGNUP_LIMIT_PER_HOUR: '2', TRUST_PROXY: 'true' });
+      try {
+        const from = (xff: string) => call(api.url, 'POST', '/api/auth/signup', { body: signupBody(), headers: { 'x-forwarded-for': xff } });
+        expect((await from('192.0.2.1, 198.51.100.7')).status).to.equal(201);
+        expect((await from('192.0.2.2, 198.51.100.7')).status).to.equal(201);
+        expectThrottled(await from('192.0.2.3, 198.51.100.7'), 3600);
+        // A different client, as reported by the proxy, has its own budget.
+        expect((await from('198.51.100.8')).status).to.equal(201);
+      } finally {
+        await api.close();
+      }
+    });
+  });
+
+  it('limits login attempts per client IP', async () => {
+    const api = await startTestApi({ MONGO_DB: ownDb(), LOGIN_LIMIT_PER_MINUTE: '3' });
+    try {
+      const acct = await createAccount(api.url, { withApiKey: false });
+      const attempt = (password: string) => call(api.url, 'POST', '/api/auth/login', { body: { email: acct.email, password } });
+      expect((await attempt('wrong-password-1')).status).to.equal(401);
+      expect((await attempt('wrong-password-2')).status).to.equal(401);
+      expect((await attempt(acct.password)).status).to.equal(200);
+      expectThrottled(await attempt(acct.password), 60);
+    } finally {
+      await api.close();
+    }
+  });
+
+  describe('the limiter on the test server', () => {
+    it('starts a new window once the old one has expired, keeping one document per key', async () => {
+      const api = await startTestApi({ MONGO_DB: ownDb() });
+      try {
+        const limiter = new SharedLimiter(api.deps.mongo, 'unit', 1, 1, '1 per second', api.deps.log);
+        expect((await limiter.consume('k')).remaining).to.equal(0);
+        const err = await limiter.consume('k').catch((e: unknown) => e);
+        expect(err).to.be.instanceOf(AppError).and.to.include({ code: 'rate_limited', status: 429 });
+        await new Promise((r) => setTimeout(r, 1200));
+        expect((await limiter.consume('k')).remaining).to.equal(0);
+        expect(await api.deps.mongo.collections.rateLimits.countDocuments({ key: 'unit:k' })).to.equal(1);
+        const indexes = await api.deps.mongo.collections.rateLimits.indexes();
+        expect(indexes.find((i) => i.name === 'key_unique')).to.include({ unique: true });
+      } finally {
+        await api.close();
+      }
+    });
+
+    it('answers 503, not a crash or a free pass, when MongoDB is unreachable', async () => {
+      const config = testApiConfig({ MONGO_URL: 'mongodb://127.0.0.1:9/' });
+      const mongo = createMongo(config, { serverSelectionTimeoutMS: 300 });
+      try {
+        const limiter = new SharedLimiter(mongo, 'down', 5, 60, '5 per minute', createLogger('test', 'silent'));
+        const err = await limiter.consume('k').catch((e: unknown) => e);
+        expect(err).to.be.instanceOf(AppError).and.to.include({ code: 'unavailable', status: 503 });
+        expect((err as AppError).headers).to.have.property('Retry-After');
+      } finally {
+        await mongo.close();
+      }
+    });
+  });
+});
