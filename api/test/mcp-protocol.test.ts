@@ -1,22 +1,9 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { createApp } from '../src/app.js';
+import { createRateLimits } from '../src/features/limits/limiter.js';
 import type { RunningApi } from '../src/server.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
-import { call, sharedApis, type JsonResponse } from './support/api.js';
-
-const MCP = '/api/mcp';
-const JSON_AND_SSE = 'application/json, text/event-stream';
-
-/** A raw JSON-RPC POST as an MCP client sends it. */
-function rpc(base: string, body: unknown, headers: Record<string, string> = {}): Promise<JsonResponse> {
-  return call(base, 'POST', MCP, { body, headers: { accept: JSON_AND_SSE, ...headers } });
-}
-
-function rpcRaw(base: string, raw: string, headers: Record<string, string> = {}): Promise<JsonResponse> {
-  return call(base, 'POST', MCP, { raw, headers: { accept: JSON_AND_SSE, ...headers } });
-}
+import { bearer, createAccount, type TestAccount } from './support/accounts.js';
+import { call, sharedApis } from './support/api.js';
+import { MCP, rpc, rpcRaw, serveWith, toolCall } from './support/mcp.js';
 
 const V = { 'mcp-protocol-version': '2025-06-18' };
 
@@ -256,7 +243,7 @@ describe('MCP over HTTP: Origin validation', () => {
   before(async () => {
     const [a] = await sharedApis();
     base = a.url;
-    allowedBase = await serveWithOrigins(a, [allowed]);
+    allowedBase = await serveWith(a, (deps) => ({ ...deps, config: { ...deps.config, mcp: { allowedOrigins: [allowed] } } }));
   });
 
   it('refuses a foreign Origin with 403 and a JSON-RPC error body', async () => {
@@ -298,11 +285,118 @@ describe('MCP over HTTP: Origin validation', () => {
   });
 });
 
-/** The running app again, with a different allow-list, on its own port (no second set of consumers). */
-async function serveWithOrigins(api: RunningApi, origins: string[]): Promise<string> {
-  const app = createApp({ ...api.deps, config: { ...api.deps.config, mcp: { ...api.deps.config.mcp, allowedOrigins: origins } } });
-  const server = http.createServer(app.callback());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  atRunEnd(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+describe('MCP over HTTP: tools/call credentials and errors', () => {
+  let base: string;
+  let api: RunningApi;
+  let acct: TestAccount;
+
+  before(async () => {
+    [api] = await sharedApis();
+    base = api.url;
+    acct = await createAccount(base);
+  });
+
+  it('refuses tools/call without credentials: 401, WWW-Authenticate: Bearer, JSON-RPC error with the id', async () => {
+    const res = await rpc(base, toolCall(11, 'whoami'), V);
+    expect(res.status).to.equal(401);
+    expect(res.headers.get('www-authenticate')).to.match(/^Bearer/);
+    expect(res.body).to.deep.include({ jsonrpc: '2.0', id: 11 });
+    expect(res.body.error.code).to.equal(-32000);
+    expect(res.body.error.data.code).to.equal('unauthorized');
+    expect(res.body.error.message).to.match(/API key/);
+  });
+
+  it('refuses a session token for tools/call, while it would open the REST API', async () => {
+    const res = await rpc(base, toolCall(12, 'whoami'), { ...V, ...bearer(acct.token) });
+    expect(res.status).to.equal(401);
+    expect(res.headers.get('www-authenticate')).to.match(/^Bearer/);
+    expect(res.body.error.message).to.match(/not a session token/);
+  });
+
+  it('refuses an unknown or malformed key', async () => {
+    for (const key of [`svc_${'A'.repeat(43)}`, 'svc_short']) {
+      const res = await rpc(base, toolCall(13, 'whoami'), { ...V, ...bearer(key) });
+      expect(res.status, key).to.equal(401);
+    }
+  });
+
+  it('refuses the whole batch when it holds a tools/call and no key', async () => {
+    const res = await rpc(base, [{ jsonrpc: '2.0', id: 1, method: 'ping' }, toolCall(2, 'whoami')], V);
+    expect(res.status).to.equal(401);
+    expect(res.body).to.not.have.property('id');
+  });
+
+  it('runs a tool with the key as Bearer or X-API-Key: text content plus structuredContent', async () => {
+    for (const headers of [bearer(acct.apiKey), { 'x-api-key': acct.apiKey }]) {
+      const res = await rpc(base, toolCall(14, 'whoami', {}), { ...V, ...headers });
+      expect(res.status, JSON.stringify(res.body)).to.equal(200);
+      const result = res.body.result;
+      expect(result.isError).to.equal(false);
+      expect(result.structuredContent.account_id).to.equal(acct.userId);
+      expect(result.structuredContent.user).to.include({ id: acct.userId, email: acct.email });
+      expect(JSON.parse(result.content[0].text)).to.deep.equal(result.structuredContent);
+    }
+  });
+
+  it('leaves structuredContent out for a 2025-03-26 client (text content only)', async () => {
+    const res = await rpc(base, toolCall(15, 'whoami'), bearer(acct.apiKey));
+    expect(res.status).to.equal(200);
+    expect(res.body.result).to.not.have.property('structuredContent');
+    expect(JSON.parse(res.body.result.content[0].text).account_id).to.equal(acct.userId);
+  });
+
+  it('answers an unknown tool with -32602', async () => {
+    const res = await rpc(base, toolCall(16, 'rm_rf'), { ...V, ...bearer(acct.apiKey) });
+    expect(res.status).to.equal(200);
+    expect(res.body.id).to.equal(16);
+    expect(res.body.error.code).to.equal(-32602);
+    expect(res.body.error.message).to.match(/Unknown tool: rm_rf/);
+    expect(res.body.error.data.available).to.include('wait_for_event');
+  });
+
+  it('answers a tools/call without a tool name, or with arguments that are not an object, with -32602', async () => {
+    for (const params of [{}, { name: 'whoami', arguments: [1] }, { name: 7 }]) {
+      const res = await rpc(base, { jsonrpc: '2.0', id: 17, method: 'tools/call', params }, { ...V, ...bearer(acct.apiKey) });
+      expect(res.body.error.code, JSON.stringify(params)).to.equal(-32602);
+    }
+  });
+
+  it('answers bad arguments with -32602 listing every bad field (2025-06-18 and 2025-03-26)', async () => {
+    for (const version of ['2025-06-18', '2025-03-26']) {
+      const args = { timeout_ms: 60_000, types: ['call.exploded'], extra: true };
+      const res = await rpc(base, toolCall(18, 'wait_for_event', args), { 'mcp-protocol-version': version, ...bearer(acct.apiKey) });
+      expect(res.status).to.equal(200);
+      expect(res.body.id).to.equal(18);
+      expect(res.body.error.code, version).to.equal(-32602);
+      const paths = res.body.error.data.details.map((d: { path: string }) => d.path);
+      expect(paths).to.include.members(['timeout_ms', 'types.0', 'extra']);
+    }
+  });
+
+  it('answers bad arguments with an isError result under 2025-11-25, so the model can correct itself', async () => {
+    const res = await rpc(base, toolCall(19, 'delete_webhook', {}), { 'mcp-protocol-version': '2025-11-25', ...bearer(acct.apiKey) });
+    expect(res.status).to.equal(200);
+    expect(res.body.result.isError).to.equal(true);
+    expect(res.body.result.content[0].text).to.match(/Invalid arguments for tool delete_webhook/).and.match(/id/);
+    expect(res.body.result).to.not.have.property('structuredContent');
+  });
+
+  it('counts every tools/call against the key: over the limit the POST gets 429 with Retry-After', async () => {
+    const limited = await serveWith(api, (deps) => ({
+      ...deps,
+      limits: createRateLimits({ ...deps.config, limits: { ...deps.config.limits, apiKeyPerMinute: 3 } }, deps.mongo, deps.log),
+    }));
+    const own = await createAccount(base);
+    const headers = { ...V, ...bearer(own.apiKey) };
+    const first = await rpc(limited, [toolCall(1, 'whoami'), toolCall(2, 'whoami')], headers);
+    expect(first.status).to.equal(200);
+    expect(first.body).to.have.length(2);
+    const second = await rpc(limited, [toolCall(3, 'whoami'), toolCall(4, 'whoami')], headers);
+    expect(second.status).to.equal(429);
+    expect(Number(second.headers.get('retry-after'))).to.be.within(1, 60);
+    expect(second.body.error.data.code).to.equal('rate_limited');
+    // Discovery needs no key and is not charged to it.
+    const list = await rpc(limited, { jsonrpc: '2.0', id: 5, method: 'tools/list' }, headers);
+    expect(list.status).to.equal(200);
+  });
+});

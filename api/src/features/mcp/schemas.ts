@@ -136,7 +136,14 @@ export const outputSchemas: Record<ToolName, JsonSchema> = {
   ping_webhook: { type: 'object' },
   whoami: {
     type: 'object',
-    properties: { account_id: { type: 'string' }, user_id: { type: 'string' } },
-    required: ['account_id'],
+    properties: {
+      account_id: { type: 'string' },
+      user: {
+        type: 'object',
+        properties: { id: { type: 'string' }, email: { type: 'string' }, name: { type: 'string' } },
+        required: ['id', 'email', 'name'],
+      },
+    },
+    required: ['account_id', 'user'],
   },
 };

@@ -4,14 +4,13 @@
  * event log or of webhooks is written here.
  */
 import type { ApiDeps } from '../../deps.js';
+import type { AuthContext } from '../../middleware/auth.js';
+import { profile } from '../auth/service.js';
 import { valueValidator, type Validator } from '../../validation.js';
 import { inputSchemas, outputSchemas, type ToolName } from './schemas.js';
 
 /** The account a `svc_` key belongs to; tools/call never runs without one. */
-export interface ToolCaller {
-  accountId: string;
-  userId: string;
-}
+export type ToolCaller = AuthContext;
 
 export interface ToolContext {
   deps: ApiDeps;
@@ -61,9 +60,9 @@ const readOnly: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
 const TOOL_LIST: Tool[] = [
   tool<Record<string, never>>('whoami', {
     title: 'Who am I',
-    description: 'Returns the account the API key belongs to: account_id and user_id.',
+    description: "Returns the account the API key belongs to: its id and the user's profile (email, name, plan, key preview), as GET /api/auth/me shows it.",
     annotations: readOnly,
-    run: async ({ caller }) => ({ account_id: caller.accountId, user_id: caller.userId }),
+    run: async ({ deps, caller }) => ({ account_id: caller.accountId, user: await profile(deps, caller.userId) }),
   }),
 ];
 
