@@ -21,7 +21,9 @@ async function api(method, path, body) {
   if (!res.ok) {
     const err = data?.error;
     const details = err?.details?.map((d) => `${d.path}: ${d.message}`).join('; ');
-    throw new Error(`${err?.message ?? `HTTP ${res.status}`}${details ? ` (${details})` : ''}`);
+    const failure = new Error(`${err?.message ?? `HTTP ${res.status}`}${details ? ` (${details})` : ''}`);
+    failure.status = res.status;
+    throw failure;
   }
   return data;
 }
@@ -171,5 +173,15 @@ $('hook-form').addEventListener('submit', (e) => {
 });
 $('feed-toggle').addEventListener('click', () => act(() => (feed ? stopFeed() : startFeed())));
 
-if (token) showApp().catch(() => { token = null; sessionStorage.removeItem('svc_session'); showAuth(); });
+if (token) {
+  showApp().catch((err) => {
+    // Only a refused session logs the user out; anything else is shown and kept.
+    if (err.status === 401) {
+      token = null;
+      sessionStorage.removeItem('svc_session');
+      showAuth();
+    }
+    say(err.message, true);
+  });
+}
 else showAuth();

@@ -1,0 +1,78 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { expect } from 'chai';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import type { RunningApi } from '../src/server.js';
+import { sharedApis } from './support/api.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+export const ARTIFACTS = 'test-artifacts';
+
+/**
+ * The dashboard end to end in headless Chromium (Debian's package). .ci/run
+ * installs it; on a developer machine without it these tests are skipped with
+ * a message saying how to get it.
+ */
+describe('dashboard in a real browser', function () {
+  this.timeout(60_000);
+  let api: RunningApi;
+  let browser: Browser;
+  let page: Page;
+
+  before(async function () {
+    if (!existsSync(CHROMIUM)) {
+      console.warn(`  (skipped: no Chromium at ${CHROMIUM}; apt-get install chromium, or set CHROMIUM_PATH)`);
+      this.skip();
+    }
+    [api] = await sharedApis();
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    page = await browser.newPage();
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  it('signs up, creates an API key shown once, then only its preview', async () => {
+    await page.goto(`${api.url}/dashboard`);
+    const email = `ui-${Date.now()}@example.com`;
+    const signup = page.locator('#signup-form');
+    await signup.getByLabel('Name').fill('UI Tester');
+    await signup.getByLabel('Email').fill(email);
+    await signup.getByLabel('Password').fill('correct horse battery');
+    await signup.getByRole('button', { name: 'Sign up' }).click();
+    await expect(page.locator('#whoami')).to.exist;
+    await page.locator('#app').waitFor({ state: 'visible' });
+    expect(await page.locator('#whoami').textContent()).to.include(email);
+    expect(await page.locator('#key-preview').textContent()).to.equal('none');
+
+    await page.getByRole('button', { name: 'Create or rotate key' }).click();
+    await page.locator('#key-reveal').waitFor({ state: 'visible' });
+    const raw = (await page.locator('#key-raw').textContent()) ?? '';
+    expect(raw).to.match(/^svc_[A-Za-z0-9_-]{20,}$/);
+    const preview = await page.locator('#key-preview').textContent();
+    expect(preview).to.equal(`svc_…${raw.slice(-8)}`);
+
+    // A reload shows only the preview: the raw key is gone for good.
+    await page.reload();
+    await page.locator('#app').waitFor({ state: 'visible' });
+    expect(await page.locator('#key-preview').textContent()).to.equal(preview);
+    expect(await page.locator('#key-reveal').isVisible()).to.equal(false);
+    expect(await page.content()).to.not.include(raw);
+
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard.png`, fullPage: true });
+  });
+
+  it('shows a readable error for a bad login', async () => {
+    await page.getByRole('button', { name: 'Log out' }).click();
+    const login = page.locator('#login-form');
+    await login.getByLabel('Email').fill('nobody@example.com');
+    await login.getByLabel('Password').fill('wrong password');
+    await login.getByRole('button', { name: 'Log in' }).click();
+    await page.locator('#status.error').waitFor();
+    expect(await page.locator('#status').textContent()).to.match(/invalid|incorrect|wrong/i);
+  });
+});
