@@ -374,10 +374,10 @@ describe('MCP over HTTP: tools/call credentials and errors', () => {
   });
 
   it('answers bad arguments with an isError result under 2025-11-25, so the model can correct itself', async () => {
-    const res = await rpc(base, toolCall(19, 'delete_webhook', {}), { 'mcp-protocol-version': '2025-11-25', ...bearer(acct.apiKey) });
+    const res = await rpc(base, toolCall(19, 'wait_for_event', { timeout_ms: 'soon' }), { 'mcp-protocol-version': '2025-11-25', ...bearer(acct.apiKey) });
     expect(res.status).to.equal(200);
     expect(res.body.result.isError).to.equal(true);
-    expect(res.body.result.content[0].text).to.match(/Invalid arguments for tool delete_webhook/).and.match(/id/);
+    expect(res.body.result.content[0].text).to.match(/Invalid arguments for tool wait_for_event/).and.match(/timeout_ms: must be integer/);
     expect(res.body.result).to.not.have.property('structuredContent');
   });
 

@@ -18,10 +18,11 @@ import {
   versionAtLeast,
 } from './protocol.js';
 import { serverVersion } from './server-info.js';
-import { TOOLS, type Tool, type ToolCaller } from './tools.js';
+import type { Tool, ToolCaller } from './tools.js';
 
 export interface DispatchContext {
   deps: ApiDeps;
+  tools: ReadonlyMap<string, Tool>;
   /** From MCP-Protocol-Version (or the version assumed without it). */
   version: ProtocolVersion;
   /** Resolved from the `svc_` key before any tools/call runs; null when none was needed. */
@@ -56,7 +57,7 @@ async function handle(dc: DispatchContext, method: string, params: unknown): Pro
       return {};
     case 'tools/list':
       paramsObject(params);
-      return { tools: [...TOOLS.values()].map((t) => describeTool(t, dc.version)) };
+      return { tools: [...dc.tools.values()].map((t) => describeTool(t, dc.version)) };
     case 'tools/call':
       return callTool(dc, params);
     default:
@@ -100,8 +101,8 @@ function describeAppError(err: AppError): string {
 async function callTool(dc: DispatchContext, params: unknown): Promise<Record<string, unknown>> {
   const p = paramsObject(params);
   if (typeof p.name !== 'string') throw invalidParams('params.name must be a string');
-  const tool = TOOLS.get(p.name);
-  if (!tool) throw invalidParams(`Unknown tool: ${p.name}`, { available: [...TOOLS.keys()] });
+  const tool = dc.tools.get(p.name);
+  if (!tool) throw invalidParams(`Unknown tool: ${p.name}`, { available: [...dc.tools.keys()] });
   const raw = p.arguments ?? {};
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw invalidParams('params.arguments must be an object');
 
@@ -131,6 +132,8 @@ async function runTool(dc: DispatchContext, tool: Tool, caller: ToolCaller, args
     const structured = await tool.run({ deps: dc.deps, caller, signal: dc.signal }, args);
     return toolResult(structured, dc.version);
   } catch (err) {
+    // The client hung up: nobody reads this answer, and it is not a server fault worth an error log.
+    if (dc.signal.aborted) return textResult('Cancelled: the client disconnected', true);
     // Failures the caller can act on (not found, rejected URL, dependency down) are tool results, not protocol errors.
     if (err instanceof AppError && err.code !== 'internal') return textResult(describeAppError(err), true);
     if (isDependencyError(err)) {

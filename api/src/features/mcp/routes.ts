@@ -24,7 +24,7 @@ import {
   refusalFromAppError,
   setCors,
 } from './transport.js';
-import type { ToolCaller } from './tools.js';
+import { createTools, type Tool, type ToolCaller } from './tools.js';
 
 export const MCP_PATH = '/api/mcp';
 
@@ -34,9 +34,10 @@ export const MAX_BATCH = 50;
 export function mcpRoutes(deps: ApiDeps): Router {
   const router = new Router();
   const limit = byteLimit(deps.config.http.bodyLimit);
+  const tools = createTools(deps.config);
   const guard = { allowed: deps.config.mcp.allowedOrigins, log: deps.log };
 
-  router.post(MCP_PATH, (ctx) => guarded(ctx, guard, false, () => post(ctx, deps, limit)));
+  router.post(MCP_PATH, (ctx) => guarded(ctx, guard, false, () => post(ctx, deps, tools, limit)));
 
   router.options(MCP_PATH, (ctx) =>
     guarded(ctx, guard, true, async () => {
@@ -93,7 +94,7 @@ function asRefusal(err: unknown, log: Logger, ctx: Context): HttpRefusal {
   return new HttpRefusal(500, { code: RPC.INTERNAL_ERROR, message: 'Internal error', data: { code: 'internal' } });
 }
 
-async function post(ctx: Context, deps: ApiDeps, limit: number): Promise<void> {
+async function post(ctx: Context, deps: ApiDeps, tools: ReadonlyMap<string, Tool>, limit: number): Promise<void> {
   checkAccept(ctx);
   checkContentType(ctx);
   const body = await readJson(ctx, limit);
@@ -117,7 +118,7 @@ async function post(ctx: Context, deps: ApiDeps, limit: number): Promise<void> {
   const toolCalls = messages.filter((m) => m.kind === 'request' && m.method === 'tools/call').length;
   const caller = toolCalls > 0 ? await resolveToolCaller(deps, ctx, toolCalls) : null;
 
-  const responses = await answerAll(ctx, messages, { deps, version, caller, isBatch });
+  const responses = await answerAll(ctx, messages, { deps, tools, version, caller, isBatch });
   if (responses.length === 0) {
     // Only notifications and responses: accepted, nothing to say.
     ctx.body = null;
@@ -135,7 +136,7 @@ const invalidRequest = (reason: string): HttpRefusal =>
 async function answerAll(
   ctx: Context,
   messages: Message[],
-  opts: { deps: ApiDeps; version: ProtocolVersion; caller: ToolCaller | null; isBatch: boolean },
+  opts: { deps: ApiDeps; tools: ReadonlyMap<string, Tool>; version: ProtocolVersion; caller: ToolCaller | null; isBatch: boolean },
 ): Promise<Response[]> {
   // A client that hangs up stops its long waits instead of leaving them to time out.
   const controller = new AbortController();
@@ -143,7 +144,7 @@ async function answerAll(
     if (!ctx.res.writableEnded) controller.abort();
   };
   ctx.res.once('close', onClose);
-  const dc = { deps: opts.deps, version: opts.version, caller: opts.caller, signal: controller.signal, requestId: String(ctx.state.requestId) };
+  const dc = { deps: opts.deps, tools: opts.tools, version: opts.version, caller: opts.caller, signal: controller.signal, requestId: String(ctx.state.requestId) };
   try {
     const answers = await Promise.all(
       messages.map(async (m): Promise<Response | null> => {
