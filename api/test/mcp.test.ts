@@ -48,9 +48,11 @@ describe('MCP with the official SDK client', function () {
     await Promise.all(clients.splice(0).map((c) => c.close()));
   });
 
+  /** A connected client that has listed the tools, so it checks every structuredContent against its outputSchema. */
   async function client(headers: Record<string, string> = {}): Promise<Client> {
     const c = await connectClient(api.url, headers);
     clients.push(c);
+    await c.listTools();
     return c;
   }
 
