@@ -228,6 +228,13 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
     expect(res.body.error.code).to.equal(-32000);
   });
 
+  it('serves exactly /api/mcp (no trailing slash or case variants)', async () => {
+    for (const path of ['/api/mcp/', '/API/MCP']) {
+      const res = await call(base, 'POST', path, { body: { jsonrpc: '2.0', id: 1, method: 'ping' } });
+      expect(res.status, path).to.equal(404);
+    }
+  });
+
   it('answers DELETE with 405 (no sessions to end)', async () => {
     const res = await call(base, 'DELETE', MCP, { headers: { 'mcp-session-id': 'x' } });
     expect(res.status).to.equal(405);

@@ -32,7 +32,8 @@ export const MCP_PATH = '/api/mcp';
 export const MAX_BATCH = 50;
 
 export function mcpRoutes(deps: ApiDeps): Router {
-  const router = new Router();
+  // Exactly /api/mcp: the body middleware leaves only that path unread for us.
+  const router = new Router({ strict: true, sensitive: true });
   const limit = byteLimit(deps.config.http.bodyLimit);
   const tools = createTools(deps.config);
   const guard = { allowed: deps.config.mcp.allowedOrigins, log: deps.log };
