@@ -8,7 +8,7 @@ import { call, sharedApis } from './support/api.js';
 import { eventually, ingest, sleep } from './support/events.js';
 import { connectClient } from './support/mcp.js';
 
-const TOOL_NAMES = ['wait_for_event', 'list_events', 'whoami'];
+const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'delete_webhook', 'ping_webhook', 'whoami'];
 
 async function expectHttpStatus(promise: Promise<unknown>, status: number): Promise<void> {
   try {
@@ -173,6 +173,55 @@ describe('MCP with the official SDK client', function () {
     expect(result.isError).to.equal(true);
     expect(result).to.not.have.property('structuredContent');
     expect((result.content as Array<{ text: string }>)[0]!.text).to.match(/since/).and.match(/not a cursor of this account/);
+  });
+
+  it('manages webhooks: create (secret shown once), list, ping through the log, delete', async () => {
+    const c = await client(bearer(acct.apiKey));
+    // A literal public address passes the URL rules without DNS (nothing is delivered in this test).
+    const created = structured(await c.callTool({ name: 'create_webhook', arguments: { url: 'https://93.184.216.34/in', events: ['message.received'], description: 'agent' } }));
+    expect(created.id).to.match(/^wh_[0-9a-f]{24}$/);
+    expect(created.secret).to.match(/^whsec_/);
+    expect(created).to.include({ url: 'https://93.184.216.34/in', description: 'agent', last_status: null });
+
+    const listed = structured(await c.callTool({ name: 'list_webhooks', arguments: {} }));
+    expect(listed.webhooks.map((w: { id: string }) => w.id)).to.deep.equal([created.id]);
+    expect(JSON.stringify(listed)).to.not.include(created.secret);
+    // The HTTP API shows the same subscription.
+    const http = await call(api.url, 'GET', '/api/v1/webhooks', { headers: bearer(acct.apiKey) });
+    expect(http.body).to.deep.equal(listed);
+
+    const ping = structured(await c.callTool({ name: 'ping_webhook', arguments: { id: created.id } }));
+    expect(ping.event_id).to.match(/^evt_/);
+    const pinged = await eventually(async () => {
+      const page = structured(await c.callTool({ name: 'list_events', arguments: { type: 'webhook.ping' } }));
+      return page.events.length > 0 ? page.events[0] : undefined;
+    });
+    expect(pinged).to.deep.include({ id: ping.event_id, type: 'webhook.ping' });
+    expect(pinged.data).to.deep.equal({ subscription_id: created.id });
+
+    expect(structured(await c.callTool({ name: 'delete_webhook', arguments: { id: created.id } }))).to.deep.equal({ id: created.id, deleted: true });
+    const again = await c.callTool({ name: 'delete_webhook', arguments: { id: created.id } });
+    expect(again.isError).to.equal(true);
+    expect((again.content as Array<{ text: string }>)[0]!.text).to.match(/Webhook not found/);
+    expect(structured(await c.callTool({ name: 'list_webhooks', arguments: {} })).webhooks).to.deep.equal([]);
+  });
+
+  it('create_webhook applies the HTTP API\'s URL rules: no plain HTTP, no private or loopback address', async () => {
+    const c = await client(bearer(acct.apiKey));
+    for (const url of ['http://93.184.216.34/in', 'https://127.0.0.1/in', 'https://10.1.2.3/in', 'https://[::ffff:127.0.0.1]/in']) {
+      const result = await c.callTool({ name: 'create_webhook', arguments: { url, events: ['*'] } });
+      expect(result.isError, url).to.equal(true);
+      expect((result.content as Array<{ text: string }>)[0]!.text, url).to.match(/url/);
+    }
+    expect(structured(await c.callTool({ name: 'list_webhooks', arguments: {} })).webhooks).to.deep.equal([]);
+  });
+
+  it('reports arguments outside the inputSchema as an isError result to a 2025-11-25 client', async () => {
+    const c = await client(bearer(acct.apiKey));
+    const result = await c.callTool({ name: 'create_webhook', arguments: { url: 'https://93.184.216.34/in', events: ['call.exploded'], colour: 'red' } });
+    expect(result.isError).to.equal(true);
+    const text = (result.content as Array<{ text: string }>)[0]!.text;
+    expect(text).to.match(/Invalid arguments for tool create_webhook/).and.match(/events\.0/).and.match(/colour/);
   });
 
   it('stops waiting when the client goes away', async () => {

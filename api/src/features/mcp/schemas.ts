@@ -8,6 +8,7 @@
 import type { Schema } from 'ajv';
 import type { ApiConfig } from '../../config.js';
 import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, listEventsQuery, waitBody } from '../events/schemas.js';
+import { createWebhookBody } from '../webhooks/schemas.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -39,6 +40,12 @@ export const listEventsInput: JsonSchema = described(listEventsQuery.schema, {
   type: 'Only events of this type.',
   since: 'Return events strictly after this cursor (the `cursor` of a previous result). Omit to start from the oldest event.',
   limit: `Most events to return, 1 to ${LIST_MAX_LIMIT} (default ${LIST_DEFAULT_LIMIT}).`,
+});
+
+export const createWebhookInput: JsonSchema = described(createWebhookBody.schema, {
+  url: 'HTTPS URL on the public internet that will receive a signed POST per event. Private, loopback and internal addresses are refused.',
+  events: 'Event types to deliver, or ["*"] for every type.',
+  description: 'Free text to recognise the subscription by.',
 });
 
 export const webhookIdInput: JsonSchema = {
@@ -89,8 +96,21 @@ export const webhookOutput: JsonSchema = {
     created_at: { type: 'string' },
     last_status: nullable({ type: 'integer' }),
     last_delivery_at: nullable({ type: 'string' }),
+    last_error: nullable({ type: 'string' }),
   },
   required: ['id', 'url', 'events'],
+};
+
+export const createdWebhookOutput: JsonSchema = {
+  ...webhookOutput,
+  properties: { ...(webhookOutput.properties as JsonSchema), secret: { type: 'string' } },
+  required: ['id', 'url', 'events', 'secret'],
+};
+
+export const pingOutput: JsonSchema = {
+  type: 'object',
+  properties: { event_id: { type: 'string' } },
+  required: ['event_id'],
 };
 
 export const listWebhooksOutput: JsonSchema = {

@@ -10,7 +10,23 @@ import { valueValidator, type Validator } from '../../validation.js';
 import { profile } from '../auth/service.js';
 import type { WaitInput } from '../events/schemas.js';
 import { listEvents, waitForEvent } from '../events/service.js';
-import { type JsonSchema, listEventsInput, listEventsOutput, noArguments, waitForEventInput, waitForEventOutput, whoamiOutput } from './schemas.js';
+import type { CreateWebhookInput } from '../webhooks/schemas.js';
+import { createWebhook, deleteWebhook, listWebhooks, pingWebhook } from '../webhooks/service.js';
+import {
+  createdWebhookOutput,
+  createWebhookInput,
+  deletedOutput,
+  type JsonSchema,
+  listEventsInput,
+  listEventsOutput,
+  listWebhooksOutput,
+  noArguments,
+  pingOutput,
+  waitForEventInput,
+  waitForEventOutput,
+  webhookIdInput,
+  whoamiOutput,
+} from './schemas.js';
 
 /** The account a `svc_` key belongs to; tools/call never runs without one. */
 export type ToolCaller = AuthContext;
@@ -88,6 +104,47 @@ function eventTools(config: ApiConfig): Tool[] {
   ];
 }
 
+const webhookTools: Tool[] = [
+  tool<Record<string, never>>('list_webhooks', {
+    title: 'List webhook subscriptions',
+    description:
+      "Lists the account's webhook subscriptions as {webhooks}: id, url, events, description, and the outcome of the last delivery attempt (last_status, last_delivery_at, last_error). Secrets are not shown.",
+    annotations: readOnly,
+    inputSchema: noArguments,
+    outputSchema: listWebhooksOutput,
+    run: ({ deps, caller }) => listWebhooks(deps, caller.accountId),
+  }),
+  tool<CreateWebhookInput>('create_webhook', {
+    title: 'Create a webhook subscription',
+    description:
+      'Subscribes an HTTPS URL to the account\'s events: each matching event is POSTed to it, signed with the subscription\'s whsec_ secret (header X-Service-Signature: sha256=<hex HMAC-SHA256 of the raw body>). Returns the subscription with its secret, which is shown only here. The URL must be HTTPS on a public address.',
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    inputSchema: createWebhookInput,
+    outputSchema: createdWebhookOutput,
+    run: ({ deps, caller }, args) => createWebhook(deps, caller.accountId, args),
+  }),
+  tool<{ id: string }>('delete_webhook', {
+    title: 'Delete a webhook subscription',
+    description: 'Deletes one webhook subscription by id; its pending deliveries are dropped. Returns {id, deleted: true}.',
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    inputSchema: webhookIdInput,
+    outputSchema: deletedOutput,
+    run: async ({ deps, caller }, { id }) => {
+      await deleteWebhook(deps, caller.accountId, id);
+      return { id, deleted: true };
+    },
+  }),
+  tool<{ id: string }>('ping_webhook', {
+    title: 'Send a test ping to a webhook',
+    description:
+      'Sends a webhook.ping event to one subscription, to test its receiver. Returns {event_id} once the event is in the log; the delivery follows within seconds (its outcome shows in list_webhooks as last_status).',
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    inputSchema: webhookIdInput,
+    outputSchema: pingOutput,
+    run: ({ deps, caller }, { id }) => pingWebhook(deps, caller.accountId, id),
+  }),
+];
+
 const whoami = tool<Record<string, never>>('whoami', {
   title: 'Who am I',
   description: "Returns the account the API key belongs to: {account_id, user} with the user's profile (email, name, plan, key preview), as GET /api/auth/me shows it.",
@@ -99,5 +156,5 @@ const whoami = tool<Record<string, never>>('whoami', {
 
 /** The tools of one app, in the order tools/list shows them. Built once per app (schemas depend on config). */
 export function createTools(config: ApiConfig): ReadonlyMap<string, Tool> {
-  return new Map([...eventTools(config), whoami].map((t) => [t.name, t]));
+  return new Map([...eventTools(config), ...webhookTools, whoami].map((t) => [t.name, t]));
 }
