@@ -7,6 +7,7 @@ import { healthRoutes } from './features/health/routes.js';
 import { ingestAuth } from './features/ingest/auth.js';
 import { ingestRoutes } from './features/ingest/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
+import { MCP_PATH, mcpRoutes } from './features/mcp/routes.js';
 import { streamRoutes } from './features/streams/routes.js';
 import { webhookRoutes } from './features/webhooks/routes.js';
 import { jsonBody } from './middleware/body.js';
@@ -24,9 +25,9 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));
   app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
-  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
+  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX, ownParserPaths: [MCP_PATH] }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), mcpRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }
