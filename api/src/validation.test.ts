@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { AppError } from '../../shared/src/errors/index.js';
-import { bodyValidator, MAX_DETAILS, queryValidator } from './validation.js';
+import { bodyValidator, MAX_DETAILS, nestedDeeperThan, queryValidator } from './validation.js';
 
 function failure(fn: () => unknown): AppError {
   try {
@@ -42,5 +42,12 @@ describe('validation', () => {
     const err = failure(() => body(input));
     expect(err.details).to.have.length(MAX_DETAILS);
     expect(err.message).to.equal(`Request validation failed (500 problems, first ${MAX_DETAILS} shown)`);
+  });
+
+  it('measures nesting depth without recursion', () => {
+    expect(nestedDeeperThan({ a: [1, { b: 2 }] }, 3)).to.equal(false);
+    expect(nestedDeeperThan({ a: [1, { b: {} }] }, 3)).to.equal(true);
+    expect(nestedDeeperThan('text', 0)).to.equal(false);
+    expect(nestedDeeperThan(JSON.parse('['.repeat(200_000) + ']'.repeat(200_000)), 32)).to.equal(true);
   });
 });

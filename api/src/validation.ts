@@ -74,6 +74,22 @@ function unacceptable(value: unknown, root: string): ErrorDetail | null {
   return null;
 }
 
+/**
+ * True when `value` nests objects or arrays more than `max` levels deep.
+ * Iterative: for values about to meet recursive code (structuredClone,
+ * JSON.stringify), which a few thousand levels would overflow.
+ */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push([item, depth + 1]);
+  }
+  return false;
+}
+
 function build<T>(instance: Ajv, schema: Schema | JSONSchemaType<T>, root: string): Validator<T> {
   const check: ValidateFunction = instance.compile(schema as Schema);
   const fn = ((value: unknown): T => {
