@@ -20,10 +20,11 @@ import { dropHostileWebhooks, ownsWebhooks } from './support/webhook-cleanup.js'
 const MB = 1024 * 1024;
 const jsonPosts = ENDPOINTS.filter((ep) => ep.method === 'POST' && !ep.nonJson);
 
-function expectError(res: HostileAnswer, status: number, code: string, what: string): void {
-  assertSafe(res, what);
+function expectError(res: HostileAnswer, status: number, code: string, what: string, ep?: Endpoint): void {
+  assertSafe(res, what, { jsonRpc: ep?.jsonRpc });
   expect(res.status, `${what}: ${res.text.slice(0, 200)}`).to.equal(status);
-  expect(res.json.error.code, what).to.equal(code);
+  // JSON-RPC errors (MCP) carry the house code in error.data.
+  expect(ep?.jsonRpc ? res.json.error.data.code : res.json.error.code, what).to.equal(code);
 }
 
 describe('hostile: sizes, nesting and unicode', function () {
@@ -51,14 +52,17 @@ describe('hostile: sizes, nesting and unicode', function () {
     for (const ep of jsonPosts) {
       const limit = ep.bodyLimitBytes ?? MB;
       const over = JSON.stringify({ pad: 'x'.repeat(limit + 16) });
-      expectError(await post(ep, over), 413, 'payload_too_large', `${endpointName(ep)} declared`);
+      expectError(await post(ep, over), 413, 'payload_too_large', `${endpointName(ep)} declared`, ep);
       // No Content-Length: the limit must hold while streaming.
       const chunked = new Blob([over]).stream();
       const headers = { ...credentialOf(ep, f, apis[0].deps.config.ingestToken), 'content-type': 'application/json' };
       const res = await fetch(apis[0].url + pathOf(ep, f), { method: 'POST', body: chunked, duplex: 'half', headers } as RequestInit);
       const text = await res.text();
-      expectError({ status: res.status, headers: res.headers, text, json: JSON.parse(text) }, 413, 'payload_too_large', `${endpointName(ep)} chunked`);
-      expectError(await post(ep, bomb, { 'content-encoding': 'gzip' }), 413, 'payload_too_large', `${endpointName(ep)} gzip bomb`);
+      expectError({ status: res.status, headers: res.headers, text, json: JSON.parse(text) }, 413, 'payload_too_large', `${endpointName(ep)} chunked`, ep);
+      // MCP refuses compressed bodies outright (415); everyone else inflates and counts.
+      const bombed = await post(ep, bomb, { 'content-encoding': 'gzip' });
+      if (ep.jsonRpc) expectError(bombed, 415, 'unsupported_media_type', `${endpointName(ep)} gzip bomb`, ep);
+      else expectError(bombed, 413, 'payload_too_large', `${endpointName(ep)} gzip bomb`);
       n += 3;
     }
     record('limits', 'oversized bodies', n);
@@ -93,7 +97,7 @@ describe('hostile: sizes, nesting and unicode', function () {
       }
       for (const body of bodies) {
         const res = await post(ep, body);
-        assertSafe(res, `${endpointName(ep)} nested ${depth}: ${body.slice(0, 120)}`);
+        assertSafe(res, `${endpointName(ep)} nested ${depth}: ${body.slice(0, 120)}`, { jsonRpc: ep.jsonRpc });
         expect(res.status, `${endpointName(ep)}: the body must be read, not refused for its size`).to.not.equal(413);
         n += 1;
       }
