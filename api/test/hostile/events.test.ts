@@ -120,6 +120,7 @@ describe('hostile: event log input', function () {
     const body = JSON.stringify({ timeout_ms: 55_000 });
     const request = `POST /api/v1/events/wait HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${acct.apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
     let peak = 0;
+    const rssPerWave: string[] = [];
     const started = Date.now();
     for (let opened = 0; opened < LONG_POLLS; opened += WAVE) {
       const size = Math.min(WAVE, LONG_POLLS - opened);
@@ -135,12 +136,13 @@ describe('hostile: event log input', function () {
       for (const s of late) s.destroy();
       // Far below the 55 s timeout: only a released waiter is gone this soon.
       await until(() => registry.size === baseline, 10_000, `every waiter to be released (${registry.size - baseline} of departed clients remain)`);
+      rssPerWave.push(mb(process.memoryUsage().rss));
     }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     await settle();
     const after = memory();
     const growthMb = (after.heapUsed - before.heapUsed) / 1024 / 1024;
-    console.log(`        ${LONG_POLLS} long-polls abandoned in ${seconds} s: peak ${peak} waiters, ${registry.size - baseline} left; heap ${mb(before.heapUsed)} -> ${mb(after.heapUsed)} MB, rss ${mb(before.rss)} -> ${mb(after.rss)} MB`);
+    console.log(`        ${LONG_POLLS} long-polls abandoned in ${seconds} s: peak ${peak} waiters, ${registry.size - baseline} left; heap ${mb(before.heapUsed)} -> ${mb(after.heapUsed)} MB, rss ${mb(before.rss)} -> ${mb(after.rss)} MB (after each wave: ${rssPerWave.join(', ')})`);
     record('limits', 'long-polls opened and abandoned', LONG_POLLS, true);
     expect(registry.size).to.equal(baseline);
     expect(growthMb, 'heap growth after GC (MB)').to.be.below(64);
