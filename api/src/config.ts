@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
 
 export interface ApiConfig extends BaseConfig {
   instanceId: string;
@@ -55,6 +56,7 @@ export interface ApiConfig extends BaseConfig {
     tokenTtlSeconds: number;
     maxPerAccount: number;
   };
+  metrics: MetricsConfig;
 }
 
 const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0000';
@@ -102,6 +104,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       tokenTtlSeconds: read.int(env, 'STREAM_TOKEN_TTL_S', 120, 10, 3600),
       maxPerAccount: read.int(env, 'MAX_STREAMS_PER_ACCOUNT', 6, 1, 100),
     },
+    metrics: loadMetricsConfig(env),
   };
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);
