@@ -60,17 +60,21 @@ describe('metrics: GET /metrics on the API', function () {
     const who = await createAccount(a.url);
     const labels = { method: 'GET', route: '/api/auth/me', status_code: '200' };
     const unmatched = { method: 'GET', route: 'unmatched', status_code: '404' };
+    const byId = { method: 'GET', route: '/api/v1/webhooks/:id', status_code: '404' };
     const before = await scrape(a);
     await call(a.url, 'GET', '/api/auth/me', { headers: bearer(who.apiKey) });
     await call(a.url, 'GET', '/api/auth/me', { headers: bearer(who.token) });
     await call(a.url, 'GET', '/no/such/route-7f3a');
+    await call(a.url, 'GET', '/api/v1/webhooks/wh_0000000000000000007f3a7f', { headers: bearer(who.apiKey) });
     const after = await scrape(a);
-    expect((sampleValue(after.samples, 'http_requests_total', labels) ?? 0) - (sampleValue(before.samples, 'http_requests_total', labels) ?? 0)).to.equal(2);
-    expect((sampleValue(after.samples, 'http_requests_total', unmatched) ?? 0) - (sampleValue(before.samples, 'http_requests_total', unmatched) ?? 0)).to.equal(1);
+    const delta = (l: Record<string, string>): number => (sampleValue(after.samples, 'http_requests_total', l) ?? 0) - (sampleValue(before.samples, 'http_requests_total', l) ?? 0);
+    expect(delta(labels)).to.equal(2);
+    expect(delta(unmatched)).to.equal(1);
+    expect(delta(byId)).to.equal(1);
     const histogram = { method: 'GET', route: '/api/auth/me', status_class: '2xx' };
     expect(sampleValue(after.samples, 'http_request_duration_seconds_count', histogram)).to.be.at.least(2);
     expect(sampleValue(after.samples, 'http_request_duration_seconds_bucket', { ...histogram, le: '60' })).to.be.at.least(2);
-    expect(after.text).not.to.include('route-7f3a');
+    expect(after.text).not.to.include('7f3a');
   });
 
   it('counts open long-polls while they wait, and not after', async () => {

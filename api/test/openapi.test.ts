@@ -6,10 +6,14 @@ import { validateSignup } from '../src/features/auth/schemas.js';
 import { listEventsQuery, waitBody } from '../src/features/events/schemas.js';
 import { toOpenApiSchema } from '../src/features/openapi/convert.js';
 import type { RunningApi } from '../src/server.js';
-import { bearer } from './support/accounts.js';
+import { Receiver } from '../../shared/test/support/receiver.js';
+import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
+import type { RunningDelivery } from '../../delivery/src/worker.js';
+import { bearer, createAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
-import { fakeAccountId } from './support/events.js';
+import { eventually, fakeAccountId } from './support/events.js';
 import { compileEverySchema, HTTP_METHODS, registeredRoutes, ResponseChecker } from './support/openapi.js';
+import { webhookApi, webhookTestEnv } from './support/webhooks.js';
 
 type Json = Record<string, any>;
 
@@ -154,5 +158,70 @@ describe('OpenAPI document: GET /api/openapi.json', function () {
 
   it('fails the check for a field the document does not describe', () => {
     expect(() => checker.check('GET', '/healthz', 200, { status: 'ok', surprise: true })).to.throw(/does not match/);
+  });
+});
+
+describe('OpenAPI document: webhook responses (with a delivery process and a receiver)', function () {
+  this.timeout(60_000);
+  let api: RunningApi;
+  let receiver: Receiver;
+  let worker: RunningDelivery;
+  let checker: ResponseChecker;
+
+  before(async function () {
+    this.timeout(120_000);
+    receiver = await Receiver.start();
+    ({ api } = await webhookApi());
+    const env = deliveryTestEnv(receiver.caFile, webhookTestEnv());
+    worker = await startTestDelivery(env);
+    await waitForGroup(env);
+    checker = new ResponseChecker((await call(api.url, 'GET', '/api/openapi.json')).body);
+  });
+  after(async () => {
+    await worker.close(); // not left running beside other tests' delivery processes
+    await receiver.close();
+  });
+
+  it('matches what the webhook routes really answer, attempts included', async () => {
+    const seen: string[] = [];
+    const who = await createAccount(api.url);
+    const expectDoc = async (method: string, template: string, path: string, body?: unknown) => {
+      const res = await call(api.url, method, path, { headers: bearer(who.apiKey), body });
+      checker.check(method, template, res.status, res.body);
+      seen.push(`${method} ${template} ${res.status}`);
+      return res;
+    };
+    const created = await expectDoc('POST', '/api/v1/webhooks', '/api/v1/webhooks', { url: receiver.url('/openapi-doc'), events: ['*'], description: 'doc check' });
+    expect(created.status).to.equal(201);
+    await expectDoc('POST', '/api/v1/webhooks', '/api/v1/webhooks', { url: 'http://example.com/plain', events: ['nope'] });
+    const id: string = created.body.id;
+    await expectDoc('GET', '/api/v1/webhooks', '/api/v1/webhooks');
+    await expectDoc('POST', '/api/v1/webhooks/{id}/secret', `/api/v1/webhooks/${id}/secret`);
+    await expectDoc('POST', '/api/v1/webhooks/{id}/ping', `/api/v1/webhooks/${id}/ping`);
+    await receiver.waitFor('/openapi-doc', 1);
+    const attempts = await eventually(async () => {
+      const res = await call(api.url, 'GET', `/api/v1/webhooks/${id}/deliveries`, { headers: bearer(who.apiKey) });
+      return res.body.attempts?.length > 0 ? res : undefined;
+    });
+    checker.check('GET', '/api/v1/webhooks/{id}/deliveries', attempts.status, attempts.body);
+    expect(attempts.body.attempts[0]).to.include({ outcome: 'ok', status: 200, event_type: 'webhook.ping' });
+    const delivered = await eventually(async () => {
+      const res = await call(api.url, 'GET', `/api/v1/webhooks/${id}`, { headers: bearer(who.apiKey) });
+      return res.body.last_status === 200 ? res : undefined;
+    });
+    checker.check('GET', '/api/v1/webhooks/{id}', delivered.status, delivered.body);
+    await expectDoc('GET', '/api/v1/webhooks/{id}/deliveries', `/api/v1/webhooks/${id}/deliveries?limit=999`);
+    await expectDoc('DELETE', '/api/v1/webhooks/{id}', `/api/v1/webhooks/${id}`);
+    await expectDoc('GET', '/api/v1/webhooks/{id}', `/api/v1/webhooks/${id}`);
+    expect(seen).to.include.members([
+      'POST /api/v1/webhooks 201',
+      'POST /api/v1/webhooks 400',
+      'GET /api/v1/webhooks 200',
+      'POST /api/v1/webhooks/{id}/secret 200',
+      'POST /api/v1/webhooks/{id}/ping 202',
+      'GET /api/v1/webhooks/{id}/deliveries 400',
+      'DELETE /api/v1/webhooks/{id} 204',
+      'GET /api/v1/webhooks/{id} 404',
+    ]);
   });
 });

@@ -6,6 +6,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../shared/src/log.js';
+import type { AttemptRecord } from './deliveries.js';
 import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, metricsAuthorizer, type Registry } from '../../shared/src/metrics.js';
 
 /** An attempt times out at 4 s; the buckets resolve that range finely. */
@@ -67,6 +68,13 @@ export function createDeliveryMetrics(): DeliveryMetrics {
       inFlight = read;
     },
   };
+}
+
+/** Counts one sent attempt by its outcome and by what became of its delivery. */
+export function countAttempt(metrics: DeliveryMetrics, attempt: AttemptRecord): void {
+  const result: AttemptResult = attempt.outcome === 'ok' ? 'succeeded' : attempt.nextAttemptAt === null ? 'failed' : 'retry_scheduled';
+  metrics.attempts.inc({ outcome: attempt.outcome, result });
+  metrics.attemptDuration.observe({ outcome: attempt.outcome }, attempt.durationMs / 1000);
 }
 
 export interface QueueCounts {

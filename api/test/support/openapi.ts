@@ -122,7 +122,9 @@ export function compileEverySchema(doc: Json): number {
   };
   for (const name of Object.keys(doc.components.schemas)) compile({ $ref: `#/components/schemas/${name}` }, `components.schemas.${name}`);
   for (const [name, h] of Object.entries(doc.components.headers as Json)) compile(h.schema, `components.headers.${name}`);
-  for (const [path, item] of Object.entries(doc.paths as Json)) {
+  const items: [string, Json][] = [...Object.entries(doc.paths as Json), ...Object.entries((doc.webhooks ?? {}) as Json).map(([name, item]): [string, Json] => [`webhook ${name}`, item])];
+  for (const [path, item] of items) {
+    for (const p of item.parameters ?? []) compile(p.schema, `${path} parameter ${p.name}`);
     for (const method of HTTP_METHODS.filter((m) => m in item)) {
       const op = item[method];
       const where = `${method.toUpperCase()} ${path}`;

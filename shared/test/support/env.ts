@@ -25,6 +25,8 @@ export function baseTestEnv(overrides: Record<string, string> = {}): Record<stri
     MONGO_DB: `test_${runId}`,
     PORT: '0',
     HOST: '127.0.0.1',
+    // No delivery metrics server unless a test asks for one: workers of parallel runs would share 9464.
+    METRICS_PORT: '0',
     ...overrides,
   };
 }

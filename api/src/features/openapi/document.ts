@@ -11,6 +11,7 @@ import type { SchemaObject } from './convert.js';
 import { accountPaths } from './paths/accounts.js';
 import { eventPaths } from './paths/events.js';
 import { opsPaths } from './paths/ops.js';
+import { outgoingWebhooks, webhookPaths, webhookSchemas } from './paths/webhooks.js';
 
 const DESCRIPTION = `The event service of a voice-and-messaging platform: accounts and API keys, one ordered event log read four ways (cursor polling, long-poll, server-sent events, signed webhook pushes) and an MCP endpoint.
 
@@ -26,10 +27,12 @@ export function buildOpenApiDocument(config: ApiConfig): SchemaObject {
       { name: 'accounts', description: 'Signup, login, profile and the platform API key' },
       { name: 'events', description: 'Reading the account\'s events: polling, long-poll, server-sent events' },
       { name: 'ingest', description: 'How producers put events into the log (internal)' },
+      { name: 'webhooks', description: 'HTTPS push subscriptions, their delivery attempts, and what a delivery looks like' },
       { name: 'operations', description: 'Health, readiness, metrics and this document' },
       { name: 'dashboard', description: 'The web dashboard' },
     ],
-    paths: { ...accountPaths(), ...eventPaths(config), ...opsPaths(config) },
-    components: { schemas, responses, headers, securitySchemes },
+    paths: { ...accountPaths(), ...eventPaths(config), ...webhookPaths(config), ...opsPaths(config) },
+    webhooks: outgoingWebhooks(),
+    components: { schemas: { ...schemas, ...webhookSchemas }, responses, headers, securitySchemes },
   };
 }
