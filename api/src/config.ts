@@ -99,7 +99,10 @@ export function loadApiConfig(env: Env): ApiConfig {
       longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),
       longPollDefaultMs: read.int(env, 'LONG_POLL_DEFAULT_MS', 30_000, 0, 55_000),
       handoffTimeoutMs: read.int(env, 'HANDOFF_TIMEOUT_MS', 5000, 100, 60_000),
-      materializerGroupId: `${base.kafka.eventsTopic}.materializer`,
+      // One group per (topic, database): its committed offsets mean "written into
+      // this database", so a process pointed at another database never takes
+      // partitions away from the real materializers.
+      materializerGroupId: `${base.kafka.eventsTopic}.materializer.${base.mongo.dbName}`,
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
     },
     streams: {

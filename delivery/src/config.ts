@@ -63,7 +63,8 @@ export function loadDeliveryConfig(env: Env): DeliveryConfig {
   return {
     ...base,
     instanceId: read.str(env, 'INSTANCE_ID', `delivery-${randomUUID().slice(0, 8)}`),
-    groupId: read.str(env, 'DELIVERY_GROUP_ID', `${base.kafka.eventsTopic}.delivery`),
+    // Per (topic, database), like the materializer: offsets mean "recorded in this database".
+    groupId: read.str(env, 'DELIVERY_GROUP_ID', `${base.kafka.eventsTopic}.delivery.${base.mongo.dbName}`),
     webhooks: {
       ...loadWebhookConfig(env, base.production),
       caPem: readCa(env),
