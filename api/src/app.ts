@@ -9,6 +9,7 @@ import { ingestRoutes } from './features/ingest/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
 import { metricsRoutes } from './features/metrics/routes.js';
 import { openApiRoutes } from './features/openapi/routes.js';
+import { MCP_PATH, mcpRoutes } from './features/mcp/routes.js';
 import { streamRoutes } from './features/streams/routes.js';
 import { webhookRoutes } from './features/webhooks/routes.js';
 import { jsonBody } from './middleware/body.js';
@@ -28,9 +29,9 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));
   app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
-  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
+  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX, ownParserPaths: [MCP_PATH] }));
 
-  for (const router of [healthRoutes(deps), metricsRoutes(deps), openApiRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), metricsRoutes(deps), openApiRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), mcpRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

@@ -29,3 +29,20 @@ describe('api config', () => {
     expect(loadApiConfig({ LONG_POLL_MAX_MS: '20000', LONG_POLL_DEFAULT_MS: '10000' }).events.longPollMaxMs).to.equal(20_000);
   });
 });
+
+describe('api config: MCP_ALLOWED_ORIGINS', () => {
+  it('defaults to no browser origins', () => {
+    expect(loadApiConfig({}).mcp.allowedOrigins).to.deep.equal([]);
+  });
+
+  it('normalises origins the way browsers send them', () => {
+    const config = loadApiConfig({ MCP_ALLOWED_ORIGINS: 'https://App.Example.com, http://localhost:6274, https://x.example:443' });
+    expect(config.mcp.allowedOrigins).to.deep.equal(['https://app.example.com', 'http://localhost:6274', 'https://x.example']);
+  });
+
+  it('refuses an entry with a path or another scheme', () => {
+    expect(() => loadApiConfig({ MCP_ALLOWED_ORIGINS: 'https://a.example/path' })).to.throw(/MCP_ALLOWED_ORIGINS has a bad entry/);
+    expect(() => loadApiConfig({ MCP_ALLOWED_ORIGINS: 'ftp://a.example' })).to.throw(/MCP_ALLOWED_ORIGINS/);
+    expect(() => loadApiConfig({ MCP_ALLOWED_ORIGINS: 'not a url' })).to.throw(/MCP_ALLOWED_ORIGINS/);
+  });
+});

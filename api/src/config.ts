@@ -61,6 +61,14 @@ export interface ApiConfig extends BaseConfig {
     /** Subscriptions one account may have. */
     maxPerAccount: number;
   };
+  mcp: {
+    /**
+     * Browser origins allowed to call /api/mcp (exact `scheme://host[:port]`).
+     * Requests without an Origin header (every non-browser MCP client) are
+     * always allowed; any other Origin is refused with 403.
+     */
+    allowedOrigins: string[];
+  };
   metrics: MetricsConfig;
 }
 
@@ -116,10 +124,32 @@ export function loadApiConfig(env: Env): ApiConfig {
       ...loadWebhookConfig(env, base.production),
       maxPerAccount: read.int(env, 'WEBHOOK_MAX_PER_ACCOUNT', 50, 1, 10_000),
     },
+    mcp: {
+      allowedOrigins: parseOrigins(read.str(env, 'MCP_ALLOWED_ORIGINS', '')),
+    },
     metrics: loadMetricsConfig(env),
   };
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);
   }
   return config;
+}
+
+/** Comma-separated origins, each normalised the way browsers send them (lower-case, no default port). */
+function parseOrigins(raw: string): string[] {
+  const origins: string[] = [];
+  for (const entry of raw.split(',').map((o) => o.trim()).filter(Boolean)) {
+    let url: URL;
+    try {
+      url = new URL(entry);
+    } catch {
+      throw new ConfigError('MCP_ALLOWED_ORIGINS', `has a bad entry "${entry}" (want scheme://host[:port])`);
+    }
+    const bare = url.pathname === '/' && !url.search && !url.hash && !url.username && !url.password;
+    if (!['http:', 'https:'].includes(url.protocol) || !bare) {
+      throw new ConfigError('MCP_ALLOWED_ORIGINS', `has a bad entry "${entry}" (want scheme://host[:port], no path)`);
+    }
+    origins.push(url.origin);
+  }
+  return origins;
 }
