@@ -147,12 +147,23 @@ describe('OpenAPI document: GET /api/openapi.json', function () {
     await expectDoc('GET', '/api/v1/events', '/api/v1/events?limit=0', { headers: withKey });
     await expectDoc('POST', '/api/v1/events/stream-token', '/api/v1/events/stream-token', { headers: withKey });
     await expectDoc('GET', '/api/v1/events/stream', '/api/v1/events/stream?token=' + key.body.api_key);
+    const rpc = (method: string, params: Json, id: number | null = 1) => ({ jsonrpc: '2.0', ...(id === null ? {} : { id }), method, params });
+    const mcp = await expectDoc('POST', '/api/mcp', '/api/mcp', { body: rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'doc-test', version: '1' } }) });
+    expect(mcp.body.result.protocolVersion).to.equal('2025-06-18');
+    await expectDoc('POST', '/api/mcp', '/api/mcp', { body: rpc('notifications/initialized', {}, null) });
+    await expectDoc('POST', '/api/mcp', '/api/mcp', { body: [rpc('tools/list', {}, 2), rpc('ping', {}, 3)] });
+    const whoami = await expectDoc('POST', '/api/mcp', '/api/mcp', { headers: { ...withKey, 'mcp-protocol-version': '2025-06-18' }, body: rpc('tools/call', { name: 'whoami', arguments: {} }) });
+    expect(whoami.body.result?.structuredContent?.account_id, JSON.stringify(whoami.body)).to.equal(signup.body.user.id);
+    await expectDoc('POST', '/api/mcp', '/api/mcp', { body: rpc('tools/call', { name: 'whoami', arguments: {} }) });
+    await expectDoc('POST', '/api/mcp', '/api/mcp', { raw: '{not json' });
+    await expectDoc('GET', '/api/mcp', '/api/mcp');
     await expectDoc('DELETE', '/api/auth/api-key', '/api/auth/api-key', { headers: session });
     await expectDoc('DELETE', '/api/auth/api-key', '/api/auth/api-key', { headers: session });
     await expectDoc('GET', '/healthz', '/healthz');
     await expectDoc('GET', '/readyz', '/readyz');
 
     expect(seen).to.include.members(['POST /api/auth/signup 201', 'POST /api/auth/signup 400', 'POST /api/auth/signup 409', 'POST /api/auth/login 401', 'GET /api/auth/me 401']);
+    expect(seen).to.include.members(['POST /api/mcp 200', 'POST /api/mcp 202', 'POST /api/mcp 401', 'POST /api/mcp 400', 'GET /api/mcp 405']);
     expect(seen).to.include.members(['POST /internal/v1/events 202', 'POST /api/v1/events/wait 200', 'GET /api/v1/events 400', 'DELETE /api/auth/api-key 404', 'GET /readyz 200']);
   });
 

@@ -10,6 +10,7 @@ import { headers, responses, schemas, securitySchemes } from './components.js';
 import type { SchemaObject } from './convert.js';
 import { accountPaths } from './paths/accounts.js';
 import { eventPaths } from './paths/events.js';
+import { mcpPaths, mcpSchemas } from './paths/mcp.js';
 import { opsPaths } from './paths/ops.js';
 import { outgoingWebhooks, webhookPaths, webhookSchemas } from './paths/webhooks.js';
 
@@ -28,11 +29,12 @@ export function buildOpenApiDocument(config: ApiConfig): SchemaObject {
       { name: 'events', description: 'Reading the account\'s events: polling, long-poll, server-sent events' },
       { name: 'ingest', description: 'How producers put events into the log (internal)' },
       { name: 'webhooks', description: 'HTTPS push subscriptions, their delivery attempts, and what a delivery looks like' },
+      { name: 'mcp', description: 'Model Context Protocol endpoint for AI agents (tools such as wait_for_event)' },
       { name: 'operations', description: 'Health, readiness, metrics and this document' },
       { name: 'dashboard', description: 'The web dashboard' },
     ],
-    paths: { ...accountPaths(), ...eventPaths(config), ...webhookPaths(config), ...opsPaths(config) },
+    paths: { ...accountPaths(), ...eventPaths(config), ...webhookPaths(config), ...mcpPaths(), ...opsPaths(config) },
     webhooks: outgoingWebhooks(),
-    components: { schemas: { ...schemas, ...webhookSchemas }, responses, headers, securitySchemes },
+    components: { schemas: { ...schemas, ...webhookSchemas, ...mcpSchemas(config) }, responses, headers, securitySchemes },
   };
 }
