@@ -32,6 +32,7 @@ describe('metrics: GET /metrics on the API', function () {
     const base = baseTestEnv();
     a = await startTestApi({ EVENTS_TOPIC: `${base.EVENTS_TOPIC}-apimetrics`, MONGO_DB: `${base.MONGO_DB}_apimetrics`, INSTANCE_ID: 'test-metrics' });
   });
+  after(() => a.close());
 
   it('exposes the process, HTTP and event-log series', async () => {
     await call(a.url, 'GET', '/healthz');

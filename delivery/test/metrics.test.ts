@@ -64,7 +64,10 @@ describe('delivery metrics: GET /metrics on METRICS_PORT', function () {
     log = new TestLog(env);
     db = new TestDb(env);
   });
-  after(() => receiver.close());
+  after(async () => {
+    await worker.close();
+    await receiver.close();
+  });
 
   it('answers on METRICS_PORT with the delivery and process series', async () => {
     expect(url).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
