@@ -34,7 +34,7 @@ async function dropRunData(): Promise<void> {
 
 export const mochaHooks = {
   async afterAll(this: Mocha.Context): Promise<void> {
-    this.timeout(60_000);
+    this.timeout(120_000);
     await runCleanups();
     if (process.env.KEEP_TEST_DATA !== '1') await dropRunData();
   },
