@@ -15,7 +15,7 @@ export function baseTestEnv(overrides: Record<string, string> = {}): Record<stri
   if (!kafka || !mongo) {
     throw new Error('KAFKA_BROKERS and MONGO_URL must be set: run the tests with `npm test`, which starts the services');
   }
-  return {
+  const env = {
     NODE_ENV: 'test',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     KAFKA_BROKERS: kafka,
@@ -29,7 +29,12 @@ export function baseTestEnv(overrides: Record<string, string> = {}): Record<stri
     METRICS_PORT: '0',
     ...overrides,
   };
+  usedDatabases.add(env.MONGO_DB!);
+  return env;
 }
+
+/** Every database name a test environment was built with, dropped when the run ends. */
+export const usedDatabases = new Set<string>();
 
 /** A short unique suffix for names a single test owns (topics, groups, databases, emails). */
 export function uniqueName(prefix: string): string {
