@@ -25,6 +25,8 @@ export interface DispatchDeps {
   leaseMs: number;
   retrySchedule: number[];
   clock: () => Date;
+  /** Told of every attempt once sent (metrics). */
+  onAttempt?: (attempt: AttemptRecord) => void;
 }
 
 export interface Job {
@@ -162,6 +164,7 @@ export class Dispatcher {
     }
     const outcome = await send(deps, delivery, sub);
     freeSlot();
+    deps.onAttempt?.(outcome);
     await recordAttempt(deps.collections, outcome, 'att_' + randomBytes(12).toString('hex'));
     deps.log.debug({ delivery: delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
   }

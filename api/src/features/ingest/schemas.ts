@@ -10,7 +10,8 @@ export interface IngestEvent {
   occurred_at?: string;
 }
 
-const eventValidator = bodyValidator<IngestEvent>({
+/** One event of an ingest request (exported for the OpenAPI document). */
+export const eventValidator = bodyValidator<IngestEvent>({
   type: 'object',
   additionalProperties: false,
   required: ['account_id', 'type', 'data'],
