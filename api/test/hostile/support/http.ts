@@ -18,8 +18,34 @@ export interface HostileAnswer extends Answer {
   json: any;
 }
 
-/** fetch with a body sent verbatim; null when the answer did not come within timeoutMs. */
-export async function send(base: string, req: HostileRequest): Promise<HostileAnswer | null> {
+/**
+ * How long a request is retried while the answer is 503 unavailable. The test
+ * services are shared by every checkout on the machine and are sometimes
+ * restarted under us; a 503 with Retry-After is the right answer then, and
+ * the case is simply tried again. A 503 that lasts longer fails the test.
+ */
+const UNAVAILABLE_PATIENCE_MS = 45_000;
+
+function isUnavailable(res: HostileAnswer): boolean {
+  const code = res.json?.error?.code === 'unavailable' || res.json?.error?.data?.code === 'unavailable';
+  return res.status === 503 && code && res.headers.get('retry-after') !== null;
+}
+
+/**
+ * fetch with a body sent verbatim; null when the answer did not come within
+ * timeoutMs. A 503 `unavailable` is retried for a while (see above) unless
+ * `acceptUnavailable` is set.
+ */
+export async function send(base: string, req: HostileRequest & { acceptUnavailable?: boolean }): Promise<HostileAnswer | null> {
+  const giveUpAt = Date.now() + UNAVAILABLE_PATIENCE_MS;
+  for (;;) {
+    const res = await sendOnce(base, req);
+    if (!res || req.acceptUnavailable || !isUnavailable(res) || Date.now() > giveUpAt) return res;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+async function sendOnce(base: string, req: HostileRequest): Promise<HostileAnswer | null> {
   const headers: Record<string, string> = { ...req.headers };
   if (req.body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
   const signal = AbortSignal.timeout(req.timeoutMs ?? 15_000);
@@ -48,7 +74,7 @@ export async function send(base: string, req: HostileRequest): Promise<HostileAn
 }
 
 /** Like `send`, but a missing answer is an error: for requests that must be answered. */
-export async function answer(base: string, req: HostileRequest): Promise<HostileAnswer> {
+export async function answer(base: string, req: HostileRequest & { acceptUnavailable?: boolean }): Promise<HostileAnswer> {
   const res = await send(base, req);
   if (!res) throw new Error(`${req.method} ${req.path}: no answer within ${req.timeoutMs ?? 15_000} ms`);
   return res;
