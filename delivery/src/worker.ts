@@ -15,7 +15,7 @@ export interface RunningDelivery {
 export async function startDelivery(config: DeliveryConfig, opts: { log?: Logger } = {}): Promise<RunningDelivery> {
   const log = opts.log ?? createLogger('delivery', config.logLevel).child({ instance: config.instanceId });
   const lifecycle = new Lifecycle(log);
-  const mongo = createMongo(config);
+  const mongo = createMongo(config, { log });
   lifecycle.onStop('mongo', () => mongo.close());
   await ensureIndexes(mongo, log);
 

@@ -18,6 +18,7 @@ import type {
   WatermarkDoc,
   WebhookDoc,
 } from './documents.js';
+import { MonitorWatchdog } from './watchdog.js';
 
 export * from './documents.js';
 
@@ -53,7 +54,11 @@ export interface Mongo {
   close(): Promise<void>;
 }
 
-export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS?: number } = {}): Mongo {
+/**
+ * `log` given: a long-running process's client, watched for the driver's
+ * stuck-monitor hang (see watchdog.ts) and reconnected when it happens.
+ */
+export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS?: number; log?: Logger } = {}): Mongo {
   const client = new MongoClient(config.mongo.url, {
     serverSelectionTimeoutMS: opts.serverSelectionTimeoutMS ?? 5000,
     connectTimeoutMS: 5000,
@@ -72,7 +77,17 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     attempts: db.collection(COLLECTION_NAMES.attempts),
     rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
   };
-  return { client, db, collections, close: () => client.close() };
+  const watchdog = opts.log ? new MonitorWatchdog(client, opts.log.child({ component: 'mongo' })) : null;
+  watchdog?.start();
+  return {
+    client,
+    db,
+    collections,
+    close: () => {
+      watchdog?.stop();
+      return client.close();
+    },
+  };
 }
 
 const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
