@@ -44,5 +44,8 @@ function build<T>(instance: Ajv, schema: Schema | JSONSchemaType<T>, root: strin
 /** Compiles a JSON body schema once; the returned function throws a 400 listing every bad field. */
 export const bodyValidator = <T>(schema: Schema | JSONSchemaType<T>): Validator<T> => build<T>(ajv, schema, 'body');
 
+/** For JSON values that are not a request body (MCP tool arguments): `root` names the whole value in details. */
+export const valueValidator = <T>(schema: Schema | JSONSchemaType<T>, root: string): Validator<T> => build<T>(ajv, schema, root);
+
 /** Same for query strings, with type coercion ("50" -> 50). */
 export const queryValidator = <T>(schema: Schema | JSONSchemaType<T>): Validator<T> => build<T>(queryAjv, schema, 'query');
