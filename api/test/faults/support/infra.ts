@@ -57,6 +57,15 @@ export class PrivateInfra {
     await script('down.sh', ['--only', service], this.instance);
   }
 
+  /** Freezes one service in place (SIGSTOP): connections stay open, nothing is answered. */
+  async freeze(service: Service): Promise<void> {
+    await script('freeze.sh', [service], this.instance);
+  }
+
+  async thaw(service: Service): Promise<void> {
+    await script('freeze.sh', ['--thaw', service], this.instance);
+  }
+
   /** Starts whatever is stopped; the services come back on the same ports. */
   async start(): Promise<void> {
     const now = parseEndpoints(await script('up.sh', [], this.instance));
