@@ -2,8 +2,12 @@ import Koa from 'koa';
 import type { ApiDeps } from './deps.js';
 import { authRoutes } from './features/auth/routes.js';
 import { dashboardRoutes } from './features/dashboard/routes.js';
+import { eventRoutes } from './features/events/routes.js';
 import { healthRoutes } from './features/health/routes.js';
+import { ingestAuth } from './features/ingest/auth.js';
+import { ingestRoutes } from './features/ingest/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
+import { streamRoutes } from './features/streams/routes.js';
 import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
 import { requestContext } from './middleware/request-context.js';
@@ -18,9 +22,10 @@ export function createApp(deps: ApiDeps): Koa {
   app.silent = true; // errors are logged by the error middleware, once
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));
+  app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

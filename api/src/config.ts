@@ -31,10 +31,35 @@ export interface ApiConfig extends BaseConfig {
     loginPerMinute: number;
   };
   ingestToken: string;
+  events: {
+    /** Most events in one ingest request. */
+    ingestMaxBatch: number;
+    /** Most bytes of one event's `data`, serialized as JSON. */
+    ingestMaxDataBytes: number;
+    /** How long the producer lets the first waiting event wait for company. */
+    producerLingerMs: number;
+    longPollMaxMs: number;
+    /** timeout_ms of a long-poll that gives none. */
+    longPollDefaultMs: number;
+    /** How long a resume may wait for the materializer to catch up before answering 503. */
+    handoffTimeoutMs: number;
+    materializerGroupId: string;
+    /** Each process's fan-out group is this prefix + instance id + a random suffix. */
+    fanoutGroupPrefix: string;
+  };
+  streams: {
+    durationMs: number;
+    heartbeatMs: number;
+    /** The `retry:` hint sent to EventSource clients. */
+    retryMs: number;
+    tokenTtlSeconds: number;
+    maxPerAccount: number;
+  };
 }
 
 const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0000';
-const DEV_INGEST_TOKEN = 'dev-only-ingest-token-change-me-000';
+/** Exported for scripts/emit.ts, which talks to a local API by default. */
+export const DEV_INGEST_TOKEN = 'dev-only-ingest-token-change-me-000';
 
 export function loadApiConfig(env: Env): ApiConfig {
   const base = loadBaseConfig(env, 'event-api');
@@ -60,5 +85,22 @@ export function loadApiConfig(env: Env): ApiConfig {
       loginPerMinute: read.int(env, 'LOGIN_LIMIT_PER_MINUTE', 30, 1, 1_000_000),
     },
     ingestToken: read.secret(env, 'INGEST_TOKEN', base.production, DEV_INGEST_TOKEN, 24),
+    events: {
+      ingestMaxBatch: read.int(env, 'INGEST_MAX_BATCH', 1000, 1, 10_000),
+      ingestMaxDataBytes: read.int(env, 'INGEST_MAX_DATA_BYTES', 64 * 1024, 1024, 512 * 1024),
+      producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 2, 0, 100),
+      longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),
+      longPollDefaultMs: read.int(env, 'LONG_POLL_DEFAULT_MS', 30_000, 0, 55_000),
+      handoffTimeoutMs: read.int(env, 'HANDOFF_TIMEOUT_MS', 5000, 100, 60_000),
+      materializerGroupId: `${base.kafka.eventsTopic}.materializer`,
+      fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
+    },
+    streams: {
+      durationMs: read.int(env, 'STREAM_DURATION_MS', 50_000, 1000, 55_000),
+      heartbeatMs: read.int(env, 'STREAM_HEARTBEAT_MS', 15_000, 100, 60_000),
+      retryMs: 3000,
+      tokenTtlSeconds: read.int(env, 'STREAM_TOKEN_TTL_S', 120, 10, 3600),
+      maxPerAccount: read.int(env, 'MAX_STREAMS_PER_ACCOUNT', 6, 1, 100),
+    },
   };
 }

@@ -1,11 +1,12 @@
-import type { Kafka } from 'kafkajs';
-import { createKafka } from '../../shared/src/eventlog/kafka.js';
+import { createKafka, type Kafka } from '../../shared/src/eventlog/kafka.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import type { ApiConfig } from './config.js';
+import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
+import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
 
 /**
  * Everything a route or service may use, built once per process (or per test
@@ -21,6 +22,9 @@ export interface ApiDeps {
   clock: () => Date;
   /** Request budgets shared by every API process through MongoDB. */
   limits: RateLimits;
+  /** The event log: producer, materializer, fan-out and live waiters. */
+  events: EventsRuntime;
+  streams: StreamsRuntime;
 }
 
 export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
@@ -32,5 +36,8 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   lifecycle.onStop('mongo', () => mongo.close());
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
   const limits = createRateLimits(config, mongo, log);
-  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock: () => new Date(), limits };
+  const clock = (): Date => new Date();
+  const events = createEventsRuntime(config, log, kafka, mongo);
+  const streams = createStreamsRuntime(config, mongo, clock);
+  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock, limits, events, streams };
 }

@@ -4,6 +4,7 @@ import { ensureIndexes } from '../../shared/src/mongo/index.js';
 import { createApp } from './app.js';
 import type { ApiConfig } from './config.js';
 import { createDeps, type ApiDeps } from './deps.js';
+import { startEventsRuntime } from './features/events/runtime.js';
 
 export interface RunningApi {
   url: string;
@@ -31,6 +32,9 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   });
   await indexes;
 
+  // The fan-out's positions are pinned before the first request, so every waiter has a P.
+  await startEventsRuntime(deps.events, lifecycle);
+
   const app = createApp(deps);
   const server = http.createServer(app.callback());
   // Long-polls last up to 55 s and streams about 50 s: no server timeout may cut them.
@@ -51,9 +55,15 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   lifecycle.onStop('http', async () => {
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
+      // Keep-alive connections go idle as their last response (a long-poll just
+      // released, a stream just ended) is written: close each as soon as it does.
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
+      server.once('close', () => clearInterval(sweep));
       server.closeIdleConnections();
     });
   });
+  // Runs before the server closes: pending long-polls answer `timed_out` (clients loop), streams end.
+  lifecycle.onStop('live waiters', () => deps.events.registry.closeAll('shutdown'));
 
   return { url, server, deps, close: () => lifecycle.stop() };
 }

@@ -6,7 +6,7 @@ import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type KafkaCon
 import type { BaseConfig } from '../config/index.js';
 import type { Logger } from '../log.js';
 
-export type { Admin, Consumer, EachBatchPayload, Producer, KafkaMessage, RecordMetadata } from 'kafkajs';
+export type { Admin, Consumer, EachBatchPayload, Kafka, Producer, KafkaMessage, RecordMetadata } from 'kafkajs';
 
 export interface TopicSpec {
   name: string;
@@ -93,6 +93,29 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
   if (count !== spec.partitions) {
     logger.warn({ topic: spec.name, configured: spec.partitions, actual: count }, 'topic partition count differs from EVENTS_PARTITIONS; using the topic as it is');
   }
+}
+
+/**
+ * The partition an account's events go to: kafkajs's DefaultPartitioner
+ * (murmur2 of the key, Java client compatible), computed here so the producer
+ * can name the partition explicitly and know each event's position.
+ */
+export function partitionForKey(key: string, partitionCount: number): number {
+  const metadata = Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, partitionErrorCode: 0, leader: 0, replicas: [0], isr: [0] }));
+  return defaultPartitioner({ topic: '', partitionMetadata: metadata, message: { key, value: null } });
+}
+
+const defaultPartitioner = Partitioners.DefaultPartitioner();
+
+/** The next offset to be written in each partition (the high watermark). */
+export async function endOffsets(admin: Admin, topic: string): Promise<Map<number, bigint>> {
+  const offsets = await admin.fetchTopicOffsets(topic);
+  return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
+}
+
+/** Removes consumer groups that have no members left (best effort, for per-process groups). */
+export async function deleteGroups(admin: Admin, groupIds: string[]): Promise<void> {
+  await admin.deleteGroups(groupIds);
 }
 
 /** Reads the partition count of a topic as it exists on the broker. */

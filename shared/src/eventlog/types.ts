@@ -32,7 +32,10 @@ export interface EventEnvelope {
 export interface EventRecord {
   id: string;
   type: EventType;
+  /** When the API accepted the event (its clock), ISO 8601 with milliseconds. */
   created_at: string;
+  /** When the producer says it happened; present only when the producer sent it. */
+  occurred_at?: string;
   data: Record<string, unknown>;
   cursor: string;
 }

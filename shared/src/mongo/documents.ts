@@ -60,15 +60,18 @@ export interface WatermarkDoc {
   updated_at: Date;
 }
 
-export interface StreamLease {
-  id: string;
-  expires_at: Date;
-}
-
-/** Open SSE streams of one account, counted across all API processes. */
+/**
+ * One of an account's stream slots (`${account_id}:${n}`, n < the per-account
+ * maximum), held while a stream is open. Taking a slot is an insert, which
+ * the unique _id makes atomic on every server; a holder that dies stops
+ * renewing, and its slot is taken over once `expires_at` has passed.
+ */
 export interface StreamSlotDoc {
-  _id: string; // account id
-  leases: StreamLease[];
+  _id: string;
+  account_id: string;
+  lease_id: string;
+  holder: string; // instance id of the API process, for operators
+  expires_at: Date;
 }
 
 export interface WebhookDoc {

@@ -1,0 +1,189 @@
+import { expect } from 'chai';
+import { decodeCursor, encodeCursor } from '../../../../shared/src/cursor.js';
+import type { EventType } from '../../../../shared/src/eventlog/types.js';
+import { openFeed, type FeedPorts, type RangeQuery } from './feed.js';
+import { WaiterRegistry, type LiveEvent } from './waiters.js';
+
+/**
+ * An in-memory log of one partition: `append` puts an event in the log; the
+ * fan-out and the materializer each advance on command, so every interleaving
+ * of the handoff can be staged.
+ */
+class FakeLog {
+  readonly registry = new WaiterRegistry();
+  readonly log: { account: string; type: EventType; offset: bigint }[] = [];
+  dispatched = 0n; // fan-out position P
+  materialized = -1n; // watermark
+  watermarkReachable = true;
+
+  append(account: string, type: EventType = 'call.started'): bigint {
+    const offset = BigInt(this.log.length);
+    this.log.push({ account, type, offset });
+    return offset;
+  }
+
+  event(i: bigint): LiveEvent {
+    const e = this.log[Number(i)]!;
+    const position = { partition: 0, offset: e.offset };
+    return { position, record: { id: `evt_${e.offset}`, type: e.type, created_at: '', data: {}, cursor: encodeCursor(position) } };
+  }
+
+  fanOut(): void {
+    while (this.dispatched < BigInt(this.log.length)) {
+      const e = this.log[Number(this.dispatched)]!;
+      this.registry.dispatch(e.account, this.event(e.offset));
+      this.dispatched += 1n;
+    }
+  }
+
+  materialize(): void {
+    this.materialized = BigInt(this.log.length) - 1n;
+  }
+
+  ports(): FeedPorts {
+    return {
+      registry: this.registry,
+      position: () => this.dispatched,
+      partitionOf: () => 0,
+      waitForWatermark: async (_p, offset, timeoutMs) => {
+        const deadline = Date.now() + timeoutMs;
+        while (Date.now() < deadline) {
+          if (this.watermarkReachable && this.materialized >= offset) return true;
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+        return false;
+      },
+      readRange: async (q: RangeQuery) =>
+        this.log
+          .filter((e) => e.account === q.accountId && e.offset > q.after && e.offset < q.before && e.offset <= this.materialized && (!q.types || q.types.includes(e.type)))
+          .slice(0, q.limit)
+          .map((e) => this.event(e.offset)),
+      handoffTimeoutMs: 200,
+    };
+  }
+}
+
+async function drain(feed: { next(ms: number): Promise<LiveEvent | null> }): Promise<bigint[]> {
+  const out: bigint[] = [];
+  for (;;) {
+    const e = await feed.next(5);
+    if (!e) return out;
+    out.push(e.position.offset);
+  }
+}
+
+const since = (offset: bigint) => decodeCursor(encodeCursor({ partition: 0, offset }));
+
+describe('Feed (the resume handoff)', () => {
+  it('replays stored events after the cursor, then live ones, each once', async () => {
+    const f = new FakeLog();
+    for (let i = 0; i < 5; i++) f.append('a');
+    f.append('b');
+    f.fanOut();
+    f.materialize();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(1n), pageSize: 2, maxQueue: 100 });
+    f.append('a');
+    f.append('b');
+    f.append('a');
+    f.fanOut();
+    expect(await drain(feed)).to.deep.equal([2n, 3n, 4n, 6n, 8n]);
+    feed.close();
+    expect(f.registry.size).to.equal(0);
+  });
+
+  it('waits for the materializer to reach P before reading, so no event between is skipped', async () => {
+    const f = new FakeLog();
+    f.append('a');
+    f.fanOut();
+    f.materialize();
+    f.append('a'); // 1: dispatched but not yet in MongoDB
+    f.append('a'); // 2
+    f.fanOut();
+    const opening = openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: 100 });
+    setTimeout(() => f.materialize(), 30);
+    const feed = await opening;
+    f.append('a');
+    f.fanOut();
+    expect(await drain(feed)).to.deep.equal([1n, 2n, 3n]);
+  });
+
+  it('answers 503 instead of serving a gap when the materializer does not catch up', async () => {
+    const f = new FakeLog();
+    f.append('a');
+    f.append('a');
+    f.fanOut();
+    f.watermarkReachable = false;
+    const err = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: 100 }).catch((e: unknown) => e);
+    expect(err).to.have.property('status', 503);
+    expect(f.registry.size).to.equal(0);
+  });
+
+  it('skips live events at or before a cursor that is ahead of this process', async () => {
+    const f = new FakeLog();
+    f.append('a');
+    f.fanOut();
+    f.materialize();
+    f.append('a'); // 1, 2: already seen by the client on a faster process
+    f.append('a');
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(2n), pageSize: 10, maxQueue: 100 });
+    f.append('a');
+    f.fanOut();
+    expect(await drain(feed)).to.deep.equal([3n]);
+  });
+
+  it('without a cursor takes only events after it registered', async () => {
+    const f = new FakeLog();
+    f.append('a');
+    f.fanOut();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 100 });
+    f.append('b');
+    f.append('a');
+    f.fanOut();
+    expect(await drain(feed)).to.deep.equal([2n]);
+    expect(decodeCursor(feed.checkedCursor()!).offset).to.equal(2n);
+  });
+
+  it('filters by type in the replay and live, and reports how far it checked', async () => {
+    const f = new FakeLog();
+    f.append('a', 'call.started');
+    f.append('a', 'message.sent');
+    f.fanOut();
+    f.materialize();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: ['message.sent'], since: since(0n), pageSize: 10, maxQueue: 100 });
+    f.append('a', 'call.ended');
+    f.append('a', 'message.sent');
+    f.append('a', 'call.ended');
+    f.fanOut();
+    expect(await drain(feed)).to.deep.equal([1n, 3n]);
+    expect(decodeCursor(feed.checkedCursor()!).offset).to.equal(4n);
+  });
+
+  it('closes a feed whose reader falls too far behind (it resumes by cursor instead)', async () => {
+    const f = new FakeLog();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 2 });
+    for (let i = 0; i < 3; i++) f.append('a');
+    f.fanOut();
+    expect(feed.closedBy).to.equal('overflow');
+    expect(await drain(feed)).to.deep.equal([0n, 1n]);
+  });
+
+  it('ends waits at once on shutdown and refuses new ones', async () => {
+    const f = new FakeLog();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 2 });
+    const pending = feed.next(10_000);
+    f.registry.closeAll('shutdown');
+    expect(await pending).to.equal(null);
+    expect(feed.closedBy).to.equal('shutdown');
+    const later = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 2 });
+    expect(later.closedBy).to.equal('shutdown');
+  });
+
+  it('ends a wait when its signal aborts', async () => {
+    const f = new FakeLog();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 2 });
+    const ac = new AbortController();
+    const pending = feed.next(10_000, ac.signal);
+    ac.abort();
+    expect(await pending).to.equal(null);
+  });
+});

@@ -1,0 +1,133 @@
+/**
+ * One reader's view of an account's events: what it missed since its cursor,
+ * read from MongoDB, then live events from the fan-out, with no gap and no
+ * duplicate (DESIGN.md "The event log", the resume handoff). Transport-free:
+ * long-poll and SSE both read through a Feed, and the unit tests drive it
+ * with in-memory stand-ins.
+ */
+import { encodeCursor, type Position } from '../../../../shared/src/cursor.js';
+import { unavailable } from '../../../../shared/src/errors/index.js';
+import type { EventType } from '../../../../shared/src/eventlog/types.js';
+import { Waiter, type CloseReason, type LiveEvent, type WaiterRegistry } from './waiters.js';
+
+export interface RangeQuery {
+  accountId: string;
+  partition: number;
+  /** Exclusive lower bound. */
+  after: bigint;
+  /** Exclusive upper bound. */
+  before: bigint;
+  types: readonly EventType[] | null;
+  limit: number;
+}
+
+/** What a Feed needs from the process: the fan-out, the materializer's progress and the store. */
+export interface FeedPorts {
+  registry: WaiterRegistry;
+  /** The fan-out position P of a partition: the next offset it has not yet dispatched. */
+  position(partition: number): bigint;
+  partitionOf(accountId: string): number;
+  /** Resolves true once the partition's materialized offset is at least `offset`, false after `timeoutMs`. */
+  waitForWatermark(partition: number, offset: bigint, timeoutMs: number): Promise<boolean>;
+  /** Stored events of the range, oldest first. */
+  readRange(query: RangeQuery): Promise<LiveEvent[]>;
+  handoffTimeoutMs: number;
+}
+
+export interface FeedOptions {
+  accountId: string;
+  types: readonly EventType[] | null;
+  /** Resume strictly after this position (already checked to be in the account's partition). */
+  since: Position | null;
+  /** Events per MongoDB read while catching up. */
+  pageSize: number;
+  /** Live events a slow reader may have queued before its feed is closed. */
+  maxQueue: number;
+}
+
+export class Feed {
+  private replayAfter: bigint;
+  private replayDone: boolean;
+  private buffer: LiveEvent[] = [];
+
+  constructor(
+    private readonly ports: FeedPorts,
+    private readonly opts: FeedOptions,
+    private readonly waiter: Waiter,
+    readonly partition: number,
+    /** Replay covers offsets below this (the fan-out position at registration). */
+    private readonly replayBefore: bigint,
+  ) {
+    this.replayAfter = opts.since?.offset ?? replayBefore;
+    this.replayDone = this.replayAfter >= replayBefore - 1n;
+  }
+
+  /** The next event: stored ones first, then live; null on timeout, abort or close. */
+  async next(timeoutMs: number, signal?: AbortSignal): Promise<LiveEvent | null> {
+    if (!this.replayDone && this.buffer.length === 0) await this.readPage();
+    const stored = this.buffer.shift();
+    if (stored) return stored;
+    return this.waiter.next(timeoutMs, signal);
+  }
+
+  get closedBy(): CloseReason | null {
+    return this.waiter.closedBy;
+  }
+
+  /**
+   * A cursor after which this feed has checked everything (for a reader that
+   * timed out and loops), or null when the partition is still empty.
+   */
+  checkedCursor(): string | null {
+    const live = this.ports.position(this.partition) - 1n;
+    const offset = live > this.waiter.checkedThrough ? live : this.waiter.checkedThrough;
+    return offset >= 0n ? encodeCursor({ partition: this.partition, offset }) : null;
+  }
+
+  close(): void {
+    this.waiter.close('closed');
+    this.ports.registry.remove(this.waiter);
+  }
+
+  private async readPage(): Promise<void> {
+    const page = await this.ports.readRange({
+      accountId: this.opts.accountId,
+      partition: this.partition,
+      after: this.replayAfter,
+      before: this.replayBefore,
+      types: this.opts.types,
+      limit: this.opts.pageSize,
+    });
+    if (page.length < this.opts.pageSize) this.replayDone = true;
+    const last = page.at(-1);
+    if (last) this.replayAfter = last.position.offset;
+    this.buffer = page;
+  }
+}
+
+/**
+ * Registers for live events first, then notes the fan-out position P of the
+ * partition in the same tick (no event can be dispatched in between), waits
+ * until MongoDB holds everything below P, and returns a feed that reads
+ * (since, P) from MongoDB before live events above max(since, P - 1).
+ * Throws 503 rather than serve a gap when the materializer is behind.
+ */
+export async function openFeed(ports: FeedPorts, opts: FeedOptions): Promise<Feed> {
+  const partition = opts.since?.partition ?? ports.partitionOf(opts.accountId);
+  const registeredAt = ports.position(partition);
+  const last = registeredAt - 1n;
+  const floor = opts.since && opts.since.offset > last ? opts.since.offset : last;
+  const waiter = new Waiter(opts.accountId, opts.types ? new Set(opts.types) : null, floor, opts.maxQueue);
+  ports.registry.add(waiter);
+  const feed = new Feed(ports, opts, waiter, partition, registeredAt);
+  if (opts.since && opts.since.offset < last) {
+    let caughtUp = false;
+    try {
+      caughtUp = await ports.waitForWatermark(partition, last, ports.handoffTimeoutMs);
+    } finally {
+      if (!caughtUp) feed.close();
+    }
+    if (!caughtUp) throw unavailable('Event history', 2);
+  }
+  return feed;
+}

@@ -1,0 +1,130 @@
+/**
+ * Writes the event log into MongoDB. One consumer group over all API
+ * processes, so each partition has one writer at a time. Per chunk of a batch,
+ * in offset order: upsert the events by id (idempotent), then raise the
+ * partition's watermark with $max (never backwards), then resolve and commit
+ * the offsets. A crash anywhere in between makes the next owner rewrite a few
+ * events identically; nothing is lost or doubled, and everything at or below
+ * a watermark is in MongoDB.
+ */
+import type { AnyBulkWriteOperation, Collection } from 'mongodb';
+import { decodeEnvelope, toEventDoc } from '../../../../shared/src/eventlog/envelope.js';
+import { createConsumer, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '../../../../shared/src/eventlog/kafka.js';
+import type { Logger } from '../../../../shared/src/log.js';
+import type { EventDoc, WatermarkDoc } from '../../../../shared/src/mongo/documents.js';
+import { watermarkId } from './watermarks.js';
+
+export interface MaterializerOptions {
+  kafka: Kafka;
+  events: Collection<EventDoc>;
+  watermarks: Collection<WatermarkDoc>;
+  topic: string;
+  groupId: string;
+  log: Logger;
+  /** Told each watermark this process writes (feeds the local WatermarkReader). */
+  onWatermark?: (partition: number, offset: bigint) => void;
+  chunkSize?: number;
+  /**
+   * Test hook, called after each write of a chunk (`events`, then `watermark`):
+   * return 'crash' to act as if the process died right there.
+   */
+  afterWrite?: (stage: 'events' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
+}
+
+const MAX_BACKOFF_MS = 5000;
+
+export class Materializer {
+  private consumer: Consumer | null = null;
+  private crashed = false;
+
+  constructor(private readonly opts: MaterializerOptions) {}
+
+  async start(): Promise<void> {
+    const consumer = createConsumer(this.opts.kafka, this.opts.groupId);
+    this.consumer = consumer;
+    await consumer.connect();
+    await consumer.subscribe({ topic: this.opts.topic, fromBeginning: true });
+    await consumer.run({
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 4,
+      eachBatch: (payload) => this.handleBatch(payload),
+    });
+    this.opts.log.info({ group: this.opts.groupId }, 'materializer started');
+  }
+
+  async stop(): Promise<void> {
+    const consumer = this.consumer;
+    this.consumer = null;
+    await consumer?.disconnect();
+  }
+
+  private async handleBatch(payload: EachBatchPayload): Promise<void> {
+    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
+    const size = this.opts.chunkSize ?? 500;
+    for (let i = 0; i < batch.messages.length; i += size) {
+      if (this.crashed) return sleep(50); // a dead process commits nothing
+      if (!isRunning() || isStale()) return;
+      const chunk = batch.messages.slice(i, i + size);
+      const lastOffset = (chunk.at(-1) as KafkaMessage).offset;
+      const written = await this.persist(batch.partition, chunk, BigInt(lastOffset), () => !isRunning() || isStale(), heartbeat);
+      if (!written) return;
+      resolveOffset(lastOffset);
+      await commitOffsetsIfNecessary();
+      await heartbeat();
+    }
+  }
+
+  /** Retries until written, or until this consumer no longer owns the partition. */
+  private async persist(partition: number, chunk: KafkaMessage[], lastOffset: bigint, lost: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
+    const docs = this.decode(partition, chunk);
+    let backoff = 100;
+    for (;;) {
+      try {
+        if (docs.length > 0) await this.opts.events.bulkWrite(upserts(docs), { ordered: true });
+        if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
+        await this.opts.watermarks.updateOne(
+          { _id: watermarkId(this.opts.topic, partition) },
+          { $max: { offset: Number(lastOffset) }, $set: { updated_at: new Date() }, $setOnInsert: { topic: this.opts.topic, partition } },
+          { upsert: true },
+        );
+        this.opts.onWatermark?.(partition, lastOffset);
+        return !this.crashesAfter('watermark', partition, chunk, lastOffset);
+      } catch (err) {
+        this.opts.log.warn({ err, partition, lastOffset: lastOffset.toString(), retryInMs: backoff }, 'materializer write failed; retrying');
+        if (lost()) return false;
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+        await heartbeat(); // also how a rebalance reaches us while MongoDB is down
+        if (lost()) return false;
+      }
+    }
+  }
+
+  private crashesAfter(stage: 'events' | 'watermark', partition: number, chunk: KafkaMessage[], lastOffset: bigint): boolean {
+    if (this.opts.afterWrite?.(stage, partition, BigInt((chunk[0] as KafkaMessage).offset), lastOffset) !== 'crash') return false;
+    this.crashed = true;
+    return true;
+  }
+
+  private decode(partition: number, chunk: KafkaMessage[]): EventDoc[] {
+    const docs: EventDoc[] = [];
+    for (const message of chunk) {
+      const envelope = decodeEnvelope(message.value);
+      if (!envelope) {
+        // Only this service produces to the topic; a foreign message is skipped, loudly, rather than stalling the partition.
+        this.opts.log.error({ partition, offset: message.offset }, 'skipping a message that is not an event envelope');
+        continue;
+      }
+      docs.push(toEventDoc(envelope, { partition, offset: BigInt(message.offset) }));
+    }
+    return docs;
+  }
+}
+
+function upserts(docs: EventDoc[]): AnyBulkWriteOperation<EventDoc>[] {
+  return docs.map((doc) => ({ replaceOne: { filter: { _id: doc._id }, replacement: doc, upsert: true } }));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

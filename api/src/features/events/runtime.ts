@@ -1,0 +1,70 @@
+/**
+ * The event log's moving parts in one API process: the producer, the
+ * materializer (shared group), the fan-out (own group) and the waiters it
+ * releases. Built with the deps, started by startApi before it listens.
+ */
+import { EventLog } from '../../../../shared/src/eventlog/event-log.js';
+import { topicCatalog, type Kafka } from '../../../../shared/src/eventlog/kafka.js';
+import type { Lifecycle } from '../../../../shared/src/lifecycle.js';
+import type { Logger } from '../../../../shared/src/log.js';
+import type { Mongo } from '../../../../shared/src/mongo/index.js';
+import type { ApiConfig } from '../../config.js';
+import { FanOut } from './fanout.js';
+import type { FeedPorts } from './feed.js';
+import { Materializer } from './materializer.js';
+import { readRange } from './store.js';
+import { WaiterRegistry } from './waiters.js';
+import { WatermarkReader } from './watermarks.js';
+
+export interface EventsRuntime {
+  log: EventLog;
+  registry: WaiterRegistry;
+  watermarks: WatermarkReader;
+  materializer: Materializer;
+  fanout: FanOut;
+}
+
+export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Kafka, mongo: Mongo): EventsRuntime {
+  const topic = config.kafka.eventsTopic;
+  const registry = new WaiterRegistry();
+  const watermarks = WatermarkReader.forCollection(mongo.collections.watermarks, topic);
+  const log = new EventLog(kafka, topicCatalog(config).events, logger, {
+    lingerMs: config.events.producerLingerMs,
+    maxBatchMessages: 1000,
+    maxBatchBytes: 900 * 1024,
+  });
+  const materializer = new Materializer({
+    kafka,
+    events: mongo.collections.events,
+    watermarks: mongo.collections.watermarks,
+    topic,
+    groupId: config.events.materializerGroupId,
+    log: logger.child({ component: 'materializer' }),
+    onWatermark: (partition, offset) => watermarks.note(partition, offset),
+  });
+  const fanout = new FanOut({ kafka, topic, groupPrefix: config.events.fanoutGroupPrefix, instanceId: config.instanceId, registry, log: logger.child({ component: 'fanout' }) });
+  return { log, registry, watermarks, materializer, fanout };
+}
+
+/**
+ * Producer first (it creates the topic), then both consumers. The fan-out's
+ * positions are pinned once `start` resolves, so waiters may be served.
+ */
+export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifecycle): Promise<void> {
+  await events.log.start();
+  lifecycle.onStop('event-log producer', () => events.log.stop());
+  lifecycle.onStop('materializer', () => events.materializer.stop());
+  lifecycle.onStop('fan-out', () => events.fanout.stop());
+  await Promise.all([events.materializer.start(), events.fanout.start()]);
+}
+
+export function feedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs: number): FeedPorts {
+  return {
+    registry: events.registry,
+    position: (partition) => events.fanout.position(partition),
+    partitionOf: (accountId) => events.log.partitionOf(accountId),
+    waitForWatermark: (partition, offset, timeoutMs) => events.watermarks.waitFor(partition, offset, timeoutMs),
+    readRange: (query) => readRange(mongo.collections.events, query),
+    handoffTimeoutMs,
+  };
+}

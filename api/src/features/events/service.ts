@@ -1,0 +1,82 @@
+/**
+ * Reading an account's events: cursor polling and long-poll. Transport-free
+ * (the HTTP routes and the MCP tool both call these), and every input is
+ * validated here, so each caller gets the same 400s.
+ */
+import { decodeCursor, type Position } from '../../../../shared/src/cursor.js';
+import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
+import { validationFailed } from '../../../../shared/src/errors/index.js';
+import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
+import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
+import type { ApiDeps } from '../../deps.js';
+import { openFeed } from './feed.js';
+import { feedPorts } from './runtime.js';
+import { LIST_DEFAULT_LIMIT, listEventsQuery, waitBody, type ListEventsInput, type WaitInput } from './schemas.js';
+import { readAfter } from './store.js';
+
+export interface EventPage {
+  events: EventRecord[];
+  /** Pass back as `since` to continue; null only when there was no `since` and no event yet. */
+  cursor: string | null;
+}
+
+export type WaitResult = { event: EventRecord } | { event: null; timed_out: true; cursor: string | null };
+
+/** A cursor from the caller, checked to lie in the account's partition (all its events are there). */
+export function resolveSince(deps: ApiDeps, accountId: string, raw: string, field: string): Position {
+  const position = decodeCursor(raw, field);
+  if (position.partition !== deps.events.log.partitionOf(accountId)) {
+    throw validationFailed([{ path: field, message: 'is not a cursor of this account' }], `${field} is not a valid cursor`);
+  }
+  return position;
+}
+
+/** GET /api/v1/events: the account's events strictly after `since`, oldest first. */
+export async function listEvents(deps: ApiDeps, accountId: string, input: ListEventsInput | Record<string, unknown>): Promise<EventPage> {
+  const q = listEventsQuery({ ...input }); // a copy: validation coerces query strings in place
+  const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
+  let docs;
+  try {
+    docs = await readAfter(deps.mongo.collections.events, { accountId, since, types: q.type ? [q.type] : null, limit: q.limit ?? LIST_DEFAULT_LIMIT });
+  } catch (err) {
+    throw asUnavailable(err, 'Event storage');
+  }
+  const events = docs.map(docToRecord);
+  return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
+}
+
+/**
+ * POST /api/v1/events/wait: the next matching event, or a timeout after
+ * timeout_ms. With `since`, an event already after the cursor returns at
+ * once. `signal` ends the wait early (client gone); shutdown ends it as a
+ * timeout so clients simply loop.
+ */
+export async function waitForEvent(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
+  const q = waitBody(input); // validated here, whoever calls: the input may be anything
+  const { longPollMaxMs, longPollDefaultMs, handoffTimeoutMs } = deps.config.events;
+  const timeoutMs = q.timeout_ms ?? Math.min(longPollDefaultMs, longPollMaxMs);
+  if (timeoutMs > longPollMaxMs) throw validationFailed([{ path: 'timeout_ms', message: `must be <= ${longPollMaxMs}` }]);
+  const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
+  const deadline = Date.now() + timeoutMs;
+  let feed;
+  try {
+    feed = await openFeed(feedPorts(deps.events, deps.mongo, handoffTimeoutMs), {
+      accountId,
+      types: q.types && q.types.length > 0 ? q.types : null,
+      since,
+      pageSize: 1,
+      maxQueue: 16,
+    });
+  } catch (err) {
+    throw asUnavailable(err, 'Event history');
+  }
+  try {
+    const next = await feed.next(deadline - Date.now(), signal);
+    if (next) return { event: next.record };
+    return { event: null, timed_out: true, cursor: feed.checkedCursor() };
+  } catch (err) {
+    throw asUnavailable(err, 'Event history');
+  } finally {
+    feed.close();
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * Live waiters of this process (long-polls and SSE streams), by account. The
+ * fan-out consumer offers each event to the waiters of its account; a waiter
+ * queues what matches until its reader takes it.
+ */
+import type { Position } from '../../../../shared/src/cursor.js';
+import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
+
+export interface LiveEvent {
+  position: Position;
+  record: EventRecord;
+}
+
+/** Why a waiter stopped taking events: its reader left, it fell too far behind, or the process is stopping. */
+export type CloseReason = 'closed' | 'overflow' | 'shutdown';
+
+export class Waiter {
+  private readonly queue: LiveEvent[] = [];
+  private wake: (() => void) | null = null;
+  private closeReason: CloseReason | null = null;
+
+  /**
+   * @param floor only offsets above it are taken; it rises with each event taken,
+   *   so an offset is never delivered twice.
+   */
+  constructor(
+    readonly accountId: string,
+    private readonly types: ReadonlySet<string> | null,
+    private floor: bigint,
+    private readonly maxQueue: number,
+  ) {}
+
+  get closedBy(): CloseReason | null {
+    return this.closeReason;
+  }
+
+  /** The highest offset this waiter has accounted for (taken, filtered out, or covered by its start). */
+  get checkedThrough(): bigint {
+    return this.floor;
+  }
+
+  offer(event: LiveEvent): void {
+    if (this.closeReason || event.position.offset <= this.floor) return;
+    this.floor = event.position.offset;
+    if (this.types && !this.types.has(event.record.type)) return;
+    if (this.queue.length >= this.maxQueue) {
+      // A reader this far behind resumes from its cursor instead (SSE reconnects with Last-Event-ID).
+      this.close('overflow');
+      return;
+    }
+    this.queue.push(event);
+    this.signal();
+  }
+
+  close(reason: CloseReason): void {
+    if (this.closeReason) return;
+    this.closeReason = reason;
+    this.signal();
+  }
+
+  /** The next queued event; null after `timeoutMs`, on abort, or once closed and drained. */
+  next(timeoutMs: number, signal?: AbortSignal): Promise<LiveEvent | null> {
+    const ready = this.queue.shift();
+    if (ready) return Promise.resolve(ready);
+    if (this.closeReason || signal?.aborted || timeoutMs <= 0) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      const finish = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', finish);
+        this.wake = null;
+        resolve(this.queue.shift() ?? null);
+      };
+      const timer = setTimeout(finish, timeoutMs);
+      signal?.addEventListener('abort', finish, { once: true });
+      this.wake = finish;
+    });
+  }
+
+  private signal(): void {
+    this.wake?.();
+  }
+}
+
+export class WaiterRegistry {
+  private readonly byAccount = new Map<string, Set<Waiter>>();
+  private total = 0;
+  private stopping = false;
+
+  add(waiter: Waiter): void {
+    if (this.stopping) waiter.close('shutdown');
+    let set = this.byAccount.get(waiter.accountId);
+    if (!set) this.byAccount.set(waiter.accountId, (set = new Set()));
+    if (!set.has(waiter)) {
+      set.add(waiter);
+      this.total += 1;
+    }
+  }
+
+  remove(waiter: Waiter): void {
+    const set = this.byAccount.get(waiter.accountId);
+    if (!set?.delete(waiter)) return;
+    this.total -= 1;
+    if (set.size === 0) this.byAccount.delete(waiter.accountId);
+  }
+
+  hasAccount(accountId: string): boolean {
+    return this.byAccount.has(accountId);
+  }
+
+  dispatch(accountId: string, event: LiveEvent): void {
+    const set = this.byAccount.get(accountId);
+    if (set) for (const waiter of set) waiter.offer(event);
+  }
+
+  /** Waiters registered right now, over all accounts. */
+  get size(): number {
+    return this.total;
+  }
+
+  get accounts(): number {
+    return this.byAccount.size;
+  }
+
+  /** Shutdown: every waiter ends now, and any registered later ends at once. */
+  closeAll(reason: CloseReason): void {
+    this.stopping = true;
+    for (const set of this.byAccount.values()) for (const waiter of set) waiter.close(reason);
+  }
+}

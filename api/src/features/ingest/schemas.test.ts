@@ -1,0 +1,37 @@
+import { expect } from 'chai';
+import { parseIngestBody } from './schemas.js';
+
+const limits = { maxBatch: 3, maxDataBytes: 100 };
+const ok = { account_id: 'usr_1', type: 'call.started', data: {} };
+
+function problems(body: unknown): string[] {
+  try {
+    parseIngestBody(body, limits);
+  } catch (err) {
+    return ((err as { details?: { path: string }[] }).details ?? []).map((d) => d.path);
+  }
+  return [];
+}
+
+describe('ingest body', () => {
+  it('accepts one event or a batch', () => {
+    expect(parseIngestBody(ok, limits)).to.have.length(1);
+    expect(parseIngestBody({ events: [ok, ok] }, limits)).to.have.length(2);
+  });
+
+  it('names each bad event by its index', () => {
+    expect(problems({ events: [ok, { ...ok, type: 'call.exploded' }, ok] })).to.deep.equal(['events[1].type']);
+    expect(problems({ events: [ok, { ...ok, data: { $x: 1 } }] })).to.deep.equal(['events[1].data']);
+    expect(problems({ events: [{ ...ok, data: { s: 'x'.repeat(200) } }, { type: 'call.ended', data: {} }] })).to.deep.equal(['events[0].data', 'events[1].account_id']);
+    expect(problems({ ...ok, data: 'text' })).to.deep.equal(['data']);
+    expect(problems({ ...ok, occurred_at: 'yesterday' })).to.deep.equal(['occurred_at']);
+    expect(problems({ ...ok, extra: 1 })).to.deep.equal(['extra']);
+  });
+
+  it('refuses empty, oversized and mixed batches', () => {
+    expect(problems({ events: [] })).to.deep.equal(['events']);
+    expect(problems({ events: [ok, ok, ok, ok] })).to.deep.equal(['events']);
+    expect(problems({ events: [ok], account_id: 'x' })).to.deep.equal(['body']);
+    expect(problems([ok])).to.deep.equal(['body']);
+  });
+});

@@ -1,0 +1,71 @@
+import { AppError, validationFailed, type ErrorDetail } from '../../../../shared/src/errors/index.js';
+import { checkEventData } from '../../../../shared/src/eventlog/envelope.js';
+import { EVENT_TYPES, type EventType } from '../../../../shared/src/eventlog/types.js';
+import { bodyValidator } from '../../validation.js';
+
+export interface IngestEvent {
+  account_id: string;
+  type: EventType;
+  data: Record<string, unknown>;
+  occurred_at?: string;
+}
+
+const eventValidator = bodyValidator<IngestEvent>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['account_id', 'type', 'data'],
+  properties: {
+    account_id: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' },
+    type: { type: 'string', enum: [...EVENT_TYPES] },
+    data: { type: 'object' },
+    occurred_at: { type: 'string', format: 'date-time' },
+  },
+});
+
+const MAX_DETAILS = 50;
+
+/**
+ * One event, or `{events: [...]}`. Every event is checked before anything is
+ * produced; any bad one rejects the whole batch, each problem named by its
+ * path (`events[3].type`).
+ */
+export function parseIngestBody(body: unknown, limits: { maxBatch: number; maxDataBytes: number }): IngestEvent[] {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw validationFailed([{ path: 'body', message: 'must be an event object or {"events": [...]}' }]);
+  }
+  const isBatch = 'events' in body;
+  if (isBatch && Object.keys(body).length !== 1) {
+    throw validationFailed([{ path: 'body', message: 'a batch has only the "events" field' }]);
+  }
+  const items: unknown[] = isBatch ? asBatch((body as { events: unknown }).events, limits.maxBatch) : [body];
+  const details: ErrorDetail[] = [];
+  const events = items.map((item, i) => {
+    const prefix = isBatch ? `events[${i}]` : '';
+    try {
+      const event = eventValidator(item);
+      const problem = checkEventData(event.data, limits.maxDataBytes);
+      if (problem) details.push({ path: join(prefix, 'data'), message: problem });
+      return event;
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      for (const d of err.details ?? []) details.push({ path: d.path === 'body' ? prefix || 'body' : join(prefix, d.path), message: d.message });
+      return null;
+    }
+  });
+  if (details.length > 0) {
+    const shown = details.slice(0, MAX_DETAILS);
+    throw validationFailed(shown, details.length > shown.length ? `Request validation failed (${details.length} problems, first ${MAX_DETAILS} shown)` : undefined);
+  }
+  return events as IngestEvent[];
+}
+
+function asBatch(events: unknown, maxBatch: number): unknown[] {
+  if (!Array.isArray(events)) throw validationFailed([{ path: 'events', message: 'must be an array' }]);
+  if (events.length === 0) throw validationFailed([{ path: 'events', message: 'must have at least 1 event' }]);
+  if (events.length > maxBatch) throw validationFailed([{ path: 'events', message: `must have at most ${maxBatch} events, got ${events.length}` }]);
+  return events;
+}
+
+function join(prefix: string, path: string): string {
+  return prefix ? `${prefix}.${path}` : path;
+}

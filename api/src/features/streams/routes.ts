@@ -1,0 +1,45 @@
+import Router from '@koa/router';
+import type { ApiDeps } from '../../deps.js';
+import { authenticate, authOf } from '../../middleware/auth.js';
+import { resolveSince } from '../events/service.js';
+import { parseTypes, streamQuery } from './schemas.js';
+import { createStreamToken, prepareStream } from './service.js';
+import { verifyStreamToken } from './tokens.js';
+
+/**
+ * POST /api/v1/events/stream-token (session or API key) and
+ * GET /api/v1/events/stream?token=svcst_…[&types=a,b][&since=cursor] (server-sent events).
+ */
+export function streamRoutes(deps: ApiDeps): Router {
+  const router = new Router({ prefix: '/api/v1/events' });
+
+  router.post('/stream-token', authenticate(deps), (ctx) => {
+    ctx.status = 201;
+    ctx.body = createStreamToken(deps, authOf(ctx).accountId, ctx.origin);
+    ctx.set('Cache-Control', 'no-store');
+  });
+
+  router.get('/stream', async (ctx) => {
+    // The token first: without a valid one nothing else about the request is looked at.
+    const accountId = verifyStreamToken(deps.streams.tokenKey, ctx.query.token, deps.clock());
+    const q = streamQuery({ ...ctx.query });
+    const types = parseTypes(q.types);
+    // EventSource sends Last-Event-ID when it reconnects by itself; it wins over a `since` left in the URL.
+    const lastEventId = ctx.get('Last-Event-ID');
+    const since = lastEventId ? resolveSince(deps, accountId, lastEventId, 'Last-Event-ID') : q.since ? resolveSince(deps, accountId, q.since, 'since') : null;
+
+    const stream = await prepareStream(deps, accountId, { types, since });
+    const abort = new AbortController();
+    ctx.res.once('close', () => abort.abort());
+    if (ctx.res.destroyed) {
+      await stream.abandon();
+      return;
+    }
+    // From here the response is ours, not Koa's: headers and bytes go out as they are written.
+    ctx.respond = false;
+    ctx.status = 200;
+    ctx.state.streamEnd = await stream.run(ctx.res, abort.signal);
+  });
+
+  return router;
+}

@@ -1,0 +1,69 @@
+import type { ServerResponse } from 'node:http';
+import { type Position } from '../../../../shared/src/cursor.js';
+import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
+import type { EventType } from '../../../../shared/src/eventlog/types.js';
+import type { ApiDeps } from '../../deps.js';
+import { openFeed, type Feed } from '../events/feed.js';
+import { feedPorts } from '../events/runtime.js';
+import type { StreamLease } from './slots.js';
+import { SseWriter } from './sse.js';
+import { pumpStream, type StreamEnd } from './stream.js';
+import { mintStreamToken } from './tokens.js';
+
+export interface StreamTokenResponse {
+  token: string;
+  expires_at: string;
+  stream_url: string;
+}
+
+/** POST /api/v1/events/stream-token: a short-lived token for the stream URL, bound to the account. */
+export function createStreamToken(deps: ApiDeps, accountId: string, origin: string): StreamTokenResponse {
+  const { token, expiresAt } = mintStreamToken(deps.streams.tokenKey, accountId, deps.clock(), deps.config.streams.tokenTtlSeconds);
+  return { token, expires_at: expiresAt.toISOString(), stream_url: `${origin}/api/v1/events/stream?token=${encodeURIComponent(token)}` };
+}
+
+export interface PreparedStream {
+  /** Writes the stream until it ends; always releases the slot and the feed. */
+  run(res: ServerResponse, signal: AbortSignal): Promise<StreamEnd>;
+  /** For a stream that never starts. */
+  abandon(): Promise<void>;
+}
+
+/**
+ * Everything that can still be refused with a JSON error happens here, before
+ * a byte of the stream is sent: the slot (429) and the catch-up handoff (503).
+ */
+export async function prepareStream(deps: ApiDeps, accountId: string, opts: { types: EventType[] | null; since: Position | null }): Promise<PreparedStream> {
+  const { slots } = deps.streams;
+  let lease: StreamLease;
+  try {
+    lease = await slots.acquire(accountId);
+  } catch (err) {
+    throw asUnavailable(err, 'Stream slots');
+  }
+  let feed: Feed;
+  try {
+    feed = await openFeed(feedPorts(deps.events, deps.mongo, deps.config.events.handoffTimeoutMs), { accountId, types: opts.types, since: opts.since, pageSize: 200, maxQueue: 10_000 });
+  } catch (err) {
+    await slots.release(lease).catch(() => undefined);
+    throw asUnavailable(err, 'Event history');
+  }
+  const finish = async (): Promise<void> => {
+    feed.close();
+    await slots.release(lease).catch((err: unknown) => deps.log.warn({ err }, 'could not release a stream slot; it expires by itself'));
+  };
+  return {
+    abandon: finish,
+    async run(res, signal) {
+      const sse = new SseWriter(res);
+      const { durationMs, heartbeatMs, retryMs } = deps.config.streams;
+      try {
+        sse.open({}, retryMs);
+        return await pumpStream(feed, sse, slots, lease, { durationMs, heartbeatMs }, signal, deps.log);
+      } finally {
+        sse.end();
+        await finish();
+      }
+    },
+  };
+}

@@ -1,0 +1,79 @@
+/**
+ * At most N concurrent streams per account, counted across every API process
+ * in MongoDB. Each slot is one document; a stream takes a free (or expired)
+ * slot by inserting it, renews it on every heartbeat, and deletes it when it
+ * ends. A process that dies leaves slots that expire on their own.
+ *
+ * Why one document per slot rather than an array of leases in one document:
+ * inserts under a unique _id are atomic on MongoDB and on the FerretDB test
+ * server alike, whereas FerretDB 1.x neither applies concurrent updates of one
+ * document atomically nor supports $pull by condition or positional updates.
+ */
+import { randomBytes } from 'node:crypto';
+import { MongoServerError, type Collection } from 'mongodb';
+import { AppError } from '../../../../shared/src/errors/index.js';
+import type { StreamSlotDoc } from '../../../../shared/src/mongo/documents.js';
+
+export interface StreamLease {
+  slotId: string;
+  leaseId: string;
+  accountId: string;
+}
+
+export interface StreamSlotsOptions {
+  max: number;
+  /** How long a slot stays taken without renewal; well above the heartbeat interval. */
+  ttlMs: number;
+  holder: string;
+  clock: () => Date;
+}
+
+const RETRY_AFTER_SECONDS = 5;
+
+export class StreamSlots {
+  constructor(
+    private readonly slots: Collection<StreamSlotDoc>,
+    private readonly opts: StreamSlotsOptions,
+  ) {}
+
+  /** Takes a slot or throws 429 too_many_streams. */
+  async acquire(accountId: string): Promise<StreamLease> {
+    const ids = Array.from({ length: this.opts.max }, (_, n) => `${accountId}:${n}`);
+    const now = this.opts.clock();
+    const taken = new Map((await this.slots.find({ _id: { $in: ids } }).toArray()).map((d) => [d._id, d]));
+    const free = ids.filter((id) => !taken.has(id));
+    const expired = ids.filter((id) => (taken.get(id)?.expires_at.getTime() ?? Infinity) <= now.getTime());
+    const leaseId = randomBytes(9).toString('base64url');
+    for (const slotId of [...free, ...expired]) {
+      const stale = taken.get(slotId);
+      // Only the exact expired lease is removed: a slot renewed or re-taken meanwhile is left alone.
+      if (stale) await this.slots.deleteOne({ _id: slotId, lease_id: stale.lease_id, expires_at: { $lte: now } });
+      if (await this.tryInsert(slotId, accountId, leaseId)) return { slotId, leaseId, accountId };
+    }
+    throw new AppError('too_many_streams', `At most ${this.opts.max} concurrent streams per account`, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+  }
+
+  /** Extends the lease; false when it is gone (expired and taken over), and the stream must end. */
+  async renew(lease: StreamLease): Promise<boolean> {
+    const res = await this.slots.updateOne({ _id: lease.slotId, lease_id: lease.leaseId }, { $set: { expires_at: this.expiry() } });
+    return res.matchedCount === 1;
+  }
+
+  async release(lease: StreamLease): Promise<void> {
+    await this.slots.deleteOne({ _id: lease.slotId, lease_id: lease.leaseId });
+  }
+
+  private async tryInsert(slotId: string, accountId: string, leaseId: string): Promise<boolean> {
+    try {
+      await this.slots.insertOne({ _id: slotId, account_id: accountId, lease_id: leaseId, holder: this.opts.holder, expires_at: this.expiry() });
+      return true;
+    } catch (err) {
+      if (err instanceof MongoServerError && err.code === 11000) return false; // taken by someone else just now
+      throw err;
+    }
+  }
+
+  private expiry(): Date {
+    return new Date(this.opts.clock().getTime() + this.opts.ttlMs);
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Server-sent events on a raw Node response: the framing and flow control.
+ * Each event is `id: <cursor>`, `event: <type>`, `data: <record JSON>`; JSON
+ * never contains a raw newline, so one `data:` line always suffices.
+ */
+import type { ServerResponse } from 'node:http';
+import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
+
+export const SSE_HEADERS = {
+  'Content-Type': 'text/event-stream; charset=utf-8',
+  'Cache-Control': 'no-cache, no-transform',
+  Connection: 'keep-alive',
+  // nginx and similar proxies would otherwise buffer the stream.
+  'X-Accel-Buffering': 'no',
+} as const;
+
+export function frameEvent(record: EventRecord): string {
+  return `id: ${record.cursor}\nevent: ${record.type}\ndata: ${JSON.stringify(record)}\n\n`;
+}
+
+export class SseWriter {
+  constructor(private readonly res: ServerResponse) {}
+
+  get closed(): boolean {
+    return this.res.destroyed || this.res.writableEnded;
+  }
+
+  open(headers: Record<string, string>, retryMs: number): void {
+    this.res.socket?.setNoDelay(true);
+    this.res.writeHead(200, { ...SSE_HEADERS, ...headers });
+    this.res.write(`retry: ${retryMs}\n\n`);
+  }
+
+  event(record: EventRecord, deadline: number): Promise<void> {
+    return this.write(frameEvent(record), deadline);
+  }
+
+  comment(text: string, deadline: number): Promise<void> {
+    return this.write(`: ${text}\n\n`, deadline);
+  }
+
+  end(): void {
+    if (!this.closed) this.res.end();
+  }
+
+  /** Waits for a full socket buffer to drain; a reader that never drains is cut off at the deadline. */
+  private async write(chunk: string, deadline: number): Promise<void> {
+    if (this.closed || this.res.write(chunk)) return;
+    const drained = await new Promise<boolean>((resolve) => {
+      const done = (ok: boolean) => () => {
+        clearTimeout(timer);
+        this.res.off('drain', onDrain).off('close', onClose);
+        resolve(ok);
+      };
+      const onDrain = done(true);
+      const onClose = done(true);
+      const timer = setTimeout(done(false), Math.max(0, deadline - Date.now()));
+      this.res.once('drain', onDrain).once('close', onClose);
+    });
+    if (!drained) this.res.destroy();
+  }
+}

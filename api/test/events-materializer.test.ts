@@ -1,0 +1,137 @@
+import { expect } from 'chai';
+import { encodeCursor, type Position } from '../../shared/src/cursor.js';
+import { buildEnvelope } from '../../shared/src/eventlog/envelope.js';
+import { EventLog } from '../../shared/src/eventlog/event-log.js';
+import { createKafka, topicCatalog } from '../../shared/src/eventlog/kafka.js';
+import { createLogger } from '../../shared/src/log.js';
+import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
+import { baseTestEnv } from '../../shared/test/support/env.js';
+import { Materializer, type MaterializerOptions } from '../src/features/events/materializer.js';
+import { testApiConfig } from './support/api.js';
+import { eventually, fakeAccountId, sleep } from './support/events.js';
+
+describe('materializer crash safety', function () {
+  this.timeout(90_000);
+  const env = baseTestEnv();
+  const config = testApiConfig({ EVENTS_TOPIC: `${env.EVENTS_TOPIC}-crash`, MONGO_DB: `${env.MONGO_DB}_crash` });
+  const topic = config.kafka.eventsTopic;
+  const log = createLogger('test', 'silent');
+  const kafka = createKafka(config, log);
+  let mongo: Mongo;
+  let eventLog: EventLog;
+  const running: Materializer[] = [];
+
+  const materializer = (hook?: MaterializerOptions['afterWrite'], groupId = config.events.materializerGroupId): Materializer => {
+    const m = new Materializer({
+      kafka,
+      events: mongo.collections.events,
+      watermarks: mongo.collections.watermarks,
+      topic,
+      groupId,
+      log,
+      chunkSize: 20,
+      afterWrite: hook,
+    });
+    running.push(m);
+    return m;
+  };
+
+  const watermarks = async (): Promise<Map<number, number>> =>
+    new Map((await mongo.collections.watermarks.find({ topic }).toArray()).map((w) => [w.partition, w.offset]));
+
+  before(async () => {
+    mongo = createMongo(config);
+    eventLog = new EventLog(kafka, topicCatalog(config).events, log);
+    await eventLog.start();
+  });
+
+  after(async () => {
+    for (const m of running) await m.stop().catch(() => undefined);
+    await eventLog.stop();
+    await mongo.close();
+  });
+
+  for (const stage of ['events', 'watermark'] as const) {
+    it(`holds each event exactly once after the materializer dies mid-stream (after writing ${stage}) and another takes over`, async () => {
+      const accounts = Array.from({ length: 6 }, () => fakeAccountId());
+      const published: { id: string; position: Position }[] = [];
+      const producing = (async () => {
+        for (let round = 0; round < 30; round++) {
+          const envelopes = Array.from({ length: 10 }, (_, i) => buildEnvelope({ account_id: accounts[(round + i) % accounts.length]!, type: 'call.started', data: { round, i } }, new Date()));
+          const positions = await eventLog.publish(envelopes);
+          envelopes.forEach((e, i) => published.push({ id: e.id, position: positions[i]! }));
+          await sleep(30);
+        }
+      })();
+
+      // The first materializer dies right after writing some events, before their watermark and commit.
+      let writtenBeforeCrash = 0;
+      const crashedAt = new Map<number, bigint>();
+      const first = materializer((at, partition, firstOffset, lastOffset) => {
+        if (at !== stage) return;
+        writtenBeforeCrash += Number(lastOffset - firstOffset) + 1;
+        if (writtenBeforeCrash < 80) return;
+        crashedAt.set(partition, lastOffset);
+        return 'crash';
+      });
+      await first.start();
+      await eventually(async () => (crashedAt.size > 0 ? true : undefined), 30_000);
+      const marksAtCrash = await watermarks();
+      await first.stop();
+
+      // Its successor starts from the committed offsets and rewrites what the first had written beyond them.
+      const rewritten: { partition: number; first: bigint }[] = [];
+      const second = materializer((at, partition, firstOffset) => {
+        if (at === 'events') rewritten.push({ partition, first: firstOffset });
+      });
+      await second.start();
+      await producing;
+
+      const ends = new Map<number, number>();
+      for (const p of published) ends.set(p.position.partition, Math.max(ends.get(p.position.partition) ?? -1, Number(p.position.offset)));
+      const seenMarks: Map<number, number>[] = [];
+      await eventually(async () => {
+        const marks = await watermarks();
+        seenMarks.push(marks);
+        return [...ends].every(([p, end]) => (marks.get(p) ?? -1) >= end) ? true : undefined;
+      }, 30_000, 20);
+
+      const docs = await mongo.collections.events.find({ account_id: { $in: accounts } }).toArray();
+      expect(docs).to.have.length(300);
+      expect(new Set(docs.map((d) => d.cursor)).size).to.equal(300);
+      const byId = new Map(docs.map((d) => [d._id, d]));
+      for (const p of published) {
+        const doc = byId.get(p.id);
+        expect(doc, p.id).to.not.equal(undefined);
+        expect(doc!.cursor).to.equal(encodeCursor(p.position));
+      }
+      // The crash really left written-but-uncommitted events, and the successor wrote them again.
+      const [crashPartition, crashOffset] = [...crashedAt][0]!;
+      expect(rewritten.some((r) => r.partition === crashPartition && r.first <= crashOffset)).to.equal(true);
+      // Watermarks never moved back, from the crash to the end.
+      for (const [p] of ends) {
+        const series = [marksAtCrash, ...seenMarks].map((m) => m.get(p) ?? -1);
+        expect(series.every((v, i) => i === 0 || v >= series[i - 1]!), `partition ${p}: ${series.join(',')}`).to.equal(true);
+      }
+    });
+  }
+
+  it('never moves a watermark back, even when the log is replayed from the start (offsets lost)', async () => {
+    const before = await watermarks();
+    const total = await mongo.collections.events.countDocuments({});
+    expect(before.size).to.be.greaterThan(0);
+    // A new group starts from the beginning and stops after raising its first watermark: offset 19 of some partition.
+    let stoppedAt: { partition: number; offset: bigint } | null = null;
+    const replay = materializer((at, partition, _first, lastOffset) => {
+      if (at !== 'watermark' || stoppedAt) return;
+      stoppedAt = { partition, offset: lastOffset };
+      return 'crash';
+    }, `${config.events.materializerGroupId}.replay`);
+    await replay.start();
+    const stopped = await eventually(async () => stoppedAt ?? undefined, 30_000);
+    await replay.stop();
+    expect(Number(stopped.offset)).to.be.below(before.get(stopped.partition)!);
+    expect((await watermarks()).get(stopped.partition)).to.equal(before.get(stopped.partition));
+    expect(await mongo.collections.events.countDocuments({})).to.equal(total);
+  });
+});

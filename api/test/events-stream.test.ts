@@ -1,0 +1,243 @@
+import { expect } from 'chai';
+import { baseTestEnv } from '../../shared/test/support/env.js';
+import { mintStreamToken } from '../src/features/streams/tokens.js';
+import type { RunningApi } from '../src/server.js';
+import { call, sharedApis, startTestApi } from './support/api.js';
+import { eventually, fakeAccountId, ingest, sleep } from './support/events.js';
+import { StreamClient } from './support/sse.js';
+
+async function streamUrl(api: RunningApi, accountId: string, query = ''): Promise<string> {
+  const { token } = mintStreamToken(api.deps.streams.tokenKey, accountId, new Date(), 120);
+  return `${api.url}/api/v1/events/stream?token=${encodeURIComponent(token)}${query}`;
+}
+
+async function poll(api: RunningApi, accountId: string): Promise<any[]> {
+  const { listEvents } = await import('../src/features/events/service.js');
+  return (await listEvents(api.deps, accountId, { limit: 500 })).events;
+}
+
+/** Opens a stream with fetch and reads it until `until` matches the text so far (or the server ends it). */
+async function rawStream(url: string, opts: { headers?: Record<string, string>; until?: RegExp; maxMs?: number } = {}) {
+  const abort = new AbortController();
+  const res = await fetch(url, { headers: opts.headers, signal: abort.signal });
+  let text = '';
+  if (res.body && opts.until) {
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    const timer = setTimeout(() => abort.abort(), opts.maxMs ?? 10_000);
+    try {
+      while (!opts.until.test(text)) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+    } catch {
+      // aborted at maxMs
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+  return { res, text, close: () => abort.abort() };
+}
+
+describe('server-sent events', function () {
+  this.timeout(60_000);
+  let a: RunningApi;
+  let b: RunningApi;
+  const clients: StreamClient[] = [];
+  const open = (url: string, opts?: ConstructorParameters<typeof StreamClient>[1]): StreamClient => {
+    const c = new StreamClient(url, opts);
+    clients.push(c);
+    return c;
+  };
+
+  before(async () => {
+    [a, b] = await sharedApis();
+  });
+
+  afterEach(() => {
+    for (const c of clients.splice(0)) c.close();
+  });
+
+  it('streams events ingested on A to a client on B, in order, with the poll cursors as ids', async () => {
+    const account = fakeAccountId();
+    const client = open(await streamUrl(b, account));
+    await client.until((c) => c.opens === 1);
+    const sent = await ingest(a, Array.from({ length: 20 }, (_, i) => ({ account_id: account, type: i % 2 ? 'message.received' : 'call.started', data: { i } })));
+    await client.until((c) => c.events.length === 20);
+    expect(client.events.map((e) => e.id)).to.deep.equal(sent.map((s) => s.cursor));
+    expect(client.events.map((e) => e.record.data.i)).to.deep.equal([...Array(20).keys()]);
+    const polled = await eventually(async () => {
+      const events = await poll(b, account);
+      return events.length === 20 ? events : undefined;
+    });
+    expect(client.events.map((e) => e.record)).to.deep.equal(polled);
+    expect(client.events.map((e) => e.type)).to.deep.equal(polled.map((p) => p.type));
+  });
+
+  it('resumes with Last-Event-ID: exactly the events missed while disconnected, then live ones', async () => {
+    const account = fakeAccountId();
+    const first = open(await streamUrl(b, account));
+    await first.until((c) => c.opens === 1);
+    const before = await ingest(a, [1, 2, 3].map((i) => ({ account_id: account, type: 'call.started', data: { i } })));
+    await first.until((c) => c.events.length === 3);
+    first.close();
+    const missed = await ingest(a, [4, 5, 6, 7].map((i) => ({ account_id: account, type: 'call.ended', data: { i } })));
+    const second = open(await streamUrl(a, account), { lastEventId: first.events.at(-1)!.id });
+    await second.until((c) => c.events.length === 4);
+    const live = await ingest(b, [{ account_id: account, type: 'message.sent', data: { i: 8 } }]);
+    await second.until((c) => c.events.length === 5);
+    await sleep(300);
+    expect(second.events.map((e) => e.id)).to.deep.equal([...missed, ...live].map((s) => s.cursor));
+    expect(first.events.map((e) => e.id)).to.deep.equal(before.map((s) => s.cursor));
+  });
+
+  it('resumes from a since query parameter too, and filters by types', async () => {
+    const account = fakeAccountId();
+    const sent = await ingest(a, [
+      { account_id: account, type: 'call.started' },
+      { account_id: account, type: 'message.received' },
+      { account_id: account, type: 'call.ended' },
+      { account_id: account, type: 'message.received' },
+    ]);
+    const client = open(await streamUrl(b, account, `&since=${sent[0]!.cursor}&types=message.received,message.sent`));
+    await client.until((c) => c.events.length === 2);
+    const later = await ingest(a, [
+      { account_id: account, type: 'call.started' },
+      { account_id: account, type: 'message.sent' },
+    ]);
+    await client.until((c) => c.events.length === 3);
+    expect(client.events.map((e) => e.id)).to.deep.equal([sent[1]!.cursor, sent[3]!.cursor, later[1]!.cursor]);
+  });
+
+  it('frames the stream: retry hint first, SSE headers, one event per id/event/data block', async () => {
+    const account = fakeAccountId();
+    const sent = await ingest(a, [{ account_id: account, type: 'call.takeover', data: { agent: 'x' } }]);
+    const { res, text, close } = await rawStream(await streamUrl(b, account), { headers: { 'Last-Event-ID': zeroCursorOf(sent[0]!.cursor) }, until: /\n\n.*\n\n/s });
+    close();
+    expect(res.status).to.equal(200);
+    expect(res.headers.get('content-type')).to.match(/^text\/event-stream/);
+    expect(res.headers.get('cache-control')).to.match(/no-cache/);
+    expect(res.headers.get('x-accel-buffering')).to.equal('no');
+    expect(text.startsWith('retry: 3000\n\n')).to.equal(true);
+    const block = text.split('\n\n')[1]!;
+    const [id, event, data] = block.split('\n');
+    expect(id).to.equal(`id: ${sent[0]!.cursor}`);
+    expect(event).to.equal('event: call.takeover');
+    expect(JSON.parse(data!.replace(/^data: /, ''))).to.include({ id: sent[0]!.id, type: 'call.takeover', cursor: sent[0]!.cursor });
+  });
+
+  it('refuses a missing, tampered or expired token, an API key and a JWT with a JSON 401', async () => {
+    const account = fakeAccountId();
+    const good = await streamUrl(b, account);
+    const token = new URL(good).searchParams.get('token')!;
+    const expired = mintStreamToken(b.deps.streams.tokenKey, account, new Date(Date.now() - 121_000), 120).token;
+    const jwt = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c3JfMSJ9.c2lnbmF0dXJl';
+    for (const bad of ['', `?token=${token.slice(0, -3)}abc`, `?token=${expired}`, '?token=svc_0123456789abcdef0123456789abcdef', `?token=${jwt}`]) {
+      const res = await call(b.url, 'GET', `/api/v1/events/stream${bad}`);
+      expect(res.status, bad).to.equal(401);
+      expect(res.headers.get('content-type')).to.match(/application\/json/);
+      expect(res.body.error.code).to.equal('unauthorized');
+    }
+  });
+
+  it('answers a bad types filter or cursor with a JSON 400 before streaming', async () => {
+    const account = fakeAccountId();
+    const badType = await call(b.url, 'GET', new URL(await streamUrl(b, account, '&types=call.started,call.exploded')).pathname + new URL(await streamUrl(b, account, '&types=call.started,call.exploded')).search);
+    expect(badType.status).to.equal(400);
+    expect(badType.body.error.details[0].path).to.equal('types');
+    const url = new URL(await streamUrl(b, account));
+    const badCursor = await call(b.url, 'GET', url.pathname + url.search, { headers: { 'Last-Event-ID': 'c1_garbage' } });
+    expect(badCursor.status).to.equal(400);
+    expect(badCursor.body.error.details[0].path).to.equal('Last-Event-ID');
+  });
+
+  it('allows 6 concurrent streams per account across A and B, refuses the 7th with 429, and frees a slot on close', async () => {
+    const account = fakeAccountId();
+    const streams: StreamClient[] = [];
+    for (let i = 0; i < 6; i++) {
+      const c = open(await streamUrl(i % 2 ? a : b, account));
+      await c.until((s) => s.opens === 1);
+      streams.push(c);
+    }
+    const seventh = await call(a.url, 'GET', pathOf(await streamUrl(a, account)));
+    expect(seventh.status).to.equal(429);
+    expect(seventh.body.error.code).to.equal('too_many_streams');
+    expect(Number(seventh.headers.get('retry-after'))).to.be.greaterThan(0);
+    const otherAccount = open(await streamUrl(a, fakeAccountId()));
+    await otherAccount.until((c) => c.opens === 1);
+
+    streams[0]!.close();
+    const replacement = await eventually(async () => {
+      const attempt = await rawStream(await streamUrl(b, account));
+      if (attempt.res.status === 200) return attempt;
+      attempt.close();
+      return undefined;
+    });
+    replacement.close();
+  });
+
+  it('takes over a slot left by a process that died once its lease expires', async () => {
+    const account = fakeAccountId();
+    const slots = b.deps.mongo.collections.streamSlots;
+    const past = new Date(Date.now() - 1000);
+    await slots.insertMany(Array.from({ length: 6 }, (_, n) => ({ _id: `${account}:${n}`, account_id: account, lease_id: `dead${n}`, holder: 'gone', expires_at: past })));
+    const client = open(await streamUrl(a, account));
+    await client.until((c) => c.opens === 1);
+    expect(await slots.countDocuments({ account_id: account, holder: { $ne: 'gone' } })).to.equal(1);
+  });
+});
+
+describe('server-sent events over time (short-lived streams)', function () {
+  this.timeout(60_000);
+  let api: RunningApi;
+
+  before(async () => {
+    const env = baseTestEnv();
+    api = await startTestApi({
+      EVENTS_TOPIC: `${env.EVENTS_TOPIC}-short`,
+      MONGO_DB: `${env.MONGO_DB}_short`,
+      STREAM_DURATION_MS: '2500',
+      STREAM_HEARTBEAT_MS: '400',
+    });
+  });
+
+  it('sends heartbeats, closes after the duration, and the EventSource resumes by itself with no gap or duplicate', async () => {
+    const account = fakeAccountId();
+    const started = Date.now();
+    const { res, text } = await rawStream(await streamUrl(api, account), { until: /(?!)/, maxMs: 8000 });
+    expect(res.status).to.equal(200);
+    expect(Date.now() - started, 'the server ends the stream after STREAM_DURATION_MS').to.be.within(2000, 6000);
+    expect(text.match(/: heartbeat\n\n/g)?.length ?? 0).to.be.at.least(3);
+    // ...and released the slot.
+    await eventually(async () => ((await api.deps.mongo.collections.streamSlots.countDocuments({ account_id: account })) === 0 ? true : undefined));
+
+    const client = new StreamClient(await streamUrl(api, account));
+    try {
+      await client.until((c) => c.opens === 1);
+      const sent: string[] = [];
+      // Emit across at least one server-side close and reconnect (retry: 3000).
+      for (let i = 0; i < 12; i++) {
+        sent.push(...(await ingest(api, [{ account_id: account, type: 'message.received', data: { i } }])).map((s) => s.cursor));
+        await sleep(500);
+      }
+      await client.until((c) => c.events.length >= 12, 15_000);
+      await sleep(300);
+      expect(client.opens).to.be.at.least(2);
+      expect(client.events.map((e) => e.id)).to.deep.equal(sent);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+function pathOf(url: string): string {
+  const u = new URL(url);
+  return u.pathname + u.search;
+}
+
+/** A cursor just before the given one (same partition, offset - 1), to replay exactly that event. */
+function zeroCursorOf(cursor: string): string {
+  const [partition, offset] = Buffer.from(cursor.slice(3), 'base64url').toString().split('.');
+  return 'c1_' + Buffer.from(`${partition}.${BigInt(offset!) - 1n}`).toString('base64url');
+}

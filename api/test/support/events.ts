@@ -1,0 +1,40 @@
+import { randomBytes } from 'node:crypto';
+import { DEV_INGEST_TOKEN } from '../../src/config.js';
+import type { RunningApi } from '../../src/server.js';
+import { call } from './api.js';
+
+/** A fresh account id for tests that do not need a real account (ingest accepts any id). */
+export function fakeAccountId(): string {
+  return `usr_${randomBytes(8).toString('hex')}`;
+}
+
+export interface IngestedEvent {
+  id: string;
+  cursor: string;
+}
+
+/** Ingests events through the producer endpoint; throws unless 202. */
+export async function ingest(api: RunningApi | string, events: { account_id: string; type: string; data?: Record<string, unknown>; occurred_at?: string }[]): Promise<IngestedEvent[]> {
+  const base = typeof api === 'string' ? api : api.url;
+  const res = await call(base, 'POST', '/internal/v1/events', {
+    headers: { authorization: `Bearer ${DEV_INGEST_TOKEN}` },
+    body: { events: events.map((e) => ({ data: {}, ...e })) },
+  });
+  if (res.status !== 202) throw new Error(`ingest answered ${res.status}: ${JSON.stringify(res.body)}`);
+  return res.body.events as IngestedEvent[];
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `check` until it returns a value (not undefined) or the time is up. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await sleep(everyMs);
+  }
+}

@@ -1,0 +1,74 @@
+import { expect } from 'chai';
+import { Batcher } from './batcher.js';
+
+function recorder(opts: { lingerMs?: number; maxItems?: number; maxBytes?: number; fail?: (items: number[]) => boolean } = {}) {
+  const sends: number[][] = [];
+  let release: (() => void) | null = null;
+  let hold = false;
+  const batcher = new Batcher<number, string>({
+    lingerMs: opts.lingerMs ?? 5,
+    maxItems: opts.maxItems ?? 100,
+    maxBytes: opts.maxBytes ?? 1_000_000,
+    sizeOf: (n) => n,
+    send: async (items) => {
+      sends.push(items);
+      if (hold) await new Promise<void>((resolve) => (release = resolve));
+      if (opts.fail?.(items)) throw new Error('broker said no');
+      return items.map((n) => `ok:${n}`);
+    },
+  });
+  return { batcher, sends, holdNext: () => (hold = true), release: () => { hold = false; release?.(); } };
+}
+
+describe('Batcher', () => {
+  it('coalesces concurrent submissions into one send and answers each in order', async () => {
+    const { batcher, sends } = recorder();
+    const [a, b, c] = await Promise.all([batcher.submit([1, 2]), batcher.submit([3]), batcher.submit([4, 5, 6])]);
+    expect(sends).to.deep.equal([[1, 2, 3, 4, 5, 6]]);
+    expect(a).to.deep.equal(['ok:1', 'ok:2']);
+    expect(b).to.deep.equal(['ok:3']);
+    expect(c).to.deep.equal(['ok:4', 'ok:5', 'ok:6']);
+  });
+
+  it('sends at once when maxItems is reached and splits a large submission in order', async () => {
+    const { batcher, sends } = recorder({ lingerMs: 10_000, maxItems: 3 });
+    const result = await batcher.submit([1, 2, 3, 4, 5, 6, 7]);
+    expect(result).to.deep.equal([1, 2, 3, 4, 5, 6, 7].map((n) => `ok:${n}`));
+    expect(sends).to.deep.equal([[1, 2, 3], [4, 5, 6], [7]]);
+  });
+
+  it('keeps each send under maxBytes (but never sends nothing)', async () => {
+    const { batcher, sends } = recorder({ lingerMs: 0, maxBytes: 10 });
+    await batcher.submit([4, 4, 4, 20, 1]);
+    expect(sends).to.deep.equal([[4, 4], [4], [20], [1]]);
+  });
+
+  it('has one send in flight at a time and sends what queued meanwhile right after', async () => {
+    const r = recorder({ lingerMs: 1 });
+    r.holdNext();
+    const first = r.batcher.submit([1]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const second = r.batcher.submit([2]);
+    const third = r.batcher.submit([3]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(r.sends).to.deep.equal([[1]]);
+    r.release();
+    expect(await Promise.all([first, second, third])).to.deep.equal([['ok:1'], ['ok:2'], ['ok:3']]);
+    expect(r.sends).to.deep.equal([[1], [2, 3]]);
+  });
+
+  it('rejects every submission of a failed send and keeps working afterwards', async () => {
+    const { batcher } = recorder({ fail: (items) => items.includes(13) });
+    const results = await Promise.allSettled([batcher.submit([12]), batcher.submit([13])]);
+    expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected']);
+    expect(await batcher.submit([14])).to.deep.equal(['ok:14']);
+  });
+
+  it('flush() sends everything queued and waits for it', async () => {
+    const { batcher, sends } = recorder({ lingerMs: 10_000 });
+    const pending = batcher.submit([1, 2]);
+    await batcher.flush();
+    expect(sends).to.deep.equal([[1, 2]]);
+    expect(await pending).to.deep.equal(['ok:1', 'ok:2']);
+  });
+});

@@ -1,0 +1,74 @@
+import { expect } from 'chai';
+import { decodeCursor } from '../cursor.js';
+import { buildEnvelope, checkEventData, decodeEnvelope, docToRecord, encodeEnvelope, toEventDoc, toRecord } from './envelope.js';
+import { assignPositions } from './event-log.js';
+import { partitionForKey } from './kafka.js';
+
+describe('event envelope', () => {
+  const now = new Date('2026-01-02T03:04:05.678Z');
+
+  it('assigns an evt_ id and the API time, and normalizes occurred_at', () => {
+    const e = buildEnvelope({ account_id: 'usr_1', type: 'call.started', data: { a: 1 }, occurred_at: '2026-01-02T04:00:00+01:00' }, now);
+    expect(e.id).to.match(/^evt_[0-9a-f]{24}$/);
+    expect(e.created_at).to.equal('2026-01-02T03:04:05.678Z');
+    expect(e.occurred_at).to.equal('2026-01-02T03:00:00.000Z');
+    expect(buildEnvelope({ account_id: 'usr_1', type: 'call.started', data: {} }, now).id).to.not.equal(e.id);
+  });
+
+  it('gives the same record from the topic and from MongoDB', () => {
+    const e = buildEnvelope({ account_id: 'usr_1', type: 'message.received', data: { text: 'hi', n: [1, { b: null }] }, occurred_at: '2026-01-01T00:00:00Z' }, now);
+    const position = { partition: 2, offset: 41n };
+    const fromTopic = toRecord(decodeEnvelope(encodeEnvelope(e))!, position);
+    const fromStore = docToRecord(toEventDoc(e, position));
+    expect(JSON.stringify(fromStore)).to.equal(JSON.stringify(fromTopic));
+    expect(Object.keys(fromTopic)).to.deep.equal(['id', 'type', 'created_at', 'occurred_at', 'data', 'cursor']);
+    expect(decodeCursor(fromTopic.cursor)).to.deep.equal(position);
+    const plain = toRecord(buildEnvelope({ account_id: 'usr_1', type: 'call.ended', data: {} }, now), position);
+    expect(Object.keys(plain)).to.deep.equal(['id', 'type', 'created_at', 'data', 'cursor']);
+  });
+
+  it('refuses a message that is not an envelope', () => {
+    expect(decodeEnvelope(Buffer.from('nope'))).to.equal(null);
+    expect(decodeEnvelope(Buffer.from('{"id":"x"}'))).to.equal(null);
+    expect(decodeEnvelope(Buffer.from(JSON.stringify({ id: 'e', account_id: 'a', type: 'bogus', created_at: 'x', data: {} })))).to.equal(null);
+    expect(decodeEnvelope(null)).to.equal(null);
+  });
+
+  it('refuses data MongoDB could not store, so no event can stall the materializer', () => {
+    expect(checkEventData({ ok: { nested: [1, 2] } })).to.equal(null);
+    expect(checkEventData([])).to.match(/JSON object/);
+    expect(checkEventData({ $where: 1 })).to.match(/\$where/);
+    expect(checkEventData({ a: [{ 'b.c': 1 }] })).to.match(/b\.c/);
+    expect(checkEventData({ 'a\0': 1 })).to.match(/NUL/);
+    let deep: Record<string, unknown> = {};
+    for (let i = 0; i < 40; i++) deep = { d: deep };
+    expect(checkEventData(deep)).to.match(/nested deeper/);
+    expect(checkEventData({ s: 'x'.repeat(70_000) })).to.match(/limit is 65536/);
+    expect(checkEventData({ s: 'x'.repeat(100) }, 50)).to.match(/limit is 50/);
+  });
+});
+
+describe('event positions', () => {
+  it('places an account on one fixed partition and spreads accounts over all of them', () => {
+    const p = partitionForKey('usr_abc', 12);
+    expect(p).to.be.within(0, 11);
+    expect(partitionForKey('usr_abc', 12)).to.equal(p);
+    const spread = new Set(Array.from({ length: 200 }, (_, i) => partitionForKey(`usr_${i}`, 12)));
+    expect(spread.size).to.equal(12);
+  });
+
+  it('derives each message offset from its partition base offset and order in the send', () => {
+    const positions = assignPositions([{ partition: 1 }, { partition: 0 }, { partition: 1 }, { partition: 1 }, { partition: 0 }], [
+      { partition: 0, baseOffset: '7' },
+      { partition: 1, baseOffset: '100' },
+    ]);
+    expect(positions).to.deep.equal([
+      { partition: 1, offset: 100n },
+      { partition: 0, offset: 7n },
+      { partition: 1, offset: 101n },
+      { partition: 1, offset: 102n },
+      { partition: 0, offset: 8n },
+    ]);
+    expect(() => assignPositions([{ partition: 2 }], [{ partition: 0, baseOffset: '1' }])).to.throw(/partition 2/);
+  });
+});

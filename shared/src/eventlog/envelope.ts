@@ -1,0 +1,129 @@
+/**
+ * The event envelope: how an event is built, checked, put on the topic and
+ * turned into the record every read path returns.
+ */
+import { randomBytes } from 'node:crypto';
+import { encodeCursor, type Position } from '../cursor.js';
+import type { EventDoc } from '../mongo/documents.js';
+import { isEventType, type EventEnvelope, type EventRecord, type EventType } from './types.js';
+
+export const DEFAULT_MAX_DATA_BYTES = 64 * 1024;
+/** Deeper objects than this are refused: MongoDB stores at most 100 levels and nobody needs 32. */
+export const MAX_DATA_DEPTH = 32;
+
+export function newEventId(): string {
+  return `evt_${randomBytes(12).toString('hex')}`;
+}
+
+export interface NewEvent {
+  account_id: string;
+  type: EventType;
+  data: Record<string, unknown>;
+  occurred_at?: string;
+  target_subscription_id?: string;
+}
+
+/** Assigns the id and the API's time. `data` must already have passed `checkEventData`. */
+export function buildEnvelope(input: NewEvent, now: Date): EventEnvelope {
+  const envelope: EventEnvelope = {
+    id: newEventId(),
+    account_id: input.account_id,
+    type: input.type,
+    created_at: now.toISOString(),
+    data: input.data,
+  };
+  if (input.occurred_at !== undefined) envelope.occurred_at = new Date(input.occurred_at).toISOString();
+  if (input.target_subscription_id !== undefined) envelope.target_subscription_id = input.target_subscription_id;
+  return envelope;
+}
+
+/**
+ * Returns why `data` cannot be stored, or null when it can. Every event on the
+ * topic must be writable to MongoDB: an unwritable one would stall its
+ * partition's materializer, so the rules of the strictest server we run on
+ * (no `$`-prefixed or dotted keys, no NUL in keys) are enforced at the door.
+ */
+export function checkEventData(data: unknown, maxBytes = DEFAULT_MAX_DATA_BYTES): string | null {
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) return 'must be a JSON object';
+  const size = Buffer.byteLength(JSON.stringify(data), 'utf8');
+  if (size > maxBytes) return `is ${size} bytes serialized; the limit is ${maxBytes}`;
+  return checkKeys(data, 1);
+}
+
+function checkKeys(value: unknown, depth: number): string | null {
+  if (value === null || typeof value !== 'object') return null;
+  if (depth > MAX_DATA_DEPTH) return `is nested deeper than ${MAX_DATA_DEPTH} levels`;
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const problem = checkKeys(item, depth + 1);
+      if (problem) return problem;
+    }
+    return null;
+  }
+  for (const [key, item] of Object.entries(value)) {
+    if (key.startsWith('$') || key.includes('.') || key.includes('\0')) {
+      return `has a key "${key.slice(0, 40)}" that cannot be stored (keys may not start with "$" or contain "." or NUL)`;
+    }
+    const problem = checkKeys(item, depth + 1);
+    if (problem) return problem;
+  }
+  return null;
+}
+
+export function encodeEnvelope(envelope: EventEnvelope): Buffer {
+  return Buffer.from(JSON.stringify(envelope), 'utf8');
+}
+
+/** Parses a message value; null when it is not an envelope this service wrote. */
+export function decodeEnvelope(value: Buffer | null): EventEnvelope | null {
+  if (!value) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value.toString('utf8'));
+  } catch {
+    return null;
+  }
+  if (parsed === null || typeof parsed !== 'object') return null;
+  const e = parsed as Partial<EventEnvelope>;
+  const ok =
+    typeof e.id === 'string' &&
+    typeof e.account_id === 'string' &&
+    isEventType(e.type) &&
+    typeof e.created_at === 'string' &&
+    e.data !== null &&
+    typeof e.data === 'object' &&
+    !Array.isArray(e.data) &&
+    (e.occurred_at === undefined || typeof e.occurred_at === 'string');
+  return ok ? (e as EventEnvelope) : null;
+}
+
+/** The record every read path returns; one key order everywhere. */
+export function toRecord(envelope: EventEnvelope, position: Position): EventRecord {
+  const record: EventRecord = { id: envelope.id, type: envelope.type, created_at: envelope.created_at, data: envelope.data, cursor: encodeCursor(position) };
+  return envelope.occurred_at === undefined ? record : withOccurredAt(record, envelope.occurred_at);
+}
+
+function withOccurredAt(record: EventRecord, occurredAt: string): EventRecord {
+  return { id: record.id, type: record.type, created_at: record.created_at, occurred_at: occurredAt, data: record.data, cursor: record.cursor };
+}
+
+/** The stored document of an event at `position`. */
+export function toEventDoc(envelope: EventEnvelope, position: Position): EventDoc {
+  const doc: EventDoc = {
+    _id: envelope.id,
+    account_id: envelope.account_id,
+    type: envelope.type,
+    data: envelope.data,
+    created_at: new Date(envelope.created_at),
+    partition: position.partition,
+    offset: Number(position.offset),
+    cursor: encodeCursor(position),
+  };
+  if (envelope.occurred_at !== undefined) doc.occurred_at = new Date(envelope.occurred_at);
+  return doc;
+}
+
+export function docToRecord(doc: EventDoc): EventRecord {
+  const record: EventRecord = { id: doc._id, type: doc.type, created_at: doc.created_at.toISOString(), data: doc.data, cursor: doc.cursor };
+  return doc.occurred_at ? withOccurredAt(record, doc.occurred_at.toISOString()) : record;
+}

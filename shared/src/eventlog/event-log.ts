@@ -1,0 +1,121 @@
+/**
+ * The producer side of the event log. `publish` returns once Kafka has
+ * acknowledged every event (idempotent producer, acks from all in-sync
+ * replicas) and tells where each one landed. Concurrent publishes share sends.
+ */
+import type { Position } from '../cursor.js';
+import { unavailable } from '../errors/index.js';
+import type { Logger } from '../log.js';
+import { Batcher } from './batcher.js';
+import { encodeEnvelope } from './envelope.js';
+import { createProducer, ensureTopic, partitionCount, partitionForKey, type Kafka, type Producer, type RecordMetadata, type TopicSpec } from './kafka.js';
+import type { EventEnvelope } from './types.js';
+
+export interface EventLogOptions {
+  /** How long the first waiting event may wait for company before a send. */
+  lingerMs: number;
+  maxBatchMessages: number;
+  /** Below the broker's message.max.bytes (1 MB by default) per send. */
+  maxBatchBytes: number;
+}
+
+export const DEFAULT_EVENT_LOG_OPTIONS: EventLogOptions = { lingerMs: 2, maxBatchMessages: 1000, maxBatchBytes: 900 * 1024 };
+
+interface Outgoing {
+  partition: number;
+  key: string;
+  value: Buffer;
+}
+
+export class EventLog {
+  private readonly producer: Producer;
+  private readonly batcher: Batcher<Outgoing, Position>;
+  private partitions = 0;
+  private state: 'new' | 'started' | 'stopped' = 'new';
+
+  constructor(
+    private readonly kafka: Kafka,
+    readonly topic: TopicSpec,
+    private readonly log: Logger,
+    opts: EventLogOptions = DEFAULT_EVENT_LOG_OPTIONS,
+  ) {
+    this.producer = createProducer(kafka);
+    this.batcher = new Batcher<Outgoing, Position>({
+      send: (items) => this.send(items),
+      sizeOf: (item) => item.value.length + item.key.length + 64,
+      lingerMs: opts.lingerMs,
+      maxItems: opts.maxBatchMessages,
+      maxBytes: opts.maxBatchBytes,
+    });
+  }
+
+  /** Creates the topic when missing, learns its partition count, connects the producer. */
+  async start(): Promise<void> {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    try {
+      await ensureTopic(admin, this.topic, this.log);
+      this.partitions = await partitionCount(admin, this.topic.name);
+    } finally {
+      await admin.disconnect();
+    }
+    await this.producer.connect();
+    this.state = 'started';
+    this.log.info({ topic: this.topic.name, partitions: this.partitions }, 'event log producer ready');
+  }
+
+  get partitionCount(): number {
+    return this.partitions;
+  }
+
+  /** The partition holding every event of an account. */
+  partitionOf(accountId: string): number {
+    if (this.partitions === 0) throw new Error('EventLog.start() has not completed');
+    return partitionForKey(accountId, this.partitions);
+  }
+
+  /** Appends the events; resolves with their positions, in input order, once durable. */
+  publish(envelopes: EventEnvelope[]): Promise<Position[]> {
+    if (this.state !== 'started') return Promise.reject(unavailable('The event log'));
+    const items = envelopes.map((e) => ({ partition: this.partitionOf(e.account_id), key: e.account_id, value: encodeEnvelope(e) }));
+    return this.batcher.submit(items);
+  }
+
+  /** Sends what is queued, then disconnects. */
+  async stop(): Promise<void> {
+    if (this.state !== 'started') return;
+    this.state = 'stopped';
+    await this.batcher.flush();
+    await this.producer.disconnect();
+  }
+
+  private async send(items: Outgoing[]): Promise<Position[]> {
+    const metadata = await this.producer.send({
+      topic: this.topic.name,
+      acks: -1,
+      messages: items.map((m) => ({ partition: m.partition, key: m.key, value: m.value })),
+    });
+    return assignPositions(items, metadata);
+  }
+}
+
+/**
+ * The broker gives each partition's record batch consecutive offsets from its
+ * base offset, in the order the messages were given; so the n-th message of a
+ * partition in one send sits at baseOffset + n.
+ */
+export function assignPositions(items: { partition: number }[], metadata: Pick<RecordMetadata, 'partition' | 'baseOffset'>[]): Position[] {
+  const base = new Map<number, bigint>();
+  for (const m of metadata) {
+    if (m.baseOffset === undefined) throw new Error(`no base offset for partition ${m.partition}`);
+    base.set(m.partition, BigInt(m.baseOffset));
+  }
+  const seen = new Map<number, bigint>();
+  return items.map(({ partition }) => {
+    const first = base.get(partition);
+    if (first === undefined) throw new Error(`no produce result for partition ${partition}`);
+    const index = seen.get(partition) ?? 0n;
+    seen.set(partition, index + 1n);
+    return { partition, offset: first + index };
+  });
+}
