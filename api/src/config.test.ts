@@ -19,4 +19,13 @@ describe('api config', () => {
     expect(() => loadApiConfig({ API_KEY_LIMIT_PER_MINUTE: '0' })).to.throw(/API_KEY_LIMIT_PER_MINUTE must be between 1/);
     expect(() => loadApiConfig({ TRUST_PROXY_HOPS: 'two' })).to.throw(/TRUST_PROXY_HOPS must be an integer/);
   });
+
+  it('uses the event log limits of SPEC.md section 8 by default', () => {
+    const c = loadApiConfig({ EVENTS_TOPIC: 'ev' });
+    expect(c.events).to.include({ ingestMaxBatch: 1000, ingestMaxDataBytes: 65536, longPollMaxMs: 55_000, longPollDefaultMs: 30_000, materializerGroupId: 'ev.materializer', fanoutGroupPrefix: 'ev.fanout' });
+    expect(c.streams).to.include({ durationMs: 50_000, heartbeatMs: 15_000, retryMs: 3000, tokenTtlSeconds: 120, maxPerAccount: 6 });
+    expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '60000' })).to.throw(/LONG_POLL_MAX_MS must be between 1000 and 55000/);
+    expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '20000' })).to.throw(/LONG_POLL_DEFAULT_MS must not exceed LONG_POLL_MAX_MS/);
+    expect(loadApiConfig({ LONG_POLL_MAX_MS: '20000', LONG_POLL_DEFAULT_MS: '10000' }).events.longPollMaxMs).to.equal(20_000);
+  });
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type BaseConfig, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
 
 export interface ApiConfig extends BaseConfig {
   instanceId: string;
@@ -63,7 +63,7 @@ export const DEV_INGEST_TOKEN = 'dev-only-ingest-token-change-me-000';
 
 export function loadApiConfig(env: Env): ApiConfig {
   const base = loadBaseConfig(env, 'event-api');
-  return {
+  const config: ApiConfig = {
     ...base,
     instanceId: read.str(env, 'INSTANCE_ID', `api-${randomUUID().slice(0, 8)}`),
     http: {
@@ -103,4 +103,8 @@ export function loadApiConfig(env: Env): ApiConfig {
       maxPerAccount: read.int(env, 'MAX_STREAMS_PER_ACCOUNT', 6, 1, 100),
     },
   };
+  if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
+    throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);
+  }
+  return config;
 }

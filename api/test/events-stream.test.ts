@@ -2,18 +2,21 @@ import { expect } from 'chai';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { mintStreamToken } from '../src/features/streams/tokens.js';
 import type { RunningApi } from '../src/server.js';
+import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis, startTestApi } from './support/api.js';
 import { eventually, fakeAccountId, ingest, sleep } from './support/events.js';
 import { StreamClient } from './support/sse.js';
 
-async function streamUrl(api: RunningApi, accountId: string, query = ''): Promise<string> {
-  const { token } = mintStreamToken(api.deps.streams.tokenKey, accountId, new Date(), 120);
-  return `${api.url}/api/v1/events/stream?token=${encodeURIComponent(token)}${query}`;
+/** A stream URL for a real account, minted over HTTP with its API key. */
+async function streamUrl(api: RunningApi, who: TestAccount, query = ''): Promise<string> {
+  const res = await call(api.url, 'POST', '/api/v1/events/stream-token', { headers: { 'x-api-key': who.apiKey } });
+  if (res.status !== 201) throw new Error(`stream-token answered ${res.status}: ${JSON.stringify(res.body)}`);
+  return `${res.body.stream_url}${query}`;
 }
 
-async function poll(api: RunningApi, accountId: string): Promise<any[]> {
-  const { listEvents } = await import('../src/features/events/service.js');
-  return (await listEvents(api.deps, accountId, { limit: 500 })).events;
+async function poll(api: RunningApi, who: TestAccount): Promise<any[]> {
+  const res = await call(api.url, 'GET', '/api/v1/events?limit=500', { headers: { 'x-api-key': who.apiKey } });
+  return res.body.events;
 }
 
 /** Opens a stream with fetch and reads it until `until` matches the text so far (or the server ends it). */
@@ -60,12 +63,16 @@ describe('server-sent events', function () {
   });
 
   it('streams events ingested on A to a client on B, in order, with the poll cursors as ids', async () => {
-    const account = fakeAccountId();
+    const account = await createAccount(a.url);
     const client = open(await streamUrl(b, account));
     await client.until((c) => c.opens === 1);
-    const sent = await ingest(a, Array.from({ length: 20 }, (_, i) => ({ account_id: account, type: i % 2 ? 'message.received' : 'call.started', data: { i } })));
+    // Interleaved with another account's events, which must never reach this stream.
+    const batch = Array.from({ length: 40 }, (_, i) => ({ account_id: i % 2 ? fakeAccountId() : account.userId, type: i % 4 ? 'message.received' : 'call.started', data: { i: i / 2 } }));
+    const sent = (await ingest(a, batch)).filter((_, i) => i % 2 === 0);
     await client.until((c) => c.events.length === 20);
+    await sleep(300);
     expect(client.events.map((e) => e.id)).to.deep.equal(sent.map((s) => s.cursor));
+    expect(client.events).to.have.length(20);
     expect(client.events.map((e) => e.record.data.i)).to.deep.equal([...Array(20).keys()]);
     const polled = await eventually(async () => {
       const events = await poll(b, account);
@@ -76,16 +83,16 @@ describe('server-sent events', function () {
   });
 
   it('resumes with Last-Event-ID: exactly the events missed while disconnected, then live ones', async () => {
-    const account = fakeAccountId();
+    const account = await createAccount(a.url);
     const first = open(await streamUrl(b, account));
     await first.until((c) => c.opens === 1);
-    const before = await ingest(a, [1, 2, 3].map((i) => ({ account_id: account, type: 'call.started', data: { i } })));
+    const before = await ingest(a, [1, 2, 3].map((i) => ({ account_id: account.userId, type: 'call.started', data: { i } })));
     await first.until((c) => c.events.length === 3);
     first.close();
-    const missed = await ingest(a, [4, 5, 6, 7].map((i) => ({ account_id: account, type: 'call.ended', data: { i } })));
+    const missed = await ingest(a, [4, 5, 6, 7].map((i) => ({ account_id: account.userId, type: 'call.ended', data: { i } })));
     const second = open(await streamUrl(a, account), { lastEventId: first.events.at(-1)!.id });
     await second.until((c) => c.events.length === 4);
-    const live = await ingest(b, [{ account_id: account, type: 'message.sent', data: { i: 8 } }]);
+    const live = await ingest(b, [{ account_id: account.userId, type: 'message.sent', data: { i: 8 } }]);
     await second.until((c) => c.events.length === 5);
     await sleep(300);
     expect(second.events.map((e) => e.id)).to.deep.equal([...missed, ...live].map((s) => s.cursor));
@@ -93,26 +100,26 @@ describe('server-sent events', function () {
   });
 
   it('resumes from a since query parameter too, and filters by types', async () => {
-    const account = fakeAccountId();
+    const account = await createAccount(a.url);
     const sent = await ingest(a, [
-      { account_id: account, type: 'call.started' },
-      { account_id: account, type: 'message.received' },
-      { account_id: account, type: 'call.ended' },
-      { account_id: account, type: 'message.received' },
+      { account_id: account.userId, type: 'call.started' },
+      { account_id: account.userId, type: 'message.received' },
+      { account_id: account.userId, type: 'call.ended' },
+      { account_id: account.userId, type: 'message.received' },
     ]);
     const client = open(await streamUrl(b, account, `&since=${sent[0]!.cursor}&types=message.received,message.sent`));
     await client.until((c) => c.events.length === 2);
     const later = await ingest(a, [
-      { account_id: account, type: 'call.started' },
-      { account_id: account, type: 'message.sent' },
+      { account_id: account.userId, type: 'call.started' },
+      { account_id: account.userId, type: 'message.sent' },
     ]);
     await client.until((c) => c.events.length === 3);
     expect(client.events.map((e) => e.id)).to.deep.equal([sent[1]!.cursor, sent[3]!.cursor, later[1]!.cursor]);
   });
 
   it('frames the stream: retry hint first, SSE headers, one event per id/event/data block', async () => {
-    const account = fakeAccountId();
-    const sent = await ingest(a, [{ account_id: account, type: 'call.takeover', data: { agent: 'x' } }]);
+    const account = await createAccount(a.url);
+    const sent = await ingest(a, [{ account_id: account.userId, type: 'call.takeover', data: { agent: 'x' } }]);
     const { res, text, close } = await rawStream(await streamUrl(b, account), { headers: { 'Last-Event-ID': zeroCursorOf(sent[0]!.cursor) }, until: /\n\n.*\n\n/s });
     close();
     expect(res.status).to.equal(200);
@@ -127,33 +134,52 @@ describe('server-sent events', function () {
     expect(JSON.parse(data!.replace(/^data: /, ''))).to.include({ id: sent[0]!.id, type: 'call.takeover', cursor: sent[0]!.cursor });
   });
 
-  it('refuses a missing, tampered or expired token, an API key and a JWT with a JSON 401', async () => {
-    const account = fakeAccountId();
-    const good = await streamUrl(b, account);
-    const token = new URL(good).searchParams.get('token')!;
-    const expired = mintStreamToken(b.deps.streams.tokenKey, account, new Date(Date.now() - 121_000), 120).token;
-    const jwt = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c3JfMSJ9.c2lnbmF0dXJl';
-    for (const bad of ['', `?token=${token.slice(0, -3)}abc`, `?token=${expired}`, '?token=svc_0123456789abcdef0123456789abcdef', `?token=${jwt}`]) {
-      const res = await call(b.url, 'GET', `/api/v1/events/stream${bad}`);
-      expect(res.status, bad).to.equal(401);
+  it('mints a stream token with a session or an API key: 201 {token, expires_at, stream_url}', async () => {
+    const account = await createAccount(a.url);
+    for (const headers of [bearer(account.token), bearer(account.apiKey), { 'x-api-key': account.apiKey }]) {
+      const res = await call(b.url, 'POST', '/api/v1/events/stream-token', { headers });
+      expect(res.status).to.equal(201);
+      expect(Object.keys(res.body).sort()).to.deep.equal(['expires_at', 'stream_url', 'token']);
+      expect(res.body.token).to.match(/^svcst_/);
+      const ttl = Date.parse(res.body.expires_at) - Date.now();
+      expect(ttl).to.be.within(100_000, 121_000);
+      expect(res.body.stream_url).to.equal(`${b.url}/api/v1/events/stream?token=${encodeURIComponent(res.body.token)}`);
+      expect(res.headers.get('cache-control')).to.equal('no-store');
+    }
+    expect((await call(b.url, 'POST', '/api/v1/events/stream-token')).status).to.equal(401);
+    // A stream token is no credential anywhere else.
+    const { token } = (await call(b.url, 'POST', '/api/v1/events/stream-token', { headers: bearer(account.token) })).body;
+    expect((await call(b.url, 'GET', '/api/v1/events', { headers: bearer(token) })).status).to.equal(401);
+  });
+
+  it('refuses a missing, tampered or expired token, an API key and a JWT with a JSON 401, never a stream', async () => {
+    const account = await createAccount(a.url);
+    const token = new URL(await streamUrl(b, account)).searchParams.get('token')!;
+    const expired = mintStreamToken(b.deps.streams.tokenKey, account.userId, new Date(Date.now() - 121_000), 120).token;
+    const bad = ['', '?token=', `?token=${token.slice(0, -3)}abc`, `?token=${expired}`, `?token=${account.apiKey}`, `?token=${account.token}`];
+    for (const query of bad) {
+      const res = await call(b.url, 'GET', `/api/v1/events/stream${query}`);
+      expect(res.status, query).to.equal(401);
       expect(res.headers.get('content-type')).to.match(/application\/json/);
       expect(res.body.error.code).to.equal('unauthorized');
     }
+    // Not even with the real credential alongside in a header.
+    const withHeader = await call(b.url, 'GET', `/api/v1/events/stream?token=${account.apiKey}`, { headers: bearer(account.token) });
+    expect(withHeader.status).to.equal(401);
   });
 
   it('answers a bad types filter or cursor with a JSON 400 before streaming', async () => {
-    const account = fakeAccountId();
-    const badType = await call(b.url, 'GET', new URL(await streamUrl(b, account, '&types=call.started,call.exploded')).pathname + new URL(await streamUrl(b, account, '&types=call.started,call.exploded')).search);
+    const account = await createAccount(a.url);
+    const badType = await call(b.url, 'GET', pathOf(await streamUrl(b, account, '&types=call.started,call.exploded')));
     expect(badType.status).to.equal(400);
     expect(badType.body.error.details[0].path).to.equal('types');
-    const url = new URL(await streamUrl(b, account));
-    const badCursor = await call(b.url, 'GET', url.pathname + url.search, { headers: { 'Last-Event-ID': 'c1_garbage' } });
+    const badCursor = await call(b.url, 'GET', pathOf(await streamUrl(b, account)), { headers: { 'Last-Event-ID': 'c1_garbage' } });
     expect(badCursor.status).to.equal(400);
     expect(badCursor.body.error.details[0].path).to.equal('Last-Event-ID');
   });
 
   it('allows 6 concurrent streams per account across A and B, refuses the 7th with 429, and frees a slot on close', async () => {
-    const account = fakeAccountId();
+    const account = await createAccount(a.url);
     const streams: StreamClient[] = [];
     for (let i = 0; i < 6; i++) {
       const c = open(await streamUrl(i % 2 ? a : b, account));
@@ -164,7 +190,7 @@ describe('server-sent events', function () {
     expect(seventh.status).to.equal(429);
     expect(seventh.body.error.code).to.equal('too_many_streams');
     expect(Number(seventh.headers.get('retry-after'))).to.be.greaterThan(0);
-    const otherAccount = open(await streamUrl(a, fakeAccountId()));
+    const otherAccount = open(await streamUrl(a, await createAccount(a.url)));
     await otherAccount.until((c) => c.opens === 1);
 
     streams[0]!.close();
@@ -178,13 +204,13 @@ describe('server-sent events', function () {
   });
 
   it('takes over a slot left by a process that died once its lease expires', async () => {
-    const account = fakeAccountId();
+    const account = await createAccount(a.url);
     const slots = b.deps.mongo.collections.streamSlots;
     const past = new Date(Date.now() - 1000);
-    await slots.insertMany(Array.from({ length: 6 }, (_, n) => ({ _id: `${account}:${n}`, account_id: account, lease_id: `dead${n}`, holder: 'gone', expires_at: past })));
+    await slots.insertMany(Array.from({ length: 6 }, (_, n) => ({ _id: `${account}:${n}`, account_id: account.userId, lease_id: `dead${n}`, holder: 'gone', expires_at: past })));
     const client = open(await streamUrl(a, account));
     await client.until((c) => c.opens === 1);
-    expect(await slots.countDocuments({ account_id: account, holder: { $ne: 'gone' } })).to.equal(1);
+    expect(await slots.countDocuments({ account_id: account.userId, holder: { $ne: 'gone' } })).to.equal(1);
   });
 });
 
@@ -203,14 +229,14 @@ describe('server-sent events over time (short-lived streams)', function () {
   });
 
   it('sends heartbeats, closes after the duration, and the EventSource resumes by itself with no gap or duplicate', async () => {
-    const account = fakeAccountId();
+    const account = await createAccount(api.url);
     const started = Date.now();
     const { res, text } = await rawStream(await streamUrl(api, account), { until: /(?!)/, maxMs: 8000 });
     expect(res.status).to.equal(200);
     expect(Date.now() - started, 'the server ends the stream after STREAM_DURATION_MS').to.be.within(2000, 6000);
     expect(text.match(/: heartbeat\n\n/g)?.length ?? 0).to.be.at.least(3);
     // ...and released the slot.
-    await eventually(async () => ((await api.deps.mongo.collections.streamSlots.countDocuments({ account_id: account })) === 0 ? true : undefined));
+    await eventually(async () => ((await api.deps.mongo.collections.streamSlots.countDocuments({ account_id: account.userId })) === 0 ? true : undefined));
 
     const client = new StreamClient(await streamUrl(api, account));
     try {
@@ -218,7 +244,7 @@ describe('server-sent events over time (short-lived streams)', function () {
       const sent: string[] = [];
       // Emit across at least one server-side close and reconnect (retry: 3000).
       for (let i = 0; i < 12; i++) {
-        sent.push(...(await ingest(api, [{ account_id: account, type: 'message.received', data: { i } }])).map((s) => s.cursor));
+        sent.push(...(await ingest(api, [{ account_id: account.userId, type: 'message.received', data: { i } }])).map((s) => s.cursor));
         await sleep(500);
       }
       await client.until((c) => c.events.length >= 12, 15_000);

@@ -97,6 +97,14 @@ describe('long-poll: POST /api/v1/events/wait', function () {
     expect(seen).to.not.include.members(sent.map((s) => s.id));
   });
 
+  it('runs on an HTTP server whose timeouts cannot cut a 55 s wait short', () => {
+    for (const api of [a, b]) {
+      const { requestTimeout, timeout } = api.server;
+      expect(requestTimeout === 0 || requestTimeout > 60_000, 'requestTimeout').to.equal(true);
+      expect(timeout === 0 || timeout > 60_000, 'socket timeout').to.equal(true);
+    }
+  });
+
   it("is not released by another account's event", async () => {
     const { pending } = await waitRegistered(b, { timeout_ms: 1000 });
     await ingest(a, [{ account_id: fakeAccountId(), type: 'call.started' }]);

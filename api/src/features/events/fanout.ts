@@ -112,6 +112,6 @@ export class FanOut {
     const envelope = decodeEnvelope(value);
     if (!envelope) return;
     const position = { partition, offset };
-    registry.dispatch(envelope.account_id, { position, record: toRecord(envelope, position) });
+    registry.dispatch(envelope.account_id, { position, record: toRecord(envelope, position), size: value?.length ?? 0 });
   }
 }

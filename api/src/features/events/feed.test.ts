@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { decodeCursor, encodeCursor } from '../../../../shared/src/cursor.js';
 import type { EventType } from '../../../../shared/src/eventlog/types.js';
 import { openFeed, type FeedPorts, type RangeQuery } from './feed.js';
-import { WaiterRegistry, type LiveEvent } from './waiters.js';
+import { Waiter, WaiterRegistry, type LiveEvent } from './waiters.js';
 
 /**
  * An in-memory log of one partition: `append` puts an event in the log; the
@@ -81,7 +81,7 @@ describe('Feed (the resume handoff)', () => {
     f.append('b');
     f.fanOut();
     f.materialize();
-    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(1n), pageSize: 2, maxQueue: 100 });
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(1n), pageSize: 2, maxQueue: { events: 100, bytes: 1e9 } });
     f.append('a');
     f.append('b');
     f.append('a');
@@ -99,7 +99,7 @@ describe('Feed (the resume handoff)', () => {
     f.append('a'); // 1: dispatched but not yet in MongoDB
     f.append('a'); // 2
     f.fanOut();
-    const opening = openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: 100 });
+    const opening = openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: { events: 100, bytes: 1e9 } });
     setTimeout(() => f.materialize(), 30);
     const feed = await opening;
     f.append('a');
@@ -113,7 +113,7 @@ describe('Feed (the resume handoff)', () => {
     f.append('a');
     f.fanOut();
     f.watermarkReachable = false;
-    const err = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: 100 }).catch((e: unknown) => e);
+    const err = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: { events: 100, bytes: 1e9 } }).catch((e: unknown) => e);
     expect(err).to.have.property('status', 503);
     expect(f.registry.size).to.equal(0);
   });
@@ -125,7 +125,7 @@ describe('Feed (the resume handoff)', () => {
     f.materialize();
     f.append('a'); // 1, 2: already seen by the client on a faster process
     f.append('a');
-    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(2n), pageSize: 10, maxQueue: 100 });
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(2n), pageSize: 10, maxQueue: { events: 100, bytes: 1e9 } });
     f.append('a');
     f.fanOut();
     expect(await drain(feed)).to.deep.equal([3n]);
@@ -135,7 +135,7 @@ describe('Feed (the resume handoff)', () => {
     const f = new FakeLog();
     f.append('a');
     f.fanOut();
-    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 100 });
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: { events: 100, bytes: 1e9 } });
     f.append('b');
     f.append('a');
     f.fanOut();
@@ -149,7 +149,7 @@ describe('Feed (the resume handoff)', () => {
     f.append('a', 'message.sent');
     f.fanOut();
     f.materialize();
-    const feed = await openFeed(f.ports(), { accountId: 'a', types: ['message.sent'], since: since(0n), pageSize: 10, maxQueue: 100 });
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: ['message.sent'], since: since(0n), pageSize: 10, maxQueue: { events: 100, bytes: 1e9 } });
     f.append('a', 'call.ended');
     f.append('a', 'message.sent');
     f.append('a', 'call.ended');
@@ -160,27 +160,37 @@ describe('Feed (the resume handoff)', () => {
 
   it('closes a feed whose reader falls too far behind (it resumes by cursor instead)', async () => {
     const f = new FakeLog();
-    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 2 });
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: { events: 2, bytes: 1e9 } });
     for (let i = 0; i < 3; i++) f.append('a');
     f.fanOut();
     expect(feed.closedBy).to.equal('overflow');
     expect(await drain(feed)).to.deep.equal([0n, 1n]);
   });
 
+  it('also bounds what a slow reader holds in bytes', async () => {
+    const f = new FakeLog();
+    const waiter = new Waiter('a', null, -1n, { events: 100, bytes: 100 });
+    for (let i = 0; i < 3; i++) waiter.offer({ ...f.event(f.append('a')), size: 40 });
+    expect(waiter.closedBy).to.equal('overflow');
+    expect((await waiter.next(0))?.position.offset).to.equal(0n);
+    expect((await waiter.next(0))?.position.offset).to.equal(1n);
+    expect(await waiter.next(0)).to.equal(null);
+  });
+
   it('ends waits at once on shutdown and refuses new ones', async () => {
     const f = new FakeLog();
-    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 2 });
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: { events: 2, bytes: 1e9 } });
     const pending = feed.next(10_000);
     f.registry.closeAll('shutdown');
     expect(await pending).to.equal(null);
     expect(feed.closedBy).to.equal('shutdown');
-    const later = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 2 });
+    const later = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: { events: 2, bytes: 1e9 } });
     expect(later.closedBy).to.equal('shutdown');
   });
 
   it('ends a wait when its signal aborts', async () => {
     const f = new FakeLog();
-    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: 2 });
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: { events: 2, bytes: 1e9 } });
     const ac = new AbortController();
     const pending = feed.next(10_000, ac.signal);
     ac.abort();

@@ -8,7 +8,7 @@
 import { encodeCursor, type Position } from '../../../../shared/src/cursor.js';
 import { unavailable } from '../../../../shared/src/errors/index.js';
 import type { EventType } from '../../../../shared/src/eventlog/types.js';
-import { Waiter, type CloseReason, type LiveEvent, type WaiterRegistry } from './waiters.js';
+import { Waiter, type CloseReason, type LiveEvent, type QueueLimit, type WaiterRegistry } from './waiters.js';
 
 export interface RangeQuery {
   accountId: string;
@@ -42,7 +42,7 @@ export interface FeedOptions {
   /** Events per MongoDB read while catching up. */
   pageSize: number;
   /** Live events a slow reader may have queued before its feed is closed. */
-  maxQueue: number;
+  maxQueue: QueueLimit;
 }
 
 export class Feed {

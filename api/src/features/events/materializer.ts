@@ -1,13 +1,14 @@
 /**
  * Writes the event log into MongoDB. One consumer group over all API
  * processes, so each partition has one writer at a time. Per chunk of a batch,
- * in offset order: upsert the events by id (idempotent), then raise the
+ * in offset order: insert the events keyed by id (idempotent: an id already
+ * stored is the same event, and is skipped), then raise the
  * partition's watermark with $max (never backwards), then resolve and commit
  * the offsets. A crash anywhere in between makes the next owner rewrite a few
  * events identically; nothing is lost or doubled, and everything at or below
  * a watermark is in MongoDB.
  */
-import type { AnyBulkWriteOperation, Collection } from 'mongodb';
+import { MongoBulkWriteError, MongoServerError, type Collection } from 'mongodb';
 import { decodeEnvelope, toEventDoc } from '../../../../shared/src/eventlog/envelope.js';
 import { createConsumer, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '../../../../shared/src/eventlog/kafka.js';
 import type { Logger } from '../../../../shared/src/log.js';
@@ -80,7 +81,7 @@ export class Materializer {
     let backoff = 100;
     for (;;) {
       try {
-        if (docs.length > 0) await this.opts.events.bulkWrite(upserts(docs), { ordered: true });
+        await this.insertNew(docs);
         if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
         await this.opts.watermarks.updateOne(
           { _id: watermarkId(this.opts.topic, partition) },
@@ -96,6 +97,26 @@ export class Materializer {
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
         await heartbeat(); // also how a rebalance reaches us while MongoDB is down
         if (lost()) return false;
+      }
+    }
+  }
+
+  /**
+   * Plain ordered inserts (an order of magnitude faster than upserts on the
+   * test server). Ids already stored, after a restart, fail as duplicates:
+   * then only the missing ones are inserted.
+   */
+  private async insertNew(docs: EventDoc[]): Promise<void> {
+    let pending = docs;
+    for (let attempt = 0; pending.length > 0; attempt += 1) {
+      try {
+        await this.opts.events.insertMany(pending, { ordered: true });
+        return;
+      } catch (err) {
+        if (!isDuplicateKeyOnly(err) || attempt >= 3) throw err;
+        const ids = pending.map((d) => d._id);
+        const stored = new Set((await this.opts.events.find({ _id: { $in: ids } }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+        pending = pending.filter((d) => !stored.has(d._id));
       }
     }
   }
@@ -121,8 +142,12 @@ export class Materializer {
   }
 }
 
-function upserts(docs: EventDoc[]): AnyBulkWriteOperation<EventDoc>[] {
-  return docs.map((doc) => ({ replaceOne: { filter: { _id: doc._id }, replacement: doc, upsert: true } }));
+function isDuplicateKeyOnly(err: unknown): boolean {
+  if (err instanceof MongoBulkWriteError) {
+    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+    return errors.length > 0 && errors.every((e) => e.code === 11000);
+  }
+  return err instanceof MongoServerError && err.code === 11000;
 }
 
 function sleep(ms: number): Promise<void> {

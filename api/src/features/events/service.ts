@@ -35,9 +35,11 @@ export function resolveSince(deps: ApiDeps, accountId: string, raw: string, fiel
 export async function listEvents(deps: ApiDeps, accountId: string, input: ListEventsInput | Record<string, unknown>): Promise<EventPage> {
   const q = listEventsQuery({ ...input }); // a copy: validation coerces query strings in place
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
+  const partition = since?.partition ?? deps.events.log.partitionOf(accountId);
   let docs;
   try {
-    docs = await readAfter(deps.mongo.collections.events, { accountId, since, types: q.type ? [q.type] : null, limit: q.limit ?? LIST_DEFAULT_LIMIT });
+    const through = await deps.events.watermarks.current(partition);
+    docs = await readAfter(deps.mongo.collections.events, { accountId, partition, since, through, types: q.type ? [q.type] : null, limit: q.limit ?? LIST_DEFAULT_LIMIT });
   } catch (err) {
     throw asUnavailable(err, 'Event storage');
   }
@@ -65,7 +67,7 @@ export async function waitForEvent(deps: ApiDeps, accountId: string, input: Wait
       types: q.types && q.types.length > 0 ? q.types : null,
       since,
       pageSize: 1,
-      maxQueue: 16,
+      maxQueue: { events: 16, bytes: 4 * 1024 * 1024 }, // only the first event matters
     });
   } catch (err) {
     throw asUnavailable(err, 'Event history');

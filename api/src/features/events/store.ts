@@ -14,14 +14,20 @@ function typeFilter(types: readonly EventType[] | null): Filter<EventDoc> {
   return types.length === 1 ? { type: types[0] } : { type: { $in: [...types] } };
 }
 
-/** Events of an account strictly after `since` (or from the oldest), oldest first. */
-export async function readAfter(events: Collection<EventDoc>, q: { accountId: string; since: Position | null; types: readonly EventType[] | null; limit: number }): Promise<EventDoc[]> {
-  const filter: Filter<EventDoc> = { account_id: q.accountId, ...typeFilter(q.types) };
-  if (q.since) {
-    filter.partition = q.since.partition;
-    filter.offset = { $gt: Number(q.since.offset) };
-  }
-  return events.find(filter).sort(SORT).limit(q.limit).toArray();
+/**
+ * Events of an account in its partition strictly after `since` (or from the
+ * oldest) and at most `through` (the partition's watermark), oldest first.
+ * Bounding by the watermark means every event returned had all its
+ * predecessors stored before this read began, so an index scan racing the
+ * materializer can never return an event while missing an earlier one.
+ */
+export async function readAfter(
+  events: Collection<EventDoc>,
+  q: { accountId: string; partition: number; since: Position | null; through: bigint; types: readonly EventType[] | null; limit: number },
+): Promise<EventDoc[]> {
+  if (q.since && q.since.offset >= q.through) return [];
+  const offset = { $lte: Number(q.through), ...(q.since ? { $gt: Number(q.since.offset) } : {}) };
+  return events.find({ account_id: q.accountId, partition: q.partition, offset, ...typeFilter(q.types) }).sort(SORT).limit(q.limit).toArray();
 }
 
 /** Events of an account in (after, before) of one partition, oldest first: a Feed's catch-up read. */

@@ -9,6 +9,14 @@ import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
 export interface LiveEvent {
   position: Position;
   record: EventRecord;
+  /** Bytes of the event on the topic, to bound what a slow reader may hold. */
+  size?: number;
+}
+
+/** How much a waiter may hold for a reader that is not taking events. */
+export interface QueueLimit {
+  events: number;
+  bytes: number;
 }
 
 /** Why a waiter stopped taking events: its reader left, it fell too far behind, or the process is stopping. */
@@ -16,6 +24,7 @@ export type CloseReason = 'closed' | 'overflow' | 'shutdown';
 
 export class Waiter {
   private readonly queue: LiveEvent[] = [];
+  private queuedBytes = 0;
   private wake: (() => void) | null = null;
   private closeReason: CloseReason | null = null;
 
@@ -27,7 +36,7 @@ export class Waiter {
     readonly accountId: string,
     private readonly types: ReadonlySet<string> | null,
     private floor: bigint,
-    private readonly maxQueue: number,
+    private readonly limit: QueueLimit,
   ) {}
 
   get closedBy(): CloseReason | null {
@@ -43,12 +52,14 @@ export class Waiter {
     if (this.closeReason || event.position.offset <= this.floor) return;
     this.floor = event.position.offset;
     if (this.types && !this.types.has(event.record.type)) return;
-    if (this.queue.length >= this.maxQueue) {
+    const size = event.size ?? 0;
+    if (this.queue.length >= this.limit.events || this.queuedBytes + size > this.limit.bytes) {
       // A reader this far behind resumes from its cursor instead (SSE reconnects with Last-Event-ID).
       this.close('overflow');
       return;
     }
     this.queue.push(event);
+    this.queuedBytes += size;
     this.signal();
   }
 
@@ -60,7 +71,7 @@ export class Waiter {
 
   /** The next queued event; null after `timeoutMs`, on abort, or once closed and drained. */
   next(timeoutMs: number, signal?: AbortSignal): Promise<LiveEvent | null> {
-    const ready = this.queue.shift();
+    const ready = this.take();
     if (ready) return Promise.resolve(ready);
     if (this.closeReason || signal?.aborted || timeoutMs <= 0) return Promise.resolve(null);
     return new Promise((resolve) => {
@@ -68,12 +79,19 @@ export class Waiter {
         clearTimeout(timer);
         signal?.removeEventListener('abort', finish);
         this.wake = null;
-        resolve(this.queue.shift() ?? null);
+        resolve(this.take());
       };
       const timer = setTimeout(finish, timeoutMs);
       signal?.addEventListener('abort', finish, { once: true });
       this.wake = finish;
     });
+  }
+
+  private take(): LiveEvent | null {
+    const event = this.queue.shift();
+    if (!event) return null;
+    this.queuedBytes -= event.size ?? 0;
+    return event;
   }
 
   private signal(): void {

@@ -27,6 +27,12 @@ export class WatermarkReader {
     }, pollMs);
   }
 
+  /** The partition's watermark read from MongoDB now (-1 when nothing is materialized yet). */
+  async current(partition: number): Promise<bigint> {
+    await this.refresh(partition);
+    return this.known.get(partition) ?? -1n;
+  }
+
   /** The materializer of this process reports its writes here: no read needed for them. */
   note(partition: number, offset: bigint): void {
     const current = this.known.get(partition);

@@ -15,7 +15,9 @@ export function streamRoutes(deps: ApiDeps): Router {
 
   router.post('/stream-token', authenticate(deps), (ctx) => {
     ctx.status = 201;
-    ctx.body = createStreamToken(deps, authOf(ctx).accountId, ctx.origin);
+    // The URL the caller reached us at (X-Forwarded-Proto/Host count behind TRUST_PROXY); relative without a Host.
+    const base = ctx.host ? `${ctx.protocol}://${ctx.host}` : '';
+    ctx.body = createStreamToken(deps, authOf(ctx).accountId, base);
     ctx.set('Cache-Control', 'no-store');
   });
 
@@ -38,7 +40,8 @@ export function streamRoutes(deps: ApiDeps): Router {
     // From here the response is ours, not Koa's: headers and bytes go out as they are written.
     ctx.respond = false;
     ctx.status = 200;
-    ctx.state.streamEnd = await stream.run(ctx.res, abort.signal);
+    const end = await stream.run(ctx.res, abort.signal);
+    deps.log.info({ request_id: ctx.state.requestId, account_id: accountId, end }, 'stream closed');
   });
 
   return router;

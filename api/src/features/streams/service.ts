@@ -10,6 +10,8 @@ import { SseWriter } from './sse.js';
 import { pumpStream, type StreamEnd } from './stream.js';
 import { mintStreamToken } from './tokens.js';
 
+const STREAM_QUEUE_LIMIT = { events: 50_000, bytes: 16 * 1024 * 1024 };
+
 export interface StreamTokenResponse {
   token: string;
   expires_at: string;
@@ -43,7 +45,14 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
   }
   let feed: Feed;
   try {
-    feed = await openFeed(feedPorts(deps.events, deps.mongo, deps.config.events.handoffTimeoutMs), { accountId, types: opts.types, since: opts.since, pageSize: 200, maxQueue: 10_000 });
+    feed = await openFeed(feedPorts(deps.events, deps.mongo, deps.config.events.handoffTimeoutMs), {
+      accountId,
+      types: opts.types,
+      since: opts.since,
+      pageSize: 200,
+      // A burst of live events is fine; a reader that stops reading is cut off and resumes by cursor.
+      maxQueue: STREAM_QUEUE_LIMIT,
+    });
   } catch (err) {
     await slots.release(lease).catch(() => undefined);
     throw asUnavailable(err, 'Event history');
