@@ -121,7 +121,7 @@ process.exit(failed ? 1 : 0);
 
 async function describeMachine({ MONGO_URL }) {
   const client = new MongoClient(MONGO_URL, { serverSelectionTimeoutMS: 5000 });
-  let mongo = 'MongoDB ?';
+  let mongo;
   try {
     const info = await client.db('admin').command({ buildInfo: 1 });
     mongo = info.ferretdbVersion ? `FerretDB ${info.ferretdbVersion} (MongoDB wire ${info.version})` : `MongoDB ${info.version}`;
