@@ -4,7 +4,7 @@
 import autocannon from 'autocannon';
 import { serve } from './serve.mjs';
 
-function run({ url, connections, seconds, method = 'GET', headers = {}, bodies, paths, pipelining = 1 }) {
+function run({ url, connections, seconds, amount, method = 'GET', headers = {}, bodies, paths, pipelining = 1, timeoutSeconds = 10 }) {
   let i = 0;
   const setupRequest = (req) => {
     const n = i++;
@@ -14,7 +14,7 @@ function run({ url, connections, seconds, method = 'GET', headers = {}, bodies, 
   };
   return new Promise((resolve, reject) => {
     autocannon(
-      { url, connections, duration: seconds, pipelining, method, headers, requests: [{ method, setupRequest }] },
+      { url, connections, ...(amount ? { amount } : { duration: seconds }), timeout: timeoutSeconds, pipelining, method, headers, requests: [{ method, setupRequest }] },
       (err, result) => {
         if (err) return reject(err);
         resolve({
