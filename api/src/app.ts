@@ -8,6 +8,7 @@ import { ingestAuth } from './features/ingest/auth.js';
 import { ingestRoutes } from './features/ingest/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
 import { streamRoutes } from './features/streams/routes.js';
+import { webhookRoutes } from './features/webhooks/routes.js';
 import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
 import { requestContext } from './middleware/request-context.js';
@@ -25,7 +26,7 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
   app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

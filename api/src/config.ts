@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
 
 export interface ApiConfig extends BaseConfig {
   instanceId: string;
@@ -55,6 +56,10 @@ export interface ApiConfig extends BaseConfig {
     tokenTtlSeconds: number;
     maxPerAccount: number;
   };
+  webhooks: WebhookConfig & {
+    /** Subscriptions one account may have. */
+    maxPerAccount: number;
+  };
 }
 
 const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0000';
@@ -101,6 +106,10 @@ export function loadApiConfig(env: Env): ApiConfig {
       retryMs: 3000,
       tokenTtlSeconds: read.int(env, 'STREAM_TOKEN_TTL_S', 120, 10, 3600),
       maxPerAccount: read.int(env, 'MAX_STREAMS_PER_ACCOUNT', 6, 1, 100),
+    },
+    webhooks: {
+      ...loadWebhookConfig(env, base.production),
+      maxPerAccount: read.int(env, 'WEBHOOK_MAX_PER_ACCOUNT', 50, 1, 10_000),
     },
   };
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {

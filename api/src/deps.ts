@@ -2,6 +2,8 @@ import { createKafka, type Kafka } from '../../shared/src/eventlog/kafka.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
+import { SecretBox } from '../../shared/src/secrets.js';
+import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
 import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
@@ -22,6 +24,10 @@ export interface ApiDeps {
   clock: () => Date;
   /** Request budgets shared by every API process through MongoDB. */
   limits: RateLimits;
+  /** DNS for webhook URL checks (tests inject a fake). */
+  resolveHost: Resolver;
+  /** Seals webhook signing secrets at rest. */
+  secretBox: SecretBox;
   /** The event log: producer, materializer, fan-out and live waiters. */
   events: EventsRuntime;
   streams: StreamsRuntime;
@@ -39,5 +45,18 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   const clock = (): Date => new Date();
   const events = createEventsRuntime(config, log, kafka, mongo);
   const streams = createStreamsRuntime(config, mongo, clock);
-  return { config, log, mongo, kafka, kafkaProbe, lifecycle, clock, limits, events, streams };
+  return {
+    config,
+    log,
+    mongo,
+    kafka,
+    kafkaProbe,
+    lifecycle,
+    clock,
+    limits,
+    events,
+    streams,
+    resolveHost: systemResolver,
+    secretBox: new SecretBox(config.webhooks.secretKey),
+  };
 }

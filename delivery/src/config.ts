@@ -1,16 +1,71 @@
 import { randomUUID } from 'node:crypto';
-import { type BaseConfig, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { readFileSync } from 'node:fs';
+import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
+import { DEFAULT_SCHEDULE, parseSchedule } from './retry-policy.js';
 
 export interface DeliveryConfig extends BaseConfig {
   instanceId: string;
   groupId: string;
+  webhooks: WebhookConfig & {
+    /** Extra trusted CA certificates (PEM), added to Node's roots; for test receivers with a private CA. */
+    caPem: string | null;
+    /** Delays before retry 1, 2, …; a delivery gives up after the last one. */
+    retrySchedule: number[];
+    /** Attempts in flight at once in this process. */
+    concurrency: number;
+    /** Attempts in flight at once to one subscription. */
+    concurrencyPerSubscription: number;
+    /** How long a claimed delivery stays reserved for this process. */
+    leaseMs: number;
+    /** How often due retries (and expired leases of crashed processes) are looked for. */
+    pollIntervalMs: number;
+    /** Attempts and finished deliveries older than this are deleted. */
+    retentionMs: number;
+  };
+}
+
+/** SPEC.md section 6: an attempt times out after 4 seconds. */
+export const ATTEMPT_TIMEOUT_MS = 4000;
+
+function readCa(env: Env): string | null {
+  const path = read.optionalStr(env, 'WEBHOOK_CA_FILE');
+  if (path === undefined) return null;
+  let pem: string;
+  try {
+    pem = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError('WEBHOOK_CA_FILE', `cannot be read (${(err as Error).message})`);
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError('WEBHOOK_CA_FILE', 'must contain PEM certificates');
+  return pem;
 }
 
 export function loadDeliveryConfig(env: Env): DeliveryConfig {
   const base = loadBaseConfig(env, 'event-delivery');
+  let retrySchedule = DEFAULT_SCHEDULE;
+  const rawSchedule = read.optionalStr(env, 'WEBHOOK_RETRY_SCHEDULE');
+  if (rawSchedule !== undefined) {
+    try {
+      retrySchedule = parseSchedule(rawSchedule);
+    } catch (err) {
+      throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', (err as Error).message);
+    }
+  }
   return {
     ...base,
     instanceId: read.str(env, 'INSTANCE_ID', `delivery-${randomUUID().slice(0, 8)}`),
     groupId: read.str(env, 'DELIVERY_GROUP_ID', `${base.kafka.eventsTopic}.delivery`),
+    webhooks: {
+      ...loadWebhookConfig(env, base.production),
+      caPem: readCa(env),
+      retrySchedule,
+      concurrency: read.int(env, 'WEBHOOK_CONCURRENCY', 256, 1, 10_000),
+      concurrencyPerSubscription: read.int(env, 'WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION', 32, 1, 10_000),
+      // Longer than one attempt (4 s) with room for the bookkeeping writes around it.
+      leaseMs: read.int(env, 'WEBHOOK_LEASE_MS', 30_000, 2 * ATTEMPT_TIMEOUT_MS, 3_600_000),
+      pollIntervalMs: read.int(env, 'WEBHOOK_POLL_INTERVAL_MS', 500, 50, 60_000),
+      retentionMs: read.int(env, 'WEBHOOK_RETENTION_DAYS', 30, 1, 3650) * 24 * 3600 * 1000,
+    },
   };
 }

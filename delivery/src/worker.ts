@@ -2,17 +2,37 @@ import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer }
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
-import type { DeliveryConfig } from './config.js';
+import { SecretBox } from '../../shared/src/secrets.js';
+import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
+import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
+import { eachBatchHandler } from './consumer.js';
+import { Dispatcher } from './dispatch.js';
+import { createSender } from './http-sender.js';
+import { startSweeper } from './retention.js';
+import { RetryScheduler } from './retry-scheduler.js';
 
 export interface RunningDelivery {
   log: Logger;
   mongo: Mongo;
   consumer: Consumer;
+  dispatcher: Dispatcher;
+  scheduler: RetryScheduler;
   close(): Promise<void>;
 }
 
-/** Boots the delivery process: joins its consumer group on the events topic. */
-export async function startDelivery(config: DeliveryConfig, opts: { log?: Logger } = {}): Promise<RunningDelivery> {
+export interface DeliveryOptions {
+  log?: Logger;
+  /** DNS for receiver names; tests inject a fake to play DNS rebinding. */
+  resolve?: Resolver;
+}
+
+export const USER_AGENT = 'event-platform-webhooks/1.0';
+
+/**
+ * Boots the delivery process: joins its consumer group on the events topic,
+ * turns events into delivery records, sends them, and retries from MongoDB.
+ */
+export async function startDelivery(config: DeliveryConfig, opts: DeliveryOptions = {}): Promise<RunningDelivery> {
   const log = opts.log ?? createLogger('delivery', config.logLevel).child({ instance: config.instanceId });
   const lifecycle = new Lifecycle(log);
   const mongo = createMongo(config);
@@ -25,16 +45,41 @@ export async function startDelivery(config: DeliveryConfig, opts: { log?: Logger
   await ensureTopic(admin, topicCatalog(config).events, log);
   await admin.disconnect();
 
+  const wh = config.webhooks;
+  const sender = createSender({
+    policy: { allowPrivate: wh.allowPrivateTargets },
+    resolve: opts.resolve ?? systemResolver,
+    caPem: wh.caPem,
+    timeoutMs: ATTEMPT_TIMEOUT_MS,
+    userAgent: USER_AGENT,
+  });
+  lifecycle.onStop('sender', () => sender.close());
+  const clock = (): Date => new Date();
+  const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock };
+  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule }, {
+    concurrency: wh.concurrency,
+    perSubscription: wh.concurrencyPerSubscription,
+  });
+  // Stopped after the consumer (hooks run in reverse): attempts in flight finish, queued ones are handed back.
+  lifecycle.onStop('dispatcher', () => dispatcher.stop(ATTEMPT_TIMEOUT_MS + 1000));
+
+  const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: wh.pollIntervalMs });
+  scheduler.start();
+  lifecycle.onStop('retry-scheduler', () => scheduler.stop());
+
+  const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: wh.retentionMs, intervalMs: 10 * 60_000, clock });
+  lifecycle.onStop('retention-sweeper', stopSweeper);
+
   const consumer = createConsumer(kafka, config.groupId);
   await consumer.connect();
   lifecycle.onStop('consumer', () => consumer.disconnect());
   await consumer.subscribe({ topic: config.kafka.eventsTopic, fromBeginning: true });
   await consumer.run({
     eachBatchAutoResolve: false,
-    eachBatch: async () => {
-      // Webhook dispatch lands with the webhooks issue; until then nothing is resolved or committed.
-    },
+    autoCommit: true,
+    partitionsConsumedConcurrently: 4,
+    eachBatch: eachBatchHandler({ ...shared, dispatcher }),
   });
-  log.info({ group: config.groupId }, 'delivery worker started');
-  return { log, mongo, consumer, close: () => lifecycle.stop() };
+  log.info({ group: config.groupId, concurrency: wh.concurrency, retries: wh.retrySchedule.length }, 'delivery worker started');
+  return { log, mongo, consumer, dispatcher, scheduler, close: () => lifecycle.stop() };
 }

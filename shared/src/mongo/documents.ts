@@ -80,28 +80,58 @@ export interface WebhookDoc {
   url: string;
   events: string[];
   description: string;
-  secret_enc: string; // AES-256-GCM, base64 of iv|tag|ciphertext
+  secret_enc: string; // SecretBox: `v1.` + base64 of iv|tag|ciphertext, bound to _id
+  /**
+   * 0 ≤ slot < the per-account cap, unique per account: taking a slot by
+   * insert is what enforces the cap under concurrent creates.
+   */
+  slot: number;
   created_at: Date;
   last_status: number | null;
   last_delivery_at: Date | null;
   last_error: string | null;
 }
 
-/** One delivery = one event to one subscription; retried until done or given up. */
+/**
+ * One delivery = one event to one subscription; retried until done or given up.
+ * The id is derived from (event id, subscription id), so consuming a batch
+ * twice never creates a second delivery.
+ */
 export interface DeliveryDoc {
-  _id: string; // delivery id, stable across retries
+  _id: string; // dlv_ + 24 hex, stable across retries (X-Service-Delivery, webhook-id)
   account_id: string;
   subscription_id: string;
   event_id: string;
-  event: Record<string, unknown>;
+  event_type: EventType;
+  /** The exact JSON body sent on every attempt (the event record). */
+  body: string;
   state: 'pending' | 'succeeded' | 'failed';
   attempts: number;
   next_attempt_at: Date | null;
+  /**
+   * How many times the delivery was claimed. Claim n is won by inserting
+   * `${_id}:${n}` into delivery_claims: a unique insert is atomic on every
+   * server we run on, so exactly one process wins each claim.
+   */
+  claim_seq: number;
+  /** The delivery process holding the right to send the next attempt, until lease_until. */
   lease_owner: string | null;
   lease_until: Date | null;
+  last_status: number | null;
+  last_outcome: string | null;
   created_at: Date;
   updated_at: Date;
 }
+
+/** Proof that one process won claim number n of a delivery. */
+export interface ClaimDoc {
+  _id: string; // `${delivery_id}:${n}`
+  delivery_id: string;
+  owner: string;
+  at: Date;
+}
+
+export type AttemptOutcome = 'ok' | 'timeout' | 'dns' | 'connect' | 'tls' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'blocked_address';
 
 export interface AttemptDoc {
   _id: string;
@@ -109,9 +139,14 @@ export interface AttemptDoc {
   subscription_id: string;
   account_id: string;
   event_id: string;
-  attempt: number;
+  event_type: EventType;
+  attempt: number; // 1-based
   status: number | null;
-  outcome: string; // ok | timeout | dns | connect | tls | http_4xx | http_5xx | http_3xx | blocked_address
+  outcome: AttemptOutcome;
+  /** Short diagnostic for failures without a status (e.g. "connect ECONNREFUSED"). */
+  error: string | null;
   duration_ms: number;
   at: Date;
+  /** When the next attempt is due, or null when this was the last one. */
+  next_attempt_at: Date | null;
 }

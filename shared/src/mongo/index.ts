@@ -10,6 +10,7 @@ import type { Logger } from '../log.js';
 import type {
   ApiKeyDoc,
   AttemptDoc,
+  ClaimDoc,
   DeliveryDoc,
   EventDoc,
   RateLimitDoc,
@@ -30,6 +31,7 @@ export const COLLECTION_NAMES = {
   webhooks: 'webhooks',
   deliveries: 'deliveries',
   attempts: 'delivery_attempts',
+  claims: 'delivery_claims',
   /** Owned by rate-limiter-flexible's Mongo store. */
   rateLimits: 'rate_limits',
 } as const;
@@ -43,6 +45,7 @@ export interface Collections {
   webhooks: Collection<WebhookDoc>;
   deliveries: Collection<DeliveryDoc>;
   attempts: Collection<AttemptDoc>;
+  claims: Collection<ClaimDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }
 
@@ -70,6 +73,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     webhooks: db.collection(COLLECTION_NAMES.webhooks),
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
     attempts: db.collection(COLLECTION_NAMES.attempts),
+    claims: db.collection(COLLECTION_NAMES.claims),
     rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
   };
   return { client, db, collections, close: () => client.close() };
@@ -84,12 +88,20 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   ],
   watermarks: [],
   streamSlots: [],
-  webhooks: [{ key: { account_id: 1, created_at: 1 }, name: 'account_created' }],
+  webhooks: [
+    { key: { account_id: 1, created_at: 1 }, name: 'account_created' },
+    { key: { account_id: 1, slot: 1 }, name: 'account_slot_unique', unique: true },
+  ],
   deliveries: [
     { key: { state: 1, next_attempt_at: 1 }, name: 'due' },
     { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },
+    { key: { updated_at: 1 }, name: 'updated' },
   ],
-  attempts: [{ key: { subscription_id: 1, at: -1 }, name: 'subscription_recent' }],
+  attempts: [
+    { key: { subscription_id: 1, at: -1 }, name: 'subscription_recent' },
+    { key: { at: 1 }, name: 'at' },
+  ],
+  claims: [{ key: { at: 1 }, name: 'at' }],
   // rate-limiter-flexible's own index creation is disabled (it insists on a TTL
   // index, which FerretDB refuses); these are the same two indexes. The unique
   // key is what keeps two processes from starting two windows for one key.

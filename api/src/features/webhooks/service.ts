@@ -1,0 +1,219 @@
+/**
+ * Webhook subscriptions: transport-free service functions used by the HTTP
+ * routes and the MCP tools. Every function takes the caller's account id; a
+ * subscription of another account is "not found", never "forbidden".
+ */
+import { randomBytes } from 'node:crypto';
+import { AppError, notFound, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
+import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
+import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
+import type { AttemptDoc, WebhookDoc } from '../../../../shared/src/mongo/index.js';
+import { newWebhookSecret } from '../../../../shared/src/signing.js';
+import { checkWebhookUrl, parseWebhookUrl } from '../../../../shared/src/url-safety.js';
+import type { ApiDeps } from '../../deps.js';
+import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput } from './schemas.js';
+
+export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events'>;
+
+/** The subscription as the API shows it (never the secret, except where stated). */
+export interface Webhook {
+  id: string;
+  url: string;
+  events: string[];
+  description: string;
+  created_at: string;
+  last_status: number | null;
+  last_delivery_at: string | null;
+  last_error: string | null;
+}
+
+export interface Attempt {
+  id: string;
+  delivery_id: string;
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  status: number | null;
+  outcome: string;
+  error: string | null;
+  duration_ms: number;
+  at: string;
+  next_attempt_at: string | null;
+}
+
+/** How long a URL check may wait for DNS before answering 503. */
+const RESOLVE_TIMEOUT_MS = 5000;
+
+export function toWebhook(doc: WebhookDoc): Webhook {
+  return {
+    id: doc._id,
+    url: doc.url,
+    events: doc.events,
+    description: doc.description,
+    created_at: doc.created_at.toISOString(),
+    last_status: doc.last_status,
+    last_delivery_at: doc.last_delivery_at ? doc.last_delivery_at.toISOString() : null,
+    last_error: doc.last_error,
+  };
+}
+
+function toAttempt(doc: AttemptDoc): Attempt {
+  return {
+    id: doc._id,
+    delivery_id: doc.delivery_id,
+    event_id: doc.event_id,
+    event_type: doc.event_type,
+    attempt: doc.attempt,
+    status: doc.status,
+    outcome: doc.outcome,
+    error: doc.error,
+    duration_ms: doc.duration_ms,
+    at: doc.at.toISOString(),
+    next_attempt_at: doc.next_attempt_at ? doc.next_attempt_at.toISOString() : null,
+  };
+}
+
+async function storage<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    throw asUnavailable(err, 'Webhook storage');
+  }
+}
+
+/** The caller's subscription or 404 (unknown id, malformed id and another account's id alike). */
+export async function findOwned(deps: WebhookDeps, accountId: string, id: string): Promise<WebhookDoc> {
+  if (!WEBHOOK_ID.test(id)) throw notFound('Webhook');
+  const doc = await storage(deps.mongo.collections.webhooks.findOne({ _id: id, account_id: accountId }));
+  if (!doc) throw notFound('Webhook');
+  return doc;
+}
+
+export async function listWebhooks(deps: WebhookDeps, accountId: string): Promise<{ webhooks: Webhook[] }> {
+  const docs = await storage(deps.mongo.collections.webhooks.find({ account_id: accountId }).sort({ created_at: 1, _id: 1 }).toArray());
+  return { webhooks: docs.map(toWebhook) };
+}
+
+export async function getWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<Webhook> {
+  return toWebhook(await findOwned(deps, accountId, id));
+}
+
+/** Resolves and checks the URL; 400 naming the reason, 503 when DNS cannot answer now. */
+async function assertSafeUrl(deps: WebhookDeps, url: string): Promise<string> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(unavailable('DNS resolution')), RESOLVE_TIMEOUT_MS);
+  });
+  try {
+    const verdict = await Promise.race([checkWebhookUrl(url, { allowPrivate: deps.config.webhooks.allowPrivateTargets }, deps.resolveHost), timeout]);
+    if (!verdict.ok) throw validationFailed([{ path: 'url', message: verdict.message }], `url is not allowed: ${verdict.message}`);
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    throw unavailable('DNS resolution');
+  } finally {
+    clearTimeout(timer);
+  }
+  // Store the parser's canonical form: what was checked is exactly what will be dialled.
+  const parsed = parseWebhookUrl(url);
+  return 'url' in parsed ? parsed.url.href : url;
+}
+
+function assertEvents(events: string[]): void {
+  if (events.includes('*') && events.length > 1) {
+    throw validationFailed([{ path: 'events', message: 'must be exactly ["*"] or a list of event types' }]);
+  }
+}
+
+const DUPLICATE_KEY = 11000;
+
+/**
+ * Creates a subscription and returns it with its secret. The cap holds under
+ * concurrent creates: each subscription takes one of the account's `cap`
+ * slots by inserting with a unique (account, slot) key, so two creates can
+ * never both take the last free slot (no transactions needed).
+ */
+export async function createWebhook(deps: WebhookDeps, accountId: string, input: CreateWebhookInput): Promise<Webhook & { secret: string }> {
+  assertEvents(input.events);
+  const { webhooks } = deps.mongo.collections;
+  const cap = deps.config.webhooks.maxPerAccount;
+  const full = (): AppError => new AppError('conflict', `An account may have at most ${cap} webhooks; delete one first`);
+  const taken = await storage(webhooks.find({ account_id: accountId }, { projection: { slot: 1 } }).toArray());
+  if (taken.length >= cap) throw full();
+  const url = await assertSafeUrl(deps, input.url);
+
+  const id = 'wh_' + randomBytes(12).toString('hex');
+  const secret = newWebhookSecret();
+  const used = new Set(taken.map((d) => d.slot));
+  for (let slot = 0; slot < cap; slot++) {
+    if (used.has(slot)) continue;
+    const doc: WebhookDoc = {
+      _id: id,
+      account_id: accountId,
+      url,
+      events: input.events,
+      description: input.description ?? '',
+      secret_enc: deps.secretBox.seal(secret, id),
+      slot,
+      created_at: deps.clock(),
+      last_status: null,
+      last_delivery_at: null,
+      last_error: null,
+    };
+    try {
+      await webhooks.insertOne(doc);
+      return { ...toWebhook(doc), secret };
+    } catch (err) {
+      if ((err as { code?: number }).code !== DUPLICATE_KEY) throw asUnavailable(err, 'Webhook storage');
+      // A concurrent create took this slot first: try the next one.
+    }
+  }
+  throw full();
+}
+
+/** Deletes the subscription; its pending deliveries are dropped and its attempt log removed. */
+export async function deleteWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<void> {
+  if (!WEBHOOK_ID.test(id)) throw notFound('Webhook');
+  const { webhooks, deliveries, attempts } = deps.mongo.collections;
+  const res = await storage(webhooks.deleteOne({ _id: id, account_id: accountId }));
+  if (res.deletedCount === 0) throw notFound('Webhook');
+  // Best effort: the delivery process also drops deliveries whose subscription is gone.
+  await storage(Promise.all([deliveries.deleteMany({ subscription_id: id }), attempts.deleteMany({ subscription_id: id })]));
+}
+
+export async function revealSecret(deps: WebhookDeps, accountId: string, id: string): Promise<{ secret: string }> {
+  const doc = await findOwned(deps, accountId, id);
+  return { secret: deps.secretBox.open(doc.secret_enc, doc._id) };
+}
+
+/**
+ * Fires a `webhook.ping` at one subscription. It goes through the event log
+ * like every event (polling, long-poll and SSE see it too); the delivery
+ * process sends it to the targeted subscription only. Resolves once the log
+ * has it, not when it is delivered.
+ */
+export async function pingWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<{ event_id: string }> {
+  const sub = await findOwned(deps, accountId, id);
+  const envelope = buildEnvelope(
+    { account_id: accountId, type: 'webhook.ping', data: { subscription_id: sub._id }, target_subscription_id: sub._id },
+    deps.clock(),
+  );
+  try {
+    await deps.events.log.publish([envelope]);
+  } catch (err) {
+    throw asUnavailable(err, 'The event log');
+  }
+  return { event_id: envelope.id };
+}
+
+/** Recent delivery attempts of one subscription, newest first. */
+export async function listDeliveries(deps: WebhookDeps, accountId: string, id: string, opts: { limit?: number } = {}): Promise<{ attempts: Attempt[] }> {
+  await findOwned(deps, accountId, id);
+  const docs = await storage(
+    deps.mongo.collections.attempts
+      .find({ subscription_id: id })
+      .sort({ at: -1, _id: -1 })
+      .limit(opts.limit ?? DEFAULT_ATTEMPTS_LIMIT)
+      .toArray(),
+  );
+  return { attempts: docs.map(toAttempt) };
+}

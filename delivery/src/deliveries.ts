@@ -1,0 +1,190 @@
+/**
+ * The delivery records in MongoDB and the lease protocol around them.
+ *
+ * A pending delivery belongs to whichever process holds an unexpired lease
+ * on it; only the holder may send its next attempt. A lease is won by
+ * inserting the claim document `${delivery id}:${claim_seq + 1}`: unique
+ * inserts are atomic on MongoDB and on FerretDB alike, whereas FerretDB 1.x
+ * applies conditional updates and findOneAndUpdate as read-then-write, so two
+ * processes could both "win" those. A process that read a stale copy of the
+ * delivery tries a claim number someone already took and loses; a crashed
+ * holder's lease runs out and the next claim number is free to take.
+ * Claim documents are kept (a deleted one could be won a second time by a
+ * stale reader) and only swept once far older than any read can be.
+ */
+import { createHash } from 'node:crypto';
+import { MongoBulkWriteError } from 'mongodb';
+import type { EventType } from '../../shared/src/eventlog/types.js';
+import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
+
+export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'claims'>;
+
+/** Deterministic, so consuming the same event twice finds the existing delivery. */
+export function deliveryId(eventId: string, subscriptionId: string): string {
+  return 'dlv_' + createHash('sha256').update(`${eventId}:${subscriptionId}`).digest('hex').slice(0, 24);
+}
+
+const DUPLICATE_KEY = 11000;
+const INSERT_CHUNK = 1000;
+
+/**
+ * Inserts new deliveries; returns the ids that were really new (a re-consumed
+ * batch finds its deliveries already there and leaves them to their holder).
+ */
+export async function insertDeliveries(c: DeliveryCollections, docs: DeliveryDoc[]): Promise<Set<string>> {
+  const inserted = new Set<string>();
+  for (let i = 0; i < docs.length; i += INSERT_CHUNK) {
+    const chunk = docs.slice(i, i + INSERT_CHUNK);
+    try {
+      await c.deliveries.insertMany(chunk, { ordered: false });
+      for (const d of chunk) inserted.add(d._id);
+    } catch (err) {
+      if (!(err instanceof MongoBulkWriteError)) throw err;
+      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+      if (errors.some((e) => e.code !== DUPLICATE_KEY)) throw err;
+      const failed = new Set(errors.map((e) => e.index));
+      chunk.forEach((d, index) => {
+        if (!failed.has(index)) inserted.add(d._id);
+      });
+    }
+  }
+  return inserted;
+}
+
+/** Due deliveries that nobody holds (or whose holder's lease ran out), oldest first. */
+export async function findDue(c: DeliveryCollections, now: Date, limit: number, skipSubscriptions: string[] = []): Promise<DeliveryDoc[]> {
+  return c.deliveries
+    .find({
+      state: 'pending',
+      next_attempt_at: { $lte: now },
+      $or: [{ lease_until: null }, { lease_until: { $lt: now } }],
+      ...(skipSubscriptions.length > 0 ? { subscription_id: { $nin: skipSubscriptions } } : {}),
+    })
+    .sort({ next_attempt_at: 1 })
+    .limit(limit)
+    .toArray();
+}
+
+/**
+ * Takes the next claim on a delivery as seen in `seen` (also used by a holder
+ * to extend its own lease: it takes the claim after its own). Returns the
+ * delivery as now held, or null when another process got that claim first.
+ */
+export async function claim(c: DeliveryCollections, seen: DeliveryDoc, owner: string, now: Date, leaseMs: number): Promise<DeliveryDoc | null> {
+  const seq = seen.claim_seq + 1;
+  try {
+    await c.claims.insertOne({ _id: `${seen._id}:${seq}`, delivery_id: seen._id, owner, at: now });
+  } catch (err) {
+    if ((err as { code?: number }).code === DUPLICATE_KEY) return null;
+    throw err;
+  }
+  const lease = { claim_seq: seq, lease_owner: owner, lease_until: new Date(now.getTime() + leaseMs), updated_at: now };
+  await c.deliveries.updateOne({ _id: seen._id }, { $set: lease });
+  return { ...seen, ...lease };
+}
+
+/** Hands deliveries we hold but will not send (shutdown) back for immediate claiming. */
+export async function releaseLeases(c: DeliveryCollections, ids: string[], owner: string, now: Date): Promise<void> {
+  if (ids.length === 0) return;
+  await c.deliveries.updateMany(
+    { _id: { $in: ids }, lease_owner: owner, state: 'pending' },
+    { $set: { lease_owner: null, lease_until: null, updated_at: now } },
+  );
+}
+
+export interface AttemptRecord {
+  delivery: DeliveryDoc;
+  attempt: number;
+  status: number | null;
+  outcome: AttemptDoc['outcome'];
+  error: string | null;
+  durationMs: number;
+  at: Date;
+  /** When to try again; null = this was the last attempt. Ignored on success. */
+  nextAttemptAt: Date | null;
+}
+
+/**
+ * Records a finished attempt: the attempt itself first (so a crash right
+ * after sending can at worst repeat a recorded attempt, never lose one), then
+ * the delivery's new state (only while we still hold it), then the
+ * subscription's last_* fields (only if no later attempt was recorded there).
+ */
+export async function recordAttempt(c: DeliveryCollections, r: AttemptRecord, attemptId: string): Promise<void> {
+  const d = r.delivery;
+  const succeeded = r.outcome === 'ok';
+  const next = succeeded ? null : r.nextAttemptAt;
+  await c.attempts.insertOne({
+    _id: attemptId,
+    delivery_id: d._id,
+    subscription_id: d.subscription_id,
+    account_id: d.account_id,
+    event_id: d.event_id,
+    event_type: d.event_type,
+    attempt: r.attempt,
+    status: r.status,
+    outcome: r.outcome,
+    error: r.error,
+    duration_ms: r.durationMs,
+    at: r.at,
+    next_attempt_at: next,
+  });
+  const now = new Date(r.at.getTime() + r.durationMs);
+  const state = succeeded ? 'succeeded' : next ? 'pending' : 'failed';
+  await c.deliveries.updateOne(
+    { _id: d._id, claim_seq: d.claim_seq },
+    {
+      $set: {
+        state,
+        attempts: r.attempt,
+        next_attempt_at: next,
+        lease_owner: null,
+        lease_until: null,
+        last_status: r.status,
+        last_outcome: r.outcome,
+        updated_at: now,
+      },
+    },
+  );
+  // Attempts of one subscription run concurrently: the latest start time wins, whatever order they finish in.
+  await c.webhooks.updateOne(
+    { _id: d.subscription_id, $or: [{ last_delivery_at: null }, { last_delivery_at: { $lte: r.at } }] },
+    { $set: { last_status: r.status, last_delivery_at: r.at, last_error: r.status === null ? r.outcome : null } },
+  );
+}
+
+/** A delivery whose subscription was deleted is dropped rather than sent. */
+export async function dropDelivery(c: DeliveryCollections, held: DeliveryDoc): Promise<void> {
+  await c.deliveries.deleteOne({ _id: held._id, claim_seq: held.claim_seq });
+}
+
+export function newDelivery(args: {
+  eventId: string;
+  eventType: EventType;
+  accountId: string;
+  subscription: WebhookDoc;
+  body: string;
+  owner: string;
+  now: Date;
+  leaseMs: number;
+}): DeliveryDoc {
+  const { now } = args;
+  return {
+    _id: deliveryId(args.eventId, args.subscription._id),
+    account_id: args.accountId,
+    subscription_id: args.subscription._id,
+    event_id: args.eventId,
+    event_type: args.eventType,
+    body: args.body,
+    state: 'pending',
+    attempts: 0,
+    next_attempt_at: now,
+    claim_seq: 1, // inserting the delivery is its first claim
+    lease_owner: args.owner,
+    lease_until: new Date(now.getTime() + args.leaseMs),
+    last_status: null,
+    last_outcome: null,
+    created_at: now,
+    updated_at: now,
+  };
+}

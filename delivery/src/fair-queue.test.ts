@@ -1,0 +1,26 @@
+import { expect } from 'chai';
+import { FairQueue } from './fair-queue.js';
+
+describe('fair queue', () => {
+  it('serves keys round-robin and caps how many of one key run at once', () => {
+    const q = new FairQueue<string>(2, 10);
+    for (const item of ['a1', 'a2', 'a3', 'a4']) q.push('a', item);
+    q.push('b', 'b1');
+    q.push('c', 'c1');
+    const order = [q.take(), q.take(), q.take(), q.take(), q.take()].map((t) => t?.item ?? null);
+    // a runs at most two; b and c are not stuck behind a's backlog.
+    expect(order).to.deep.equal(['a1', 'b1', 'c1', 'a2', null]);
+    expect(q.busyKeys()).to.deep.equal(['a']);
+    q.done('a');
+    expect(q.take()?.item).to.equal('a3');
+    expect(q.size).to.equal(1);
+  });
+
+  it('refuses items past the per-key waiting cap and drains what waits', () => {
+    const q = new FairQueue<number>(1, 2);
+    expect([q.push('k', 1), q.push('k', 2), q.push('k', 3), q.push('j', 4)]).to.deep.equal([true, true, false, true]);
+    expect(q.drain().sort()).to.deep.equal([1, 2, 4]);
+    expect(q.size).to.equal(0);
+    expect(q.take()).to.equal(null);
+  });
+});

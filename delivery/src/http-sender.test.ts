@@ -1,0 +1,96 @@
+import { readFileSync } from 'node:fs';
+import { expect } from 'chai';
+import { failTimes, hang, Receiver, status } from '../../shared/test/support/receiver.js';
+import type { Resolver } from '../../shared/src/url-safety.js';
+import { createSender, type Sender } from './http-sender.js';
+
+describe('http sender (real HTTPS receiver)', () => {
+  let receiver: Receiver;
+  let ca: string;
+  const senders: Sender[] = [];
+
+  const make = (over: { allowPrivate?: boolean; resolve?: Resolver; caPem?: string | null; timeoutMs?: number } = {}): Sender => {
+    const s = createSender({
+      policy: { allowPrivate: over.allowPrivate ?? true },
+      resolve: over.resolve ?? (async () => ['127.0.0.1']),
+      caPem: over.caPem === undefined ? ca : over.caPem,
+      timeoutMs: over.timeoutMs ?? 4000,
+      userAgent: 'test-agent/1',
+    });
+    senders.push(s);
+    return s;
+  };
+
+  before(async () => {
+    receiver = await Receiver.start();
+    ca = readFileSync(receiver.caFile, 'utf8');
+  });
+  after(async () => {
+    for (const s of senders) s.close();
+    await receiver.close();
+  });
+
+  it('posts the raw body with the given headers and reports 2xx as ok', async () => {
+    const res = await make().send(receiver.url('/ok'), '{"a":1}', { 'x-service-event': 'call.started' });
+    expect(res).to.include({ status: 200, outcome: 'ok', error: null });
+    const [got] = receiver.received('/ok');
+    expect(got?.raw.toString()).to.equal('{"a":1}');
+    expect(got?.headers).to.include({ 'content-type': 'application/json', 'x-service-event': 'call.started', 'user-agent': 'test-agent/1' });
+  });
+
+  it('classifies 3xx (not followed), 4xx and 5xx, and reads Retry-After', async () => {
+    receiver.on('/moved', status(302, { location: 'https://127.0.0.1:1/elsewhere' }));
+    receiver.on('/gone', status(410));
+    receiver.on('/busy', status(503, { 'retry-after': '120' }));
+    const s = make();
+    expect(await s.send(receiver.url('/moved'), '{}', {})).to.include({ status: 302, outcome: 'http_3xx' });
+    expect(await s.send(receiver.url('/gone'), '{}', {})).to.include({ status: 410, outcome: 'http_4xx' });
+    expect(await s.send(receiver.url('/busy'), '{}', {})).to.include({ status: 503, outcome: 'http_5xx', retryAfterMs: 120_000 });
+    expect(receiver.received('/moved')).to.have.length(1);
+  });
+
+  it('gives up on a hanging receiver at the timeout and calls it timeout', async () => {
+    receiver.on('/hang', hang);
+    const res = await make({ timeoutMs: 1000 }).send(receiver.url('/hang'), '{}', {});
+    expect(res).to.include({ status: null, outcome: 'timeout' });
+    expect(res.durationMs).to.be.within(900, 2500);
+  });
+
+  it('refuses a resolved inside address without connecting (DNS rebinding)', async () => {
+    receiver.on('/rebind', failTimes(0));
+    const res = await make({ allowPrivate: false, resolve: async () => ['93.184.216.34', '127.0.0.1'] }).send(
+      receiver.url('/rebind', 'rebind.webhooks.test'),
+      '{}',
+      {},
+    );
+    expect(res).to.include({ status: null, outcome: 'blocked_address' });
+    expect(res.error).to.match(/127\.0\.0\.1/);
+    expect(receiver.received('/rebind')).to.have.length(0);
+  });
+
+  it('refuses a literal inside address and a local name before any lookup', async () => {
+    let lookups = 0;
+    const s = make({ allowPrivate: false, resolve: async () => (lookups++, ['93.184.216.34']) });
+    expect(await s.send(receiver.url('/lit'), '{}', {})).to.include({ outcome: 'blocked_address' });
+    expect(await s.send(receiver.url('/lit', 'localhost'), '{}', {})).to.include({ outcome: 'blocked_address' });
+    expect(await s.send(receiver.url('/lit', '[::ffff:127.0.0.1]'), '{}', {})).to.include({ outcome: 'blocked_address' });
+    expect(lookups).to.equal(0);
+    expect(receiver.received('/lit')).to.have.length(0);
+  });
+
+  it('reports an untrusted certificate as tls, a refused port as connect, a missing name as dns', async () => {
+    expect(await make({ caPem: null }).send(receiver.url('/tls'), '{}', {})).to.include({ outcome: 'tls' });
+    expect(await make().send('https://127.0.0.1:1/x', '{}', {})).to.include({ outcome: 'connect' });
+    const nx: Resolver = async (n) => {
+      throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${n}`), { code: 'ENOTFOUND' });
+    };
+    expect(await make({ resolve: nx }).send(receiver.url('/x', 'nx.webhooks.test'), '{}', {})).to.include({ outcome: 'dns' });
+  });
+
+  it('connects to the checked address under the URL host name (certificate checked against the name)', async () => {
+    receiver.on('/named', failTimes(0));
+    const res = await make({ resolve: async () => ['127.0.0.1'] }).send(receiver.url('/named', 'hooks.webhooks.test'), '{}', {});
+    expect(res).to.include({ status: 200, outcome: 'ok' });
+    expect(receiver.received('/named')[0]?.headers.host).to.equal(`hooks.webhooks.test:${receiver.port}`);
+  });
+});

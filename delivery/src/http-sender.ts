@@ -1,0 +1,154 @@
+/**
+ * One HTTPS POST to a receiver, bounded in time and in what it may reach.
+ *
+ * The connection goes only to an address checked at this moment: the URL's
+ * literal IP is checked before anything is sent, and a name is resolved by
+ * our own lookup, which refuses the whole attempt if any address it got is
+ * not allowed (so a name re-pointed at an inside address after the
+ * subscription was created, DNS rebinding, never reaches it). Redirects are
+ * not followed: a 3xx is a failed attempt.
+ */
+import https from 'node:https';
+import type { LookupAddress, LookupOneOptions } from 'node:dns';
+import { rootCertificates } from 'node:tls';
+import got, { type Got } from 'got';
+import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
+import { checkAddress, checkHostName, hostKind, parseWebhookUrl, type Resolver, type SafetyPolicy } from '../../shared/src/url-safety.js';
+import { parseRetryAfter } from './retry-policy.js';
+
+export interface SendResult {
+  status: number | null;
+  outcome: AttemptOutcome;
+  /** Short diagnostic when no status came back. */
+  error: string | null;
+  retryAfterMs: number | null;
+  durationMs: number;
+}
+
+export interface SenderOptions {
+  policy: SafetyPolicy;
+  resolve: Resolver;
+  caPem: string | null;
+  timeoutMs: number;
+  userAgent: string;
+}
+
+export interface Sender {
+  send(url: string, body: string, headers: Record<string, string>): Promise<SendResult>;
+  close(): void;
+}
+
+/** Bytes of a response body we read (to keep the connection reusable) before hanging up. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+class BlockedAddressError extends Error {
+  readonly code = 'ERR_BLOCKED_ADDRESS';
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address?: string | LookupAddress[], family?: number) => void;
+
+/** A dns.lookup replacement for the socket: resolve, check every address, hand back only checked ones. */
+export function safeLookup(resolve: Resolver, policy: SafetyPolicy) {
+  return (hostname: string, options: LookupOneOptions & { all?: boolean }, callback: LookupCallback): void => {
+    resolve(hostname).then(
+      (addresses) => {
+        for (const address of addresses) {
+          const verdict = checkAddress(address, policy);
+          if (!verdict.ok) return callback(new BlockedAddressError(`${hostname}: ${verdict.message}`));
+        }
+        const all: LookupAddress[] = addresses
+          .map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
+          .filter((a) => !options.family || a.family === options.family);
+        const first = all[0];
+        if (!first) return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }));
+        if (options.all) return callback(null, all);
+        callback(null, first.address, first.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err),
+    );
+  };
+}
+
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|EPROTO$|HOSTNAME_MISMATCH)/;
+const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA']);
+
+/** Maps a failed request to the outcome codes we store. */
+export function classifyError(err: unknown): { outcome: AttemptOutcome; error: string } {
+  const e = err as { code?: string; name?: string; message?: string };
+  const code = e.code ?? '';
+  const error = `${code || e.name || 'error'}: ${e.message ?? ''}`.slice(0, 200);
+  if (code === 'ERR_BLOCKED_ADDRESS') return { outcome: 'blocked_address', error };
+  if (e.name === 'TimeoutError' || code === 'ETIMEDOUT') return { outcome: 'timeout', error };
+  if (DNS_CODES.has(code)) return { outcome: 'dns', error };
+  if (TLS_CODE.test(code) || /certificate|tls|ssl/i.test(e.message ?? '')) return { outcome: 'tls', error };
+  return { outcome: 'connect', error };
+}
+
+function outcomeOf(status: number): AttemptOutcome {
+  if (status >= 200 && status < 300) return 'ok';
+  if (status >= 300 && status < 400) return 'http_3xx';
+  if (status >= 400 && status < 500) return 'http_4xx';
+  return 'http_5xx';
+}
+
+/** Checks done before any socket is opened: scheme, host name rules, literal IP. */
+function precheck(url: string, policy: SafetyPolicy): string | null {
+  const parsed = parseWebhookUrl(url);
+  if ('verdict' in parsed) return parsed.verdict.message;
+  const host = hostKind(parsed.url.hostname);
+  const verdict = host.kind === 'ip' ? checkAddress(host.address, policy) : checkHostName(host.name, policy);
+  return verdict.ok ? null : verdict.message;
+}
+
+export function createSender(opts: SenderOptions): Sender {
+  // Keep-alive: many deliveries to one receiver reuse a connection (and its TLS session).
+  // A reused socket stays connected to the address that was checked when it opened.
+  const agent = new https.Agent({ keepAlive: true, maxFreeSockets: 64, scheduling: 'lifo', timeout: 30_000 });
+  const client: Got = got.extend({
+    agent: { https: agent },
+    dnsLookup: safeLookup(opts.resolve, opts.policy) as never,
+    https: opts.caPem ? { certificateAuthority: [...rootCertificates, opts.caPem] } : {},
+    timeout: { request: opts.timeoutMs },
+    retry: { limit: 0 },
+    followRedirect: false,
+    throwHttpErrors: false,
+    decompress: false,
+    http2: false,
+    headers: { 'user-agent': opts.userAgent },
+  });
+
+  async function send(url: string, body: string, headers: Record<string, string>): Promise<SendResult> {
+    const started = performance.now();
+    const elapsed = (): number => Math.round(performance.now() - started);
+    const blocked = precheck(url, opts.policy);
+    if (blocked) return { status: null, outcome: 'blocked_address', error: blocked, retryAfterMs: null, durationMs: elapsed() };
+    return new Promise<SendResult>((resolve) => {
+      let settled = false;
+      const stream = client.stream.post(url, { body, headers: { 'content-type': 'application/json', ...headers } });
+      stream.on('response', (res: { statusCode: number; headers: Record<string, string | string[] | undefined> }) => {
+        settled = true;
+        const retryAfter = res.headers['retry-after'];
+        resolve({
+          status: res.statusCode,
+          outcome: outcomeOf(res.statusCode),
+          error: null,
+          retryAfterMs: parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, new Date()),
+          durationMs: elapsed(),
+        });
+        // The answer is in; read a little of the body so the connection can be reused, then stop.
+        let read = 0;
+        stream.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          if (read > MAX_RESPONSE_BYTES) stream.destroy();
+        });
+      });
+      stream.on('error', (err: unknown) => {
+        if (settled) return; // a late error while draining the body changes nothing
+        settled = true;
+        resolve({ status: null, ...classifyError(err), retryAfterMs: null, durationMs: elapsed() });
+      });
+    });
+  }
+
+  return { send, close: () => agent.destroy() };
+}

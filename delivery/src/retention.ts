@@ -1,0 +1,40 @@
+/**
+ * Keeps the delivery records from growing without end. TTL indexes would do
+ * this on MongoDB, but FerretDB has none, so the delivery process sweeps:
+ * attempts and finished deliveries older than the retention period, and
+ * claim documents once far older than any read that could still race them.
+ */
+import type { Logger } from '../../shared/src/log.js';
+import type { DeliveryCollections } from './deliveries.js';
+
+const DAY = 24 * 3600 * 1000;
+/** Claims only guard against stale reads (seconds old); a day is far beyond any. */
+const CLAIM_RETENTION_MS = DAY;
+
+export interface SweepCounts {
+  attempts: number;
+  deliveries: number;
+  claims: number;
+}
+
+export async function sweepOnce(c: DeliveryCollections, now: Date, retentionMs: number): Promise<SweepCounts> {
+  const before = new Date(now.getTime() - retentionMs);
+  const attempts = await c.attempts.deleteMany({ at: { $lt: before } });
+  const deliveries = await c.deliveries.deleteMany({ state: { $in: ['succeeded', 'failed'] }, updated_at: { $lt: before } });
+  const claims = await c.claims.deleteMany({ at: { $lt: new Date(now.getTime() - CLAIM_RETENTION_MS) } });
+  return { attempts: attempts.deletedCount, deliveries: deliveries.deletedCount, claims: claims.deletedCount };
+}
+
+/** Sweeps every `intervalMs` (first after one interval); returns a stop function. */
+export function startSweeper(opts: { collections: DeliveryCollections; log: Logger; retentionMs: number; intervalMs: number; clock: () => Date }): () => void {
+  const timer = setInterval(() => {
+    sweepOnce(opts.collections, opts.clock(), opts.retentionMs).then(
+      (counts) => {
+        if (counts.attempts + counts.deliveries + counts.claims > 0) opts.log.info(counts, 'swept old delivery records');
+      },
+      (err: unknown) => opts.log.warn({ err }, 'could not sweep old delivery records; will try again'),
+    );
+  }, opts.intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,46 @@
+import { expect } from 'chai';
+import { loadDeliveryConfig } from './config.js';
+import { DEFAULT_SCHEDULE, nextDelay, parseRetryAfter, parseSchedule } from './retry-policy.js';
+
+describe('retry policy', () => {
+  const none = { status: 500, retryAfterMs: null };
+  const mid = () => 0.5;
+
+  it('follows 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h and then gives up', () => {
+    const delays = [1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => nextDelay(n, DEFAULT_SCHEDULE, none, mid));
+    expect(delays).to.deep.equal([5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, null]);
+  });
+
+  it('jitters each step by at most 20 percent either way', () => {
+    expect(nextDelay(1, DEFAULT_SCHEDULE, none, () => 0)).to.equal(4_000);
+    expect(nextDelay(1, DEFAULT_SCHEDULE, none, () => 0.999999)).to.be.within(5_999, 6_000);
+  });
+
+  it('honours Retry-After on 429 and 503 between the schedule step and one hour', () => {
+    expect(nextDelay(1, DEFAULT_SCHEDULE, { status: 429, retryAfterMs: 120_000 }, mid)).to.equal(120_000);
+    expect(nextDelay(1, DEFAULT_SCHEDULE, { status: 503, retryAfterMs: 1_000 }, mid)).to.equal(5_000);
+    expect(nextDelay(1, DEFAULT_SCHEDULE, { status: 429, retryAfterMs: 86_400_000 }, mid)).to.equal(3_600_000);
+    expect(nextDelay(1, DEFAULT_SCHEDULE, { status: 500, retryAfterMs: 120_000 }, mid)).to.equal(5_000);
+    expect(nextDelay(9, DEFAULT_SCHEDULE, { status: 429, retryAfterMs: 1_000 }, mid)).to.equal(null);
+  });
+
+  it('reads Retry-After as seconds or as an HTTP date', () => {
+    const now = new Date('2026-01-01T00:00:00Z');
+    expect(parseRetryAfter('120', now)).to.equal(120_000);
+    expect(parseRetryAfter('Thu, 01 Jan 2026 00:00:30 GMT', now)).to.equal(30_000);
+    expect(parseRetryAfter('soon', now)).to.equal(null);
+    expect(parseRetryAfter(undefined, now)).to.equal(null);
+  });
+
+  it('parses a configured schedule and names a bad step', () => {
+    expect(parseSchedule('1s, 1s,2s,500ms,2m,1h')).to.deep.equal([1000, 1000, 2000, 500, 120_000, 3_600_000]);
+    expect(() => parseSchedule('1s,soon')).to.throw(/bad duration "soon"/);
+    expect(() => loadDeliveryConfig({ WEBHOOK_RETRY_SCHEDULE: '5x' })).to.throw(/WEBHOOK_RETRY_SCHEDULE has a bad duration/);
+    expect(loadDeliveryConfig({ WEBHOOK_RETRY_SCHEDULE: '1s,2s' }).webhooks.retrySchedule).to.deep.equal([1000, 2000]);
+  });
+
+  it('refuses an unreadable CA file and a lease shorter than two attempts', () => {
+    expect(() => loadDeliveryConfig({ WEBHOOK_CA_FILE: '/nonexistent/ca.pem' })).to.throw(/WEBHOOK_CA_FILE cannot be read/);
+    expect(() => loadDeliveryConfig({ WEBHOOK_LEASE_MS: '1000' })).to.throw(/WEBHOOK_LEASE_MS must be between 8000/);
+  });
+});

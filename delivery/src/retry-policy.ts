@@ -1,0 +1,63 @@
+/**
+ * When to try a failed delivery again. Every non-2xx answer and every
+ * network failure is retried (a 410 too: it is recorded, and the user
+ * decides whether to delete the subscription); after the last step of the
+ * schedule the delivery is given up.
+ */
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+
+/** 5 s, 30 s, 2 m, 10 m, 30 m, 1 h, 2 h, 4 h: nine attempts over about 8 hours. */
+export const DEFAULT_SCHEDULE: number[] = [5_000, 30_000, 2 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR];
+
+/** A Retry-After answer may push the next attempt out, but never beyond this. */
+export const MAX_RETRY_AFTER_MS = HOUR;
+
+/** ±20 %: receivers recovering from an outage are not hit by every delivery at the same instant. */
+export const JITTER = 0.2;
+
+/** Parses "1s,1s,2s" or "500ms, 2m, 1h" into milliseconds. */
+export function parseSchedule(text: string): number[] {
+  const steps = text.split(',').map((part) => part.trim());
+  if (steps.length === 0 || steps.length > 50) throw new Error('must list 1 to 50 durations');
+  return steps.map((step) => {
+    const m = /^(\d{1,7})(ms|s|m|h)$/.exec(step);
+    if (!m) throw new Error(`has a bad duration "${step}" (want e.g. 500ms, 5s, 2m, 1h)`);
+    const ms = Number(m[1]) * (UNITS[m[2] as string] as number);
+    if (ms < 100 || ms > 24 * HOUR) throw new Error(`duration "${step}" must be between 100ms and 24h`);
+    return ms;
+  });
+}
+
+/** Seconds or an HTTP date; null when absent or unreadable. */
+export function parseRetryAfter(value: string | undefined, now: Date): number | null {
+  if (!value) return null;
+  const text = value.trim();
+  if (/^\d{1,10}$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return null;
+  return Math.max(0, at - now.getTime());
+}
+
+export interface AttemptResult {
+  status: number | null;
+  retryAfterMs: number | null;
+}
+
+/**
+ * Delay before the next attempt after attempt number `attempt` (1-based)
+ * failed, or null when the schedule is exhausted.
+ */
+export function nextDelay(attempt: number, schedule: number[], result: AttemptResult, random: () => number = Math.random): number | null {
+  const step = schedule[attempt - 1];
+  if (step === undefined) return null;
+  const jittered = Math.round(step * (1 - JITTER + 2 * JITTER * random()));
+  if ((result.status === 429 || result.status === 503) && result.retryAfterMs !== null) {
+    // Honour the receiver's wish, but no sooner than our own schedule and no later than an hour.
+    return Math.max(jittered, Math.min(result.retryAfterMs, MAX_RETRY_AFTER_MS));
+  }
+  return jittered;
+}

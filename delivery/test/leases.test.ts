@@ -1,0 +1,193 @@
+/**
+ * The lease protocol on the real Mongo server: two delivery processes never
+ * send the same attempt, a dead holder's deliveries are taken over, and a
+ * re-consumed batch creates no second delivery. Also DNS rebinding at
+ * delivery time through a full worker whose private-target setting is off.
+ */
+import { readFileSync } from 'node:fs';
+import { expect } from 'chai';
+import { pino } from 'pino';
+import { loadWebhookConfig } from '../../shared/src/config/webhooks.js';
+import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
+import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
+import { SecretBox } from '../../shared/src/secrets.js';
+import { Receiver } from '../../shared/test/support/receiver.js';
+import { uniqueName } from '../../shared/test/support/env.js';
+import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { loadDeliveryConfig } from '../src/config.js';
+import { decodeMessage, scheduleBatch } from '../src/consumer.js';
+import { Dispatcher } from '../src/dispatch.js';
+import { createSender } from '../src/http-sender.js';
+import { sweepOnce } from '../src/retention.js';
+import { RetryScheduler } from '../src/retry-scheduler.js';
+import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
+
+const silent = pino({ level: 'silent' });
+
+describe('delivery leases and safety', function () {
+  this.timeout(60_000);
+  let receiver: Receiver;
+  let env: Record<string, string>;
+  let mongo: Mongo;
+  let db: TestDb;
+
+  before(async () => {
+    receiver = await Receiver.start();
+    env = deliveryTestEnv(receiver.caFile, { MONGO_DB: `${deliveryTestEnv('x').MONGO_DB}_leases` });
+    mongo = createMongo(loadDeliveryConfig(env));
+    atRunEnd(() => mongo.close());
+    await ensureIndexes(mongo, silent);
+    db = new TestDb(env);
+  });
+  after(() => receiver.close());
+
+  /** A dispatcher + retry scheduler pair as one delivery process runs them, without Kafka. */
+  function deliveryProcess(owner: string): { dispatcher: Dispatcher; scheduler: RetryScheduler } {
+    const cfg = loadDeliveryConfig(env).webhooks;
+    const sender = createSender({ policy: { allowPrivate: true }, resolve: async () => ['127.0.0.1'], caPem: readFileSync(receiver.caFile, 'utf8'), timeoutMs: 4000, userAgent: 't' });
+    const shared = { log: silent, collections: mongo.collections, owner, leaseMs: cfg.leaseMs, clock: () => new Date() };
+    const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(cfg.secretKey), retrySchedule: cfg.retrySchedule }, { concurrency: 16, perSubscription: 16 });
+    const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: 50 });
+    atRunEnd(async () => {
+      await scheduler.stop();
+      await dispatcher.stop(5000);
+      sender.close();
+    });
+    return { dispatcher, scheduler };
+  }
+
+  function pending(id: string, sub: { _id: string; account_id: string }, over: Partial<DeliveryDoc> = {}): DeliveryDoc {
+    const now = new Date();
+    return {
+      _id: id,
+      account_id: sub.account_id,
+      subscription_id: sub._id,
+      event_id: 'evt_' + id,
+      event_type: 'call.started',
+      body: JSON.stringify({ id: 'evt_' + id }),
+      state: 'pending',
+      attempts: 0,
+      next_attempt_at: now,
+      claim_seq: 1,
+      lease_owner: null,
+      lease_until: null,
+      last_status: null,
+      last_outcome: null,
+      created_at: now,
+      updated_at: now,
+      ...over,
+    };
+  }
+
+  it('three processes claiming the same due deliveries send each attempt exactly once', async () => {
+    // Every delivery fails once then succeeds: two claims per delivery, on different processes or not.
+    const seen = new Set<string>();
+    receiver.on('/race', (_n, req) => {
+      const id = req.headers['x-service-delivery'] as string;
+      if (seen.has(id)) return { status: 200 };
+      seen.add(id);
+      return { status: 503 };
+    });
+    const sub = await db.subscribe(newAccountId(), receiver.url('/race'), ['*']);
+    const ids = Array.from({ length: 60 }, (_, i) => `dlv_race_${i}_${uniqueName('x')}`);
+    await mongo.collections.deliveries.insertMany(ids.map((id) => pending(id, sub)));
+    for (const owner of ['proc-a', 'proc-b', 'proc-c']) deliveryProcess(owner).scheduler.start();
+    await receiver.waitFor('/race', 120, 40_000);
+    await db.until(async () => (await mongo.collections.deliveries.countDocuments({ subscription_id: sub._id, state: 'succeeded' })) === 60, 10_000, 'all succeeded');
+    await new Promise((r) => setTimeout(r, 1500));
+    const sent = receiver.received('/race').map((r) => r.headers['x-service-delivery'] as string);
+    const perDelivery = new Map<string, number>();
+    for (const id of sent) perDelivery.set(id, (perDelivery.get(id) ?? 0) + 1);
+    expect(sent).to.have.length(120);
+    expect([...perDelivery.values()].every((n) => n === 2)).to.equal(true);
+    const attempts = await db.attempts(sub._id);
+    expect(attempts).to.have.length(120);
+    expect(attempts.filter((a) => a.attempt === 1).every((a) => a.status === 503)).to.equal(true);
+    expect(attempts.filter((a) => a.attempt === 2).every((a) => a.status === 200)).to.equal(true);
+  });
+
+  it('takes over a delivery whose holder died once its lease has run out, not before', async () => {
+    const sub = await db.subscribe(newAccountId(), receiver.url('/takeover'), ['*']);
+    const future = new Date(Date.now() + 3000);
+    await mongo.collections.deliveries.insertMany([
+      pending('dlv_dead_expired_' + uniqueName('x'), sub, { lease_owner: 'dead', lease_until: new Date(Date.now() - 1000) }),
+      pending('dlv_dead_live_' + uniqueName('x'), sub, { lease_owner: 'dead', lease_until: future }),
+    ]);
+    const { scheduler } = deliveryProcess('proc-c');
+    scheduler.start();
+    const [first] = await receiver.waitFor('/takeover', 1, 10_000);
+    expect(first!.headers['x-service-delivery']).to.match(/^dlv_dead_expired_/);
+    expect(Date.now()).to.be.below(future.getTime());
+    const both = await receiver.waitFor('/takeover', 2, 15_000);
+    expect(both[1]!.at).to.be.at.least(future.getTime());
+  });
+
+  it('creates no second delivery when a batch is consumed again', async () => {
+    const account = newAccountId();
+    await db.subscribe(account, receiver.url('/again'), ['*']);
+    const { dispatcher } = deliveryProcess('proc-d');
+    const msg = (offset: string, ev: object) => ({ key: null, value: Buffer.from(JSON.stringify(ev)), offset, timestamp: '0', attributes: 0, headers: {} }) as never;
+    const events = [envelope(account, 'call.started'), envelope(account, 'call.ended')].map((e, i) => decodeMessage(msg(String(i), e), 0, silent)!);
+    const deps = { log: silent, collections: mongo.collections, dispatcher, owner: 'proc-d', leaseMs: 8000, clock: () => new Date() };
+    expect(await scheduleBatch(deps, events)).to.equal(2);
+    expect(await scheduleBatch(deps, events)).to.equal(0);
+    await receiver.waitFor('/again', 2);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(receiver.received('/again')).to.have.length(2);
+  });
+
+  it('sweeps attempts and finished deliveries past retention, and old claims, keeping pending work', async () => {
+    const sub = await db.subscribe(newAccountId(), receiver.url('/sweep'), ['*']);
+    const now = new Date();
+    const old = new Date(now.getTime() - 31 * 24 * 3600 * 1000);
+    const tag = uniqueName('sweep');
+    const c = mongo.collections;
+    await c.deliveries.insertMany([
+      pending(`dlv_${tag}_old_done`, sub, { state: 'succeeded', updated_at: old, next_attempt_at: null }),
+      pending(`dlv_${tag}_old_pending`, sub, { updated_at: old, next_attempt_at: new Date(now.getTime() + 3_600_000) }),
+      pending(`dlv_${tag}_new_done`, sub, { state: 'failed', next_attempt_at: null }),
+    ]);
+    const attempt = (id: string, at: Date) => ({
+      _id: id, delivery_id: 'd', subscription_id: sub._id, account_id: sub.account_id, event_id: 'e', event_type: 'call.started' as const,
+      attempt: 1, status: 200, outcome: 'ok' as const, error: null, duration_ms: 1, at, next_attempt_at: null,
+    });
+    await c.attempts.insertMany([attempt(`att_${tag}_old`, old), attempt(`att_${tag}_new`, now)]);
+    await c.claims.insertMany([
+      { _id: `${tag}:old`, delivery_id: 'd', owner: 'x', at: new Date(now.getTime() - 2 * 24 * 3600 * 1000) },
+      { _id: `${tag}:new`, delivery_id: 'd', owner: 'x', at: now },
+    ]);
+    await sweepOnce(c, now, 30 * 24 * 3600 * 1000);
+    const left = async (coll: 'deliveries' | 'attempts' | 'claims') =>
+      (await (c[coll] as any).find({ _id: { $regex: tag } }).toArray()).map((d: { _id: string }) => d._id).sort();
+    expect(await left('deliveries')).to.deep.equal([`dlv_${tag}_new_done`, `dlv_${tag}_old_pending`]);
+    expect(await left('attempts')).to.deep.equal([`att_${tag}_new`]);
+    expect(await left('claims')).to.deep.equal([`${tag}:new`]);
+  });
+
+  it('blocks a name that resolved to a public address at creation but resolves inside at delivery', async () => {
+    const strictEnv = deliveryTestEnv(receiver.caFile, {
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false',
+      EVENTS_TOPIC: `${env.EVENTS_TOPIC}-rebind`,
+      MONGO_DB: `${env.MONGO_DB}_rebind`,
+    });
+    // At delivery time the name answers 127.0.0.1, where the receiver listens.
+    const lookups: string[] = [];
+    await startTestDelivery(strictEnv, async (name) => (lookups.push(name), ['127.0.0.1']));
+    await waitForGroup(strictEnv);
+    const strictDb = new TestDb(strictEnv);
+    const account = newAccountId();
+    const sub = await strictDb.subscribe(account, receiver.url('/rebind', 'rebind.webhooks.test'), ['*']);
+    await new TestLog(strictEnv).publish([envelope(account, 'call.started')]);
+    const [attempt] = await strictDb.until(async () => {
+      const list = await strictDb.attempts(sub._id);
+      return list.length > 0 && list;
+    }, 20_000, 'blocked attempt');
+    expect(attempt).to.include({ outcome: 'blocked_address', status: null });
+    expect(attempt.error).to.match(/127\.0\.0\.1/);
+    expect(lookups).to.include('rebind.webhooks.test');
+    const w = await strictDb.until(async () => (await strictDb.webhook(sub._id))?.last_error && strictDb.webhook(sub._id), 10_000, 'last_error');
+    expect(w).to.include({ last_status: null, last_error: 'blocked_address' });
+    expect(receiver.received('/rebind')).to.have.length(0);
+    expect(loadWebhookConfig(strictEnv, false).allowPrivateTargets).to.equal(false);
+  });
+});

@@ -1,0 +1,154 @@
+/**
+ * Helpers for delivery-process tests: start a worker in-process with test
+ * settings, put events on the real topic, and create subscriptions straight
+ * in the real database.
+ */
+import { randomBytes } from 'node:crypto';
+import { Kafka, Partitioners, logLevel, type RecordMetadata } from 'kafkajs';
+import { MongoClient } from 'mongodb';
+import { loadWebhookConfig } from '../../../shared/src/config/webhooks.js';
+import type { EventEnvelope, EventType } from '../../../shared/src/eventlog/types.js';
+import type { WebhookDoc } from '../../../shared/src/mongo/index.js';
+import { SecretBox } from '../../../shared/src/secrets.js';
+import { newWebhookSecret } from '../../../shared/src/signing.js';
+import type { Resolver } from '../../../shared/src/url-safety.js';
+import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { baseTestEnv, uniqueName } from '../../../shared/test/support/env.js';
+import { loadDeliveryConfig } from '../../src/config.js';
+import { startDelivery, type RunningDelivery } from '../../src/worker.js';
+
+/** Settings every delivery test wants: reach the local receiver, short retries, short leases. */
+export function deliveryTestEnv(caFile: string, overrides: Record<string, string> = {}): Record<string, string> {
+  return baseTestEnv({
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WEBHOOK_CA_FILE: caFile,
+    WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s',
+    WEBHOOK_LEASE_MS: '15000',
+    WEBHOOK_POLL_INTERVAL_MS: '200',
+    DELIVERY_GROUP_ID: uniqueName('delivery-test'),
+    INSTANCE_ID: uniqueName('dw'),
+    ...overrides,
+  });
+}
+
+export async function startTestDelivery(env: Record<string, string>, resolve?: Resolver): Promise<RunningDelivery> {
+  const worker = await startDelivery(loadDeliveryConfig(env), { resolve });
+  atRunEnd(() => worker.close());
+  return worker;
+}
+
+/** Resolves when the worker's consumer group has its partitions (so produced events are seen). */
+export async function waitForGroup(env: Record<string, string>): Promise<void> {
+  const admin = new Kafka({ brokers: env.KAFKA_BROKERS!.split(','), logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    for (let i = 0; i < 150; i++) {
+      const { groups } = await admin.describeGroups([env.DELIVERY_GROUP_ID!]);
+      if (groups[0]?.state === 'Stable') return;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    throw new Error('delivery consumer group never became stable');
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export class TestLog {
+  private readonly kafka: Kafka;
+  private producer: ReturnType<Kafka['producer']> | null = null;
+
+  constructor(private readonly env: Record<string, string>) {
+    this.kafka = new Kafka({ brokers: env.KAFKA_BROKERS!.split(','), logLevel: logLevel.NOTHING });
+    atRunEnd(() => this.producer?.disconnect());
+  }
+
+  private async connected(): Promise<ReturnType<Kafka['producer']>> {
+    if (!this.producer) {
+      this.producer = this.kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+      await this.producer.connect();
+    }
+    return this.producer;
+  }
+
+  /** Produces all envelopes in one send (one batch for the consumer). */
+  async publishAtOnce(envelopes: EventEnvelope[]): Promise<void> {
+    const producer = await this.connected();
+    await producer.send({ topic: this.env.EVENTS_TOPIC!, acks: -1, messages: envelopes.map((e) => ({ key: e.account_id, value: JSON.stringify(e) })) });
+  }
+
+  /** Produces envelopes one by one, keyed by account as the API does; returns where each landed. */
+  async publish(envelopes: EventEnvelope[]): Promise<RecordMetadata[]> {
+    await this.connected();
+    const out: RecordMetadata[] = [];
+    for (const e of envelopes) {
+      const [meta] = await this.producer!.send({ topic: this.env.EVENTS_TOPIC!, acks: -1, messages: [{ key: e.account_id, value: JSON.stringify(e) }] });
+      out.push(meta as RecordMetadata);
+    }
+    return out;
+  }
+}
+
+export function envelope(accountId: string, type: EventType, data: Record<string, unknown> = {}, extra: Partial<EventEnvelope> = {}): EventEnvelope {
+  return { id: 'evt_' + randomBytes(12).toString('hex'), account_id: accountId, type, created_at: new Date().toISOString(), data, ...extra };
+}
+
+export const newAccountId = (): string => 'acct_' + randomBytes(8).toString('hex');
+
+export class TestDb {
+  readonly client: MongoClient;
+  private readonly box: SecretBox;
+
+  constructor(private readonly env: Record<string, string>) {
+    this.client = new MongoClient(env.MONGO_URL!, { serverSelectionTimeoutMS: 5000, retryWrites: false });
+    this.box = new SecretBox(loadWebhookConfig(env, false).secretKey);
+    atRunEnd(() => this.client.close());
+  }
+
+  get db() {
+    return this.client.db(this.env.MONGO_DB!);
+  }
+
+  collection(name: 'webhooks' | 'deliveries' | 'delivery_attempts') {
+    return this.db.collection<any>(name);
+  }
+
+  /** A subscription as the API would store it; returns it with its plain secret. */
+  async subscribe(accountId: string, url: string, events: string[]): Promise<WebhookDoc & { secret: string }> {
+    const id = 'wh_' + randomBytes(12).toString('hex');
+    const secret = newWebhookSecret();
+    const doc: WebhookDoc = {
+      _id: id,
+      account_id: accountId,
+      url,
+      events,
+      description: '',
+      secret_enc: this.box.seal(secret, id),
+      slot: Math.floor(Math.random() * 1e9),
+      created_at: new Date(),
+      last_status: null,
+      last_delivery_at: null,
+      last_error: null,
+    };
+    await this.db.collection<WebhookDoc>('webhooks').insertOne(doc);
+    return { ...doc, secret };
+  }
+
+  webhook(id: string): Promise<WebhookDoc | null> {
+    return this.db.collection<WebhookDoc>('webhooks').findOne({ _id: id });
+  }
+
+  attempts(subscriptionId: string): Promise<any[]> {
+    return this.collection('delivery_attempts').find({ subscription_id: subscriptionId }).sort({ at: 1 }).toArray();
+  }
+
+  /** Polls until `check` returns a truthy value. */
+  async until<T>(check: () => Promise<T | null | undefined | false>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const v = await check();
+      if (v) return v;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}

@@ -1,0 +1,30 @@
+import { ConfigError, type Env, bool, optionalStr } from './env.js';
+
+/** Webhook settings both processes read: the API checks and seals, the delivery process checks and signs. */
+export interface WebhookConfig {
+  /** 32-byte AES-256-GCM key sealing the signing secrets at rest. */
+  secretKey: Buffer;
+  /**
+   * Development/test only: lets subscriptions target loopback and private
+   * addresses (a receiver on this machine). Refused when NODE_ENV=production.
+   */
+  allowPrivateTargets: boolean;
+}
+
+// base64 of the 32 ASCII bytes "dev-only-webhook-key-change-me!!".
+const DEV_SECRET_KEY = Buffer.from('dev-only-webhook-key-change-me!!').toString('base64');
+
+export function loadWebhookConfig(env: Env, production: boolean): WebhookConfig {
+  const raw = optionalStr(env, 'WEBHOOK_SECRET_KEY');
+  if (raw === undefined && production) throw new ConfigError('WEBHOOK_SECRET_KEY', 'is required when NODE_ENV=production');
+  const encoded = raw ?? DEV_SECRET_KEY;
+  const key = Buffer.from(encoded, 'base64');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || key.length !== 32) {
+    throw new ConfigError('WEBHOOK_SECRET_KEY', 'must be the base64 of exactly 32 bytes (openssl rand -base64 32)');
+  }
+  const allowPrivateTargets = bool(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false);
+  if (allowPrivateTargets && production) {
+    throw new ConfigError('WEBHOOK_ALLOW_PRIVATE_TARGETS', 'is a development setting and is refused when NODE_ENV=production');
+  }
+  return { secretKey: key, allowPrivateTargets };
+}

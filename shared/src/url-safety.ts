@@ -1,0 +1,219 @@
+/**
+ * Where a webhook may be sent. The same rules run when a subscription is
+ * created (literal host or every address its name resolves to) and again
+ * right before each delivery connects (the addresses actually dialled), so a
+ * name that is re-pointed at an inside address later (DNS rebinding) is
+ * still refused.
+ *
+ * The check is an allowlist: an IPv4 address must be ordinary unicast and an
+ * IPv6 address global unicast (2000::/3) outside every special range.
+ * Tunnelled/translated IPv6 forms (IPv4-mapped, IPv4-compatible, 6to4, NAT64)
+ * are judged by the IPv4 address they carry.
+ */
+import { lookup } from 'node:dns/promises';
+import ipaddr from 'ipaddr.js';
+
+/** Resolves a host name to every address it has (tests inject a fake). */
+export type Resolver = (hostname: string) => Promise<string[]>;
+
+export const systemResolver: Resolver = async (hostname) => {
+  const found = await lookup(hostname, { all: true, verbatim: true });
+  return found.map((a) => a.address);
+};
+
+export type BlockReason =
+  | 'invalid_url'
+  | 'scheme'
+  | 'credentials'
+  | 'local_name'
+  | 'unresolvable'
+  | 'loopback'
+  | 'private'
+  | 'link_local'
+  | 'cgnat'
+  | 'multicast'
+  | 'unspecified'
+  | 'broadcast'
+  | 'documentation'
+  | 'reserved';
+
+export interface SafetyPolicy {
+  /**
+   * Development only: lets loopback, RFC 1918 / fc00::/7 addresses and local
+   * names through (a receiver on the developer's machine or compose network).
+   * Link-local (cloud metadata), multicast, reserved and the rest stay blocked.
+   */
+  allowPrivate: boolean;
+}
+
+export type Verdict = { ok: true } | { ok: false; reason: BlockReason; message: string };
+
+const DESCRIBE: Record<BlockReason, string> = {
+  invalid_url: 'not a valid URL',
+  scheme: 'not https',
+  credentials: 'contains credentials',
+  local_name: 'a local or internal name',
+  unresolvable: 'does not resolve',
+  loopback: 'a loopback address',
+  private: 'a private address',
+  link_local: 'a link-local address',
+  cgnat: 'a carrier-grade NAT address',
+  multicast: 'a multicast address',
+  unspecified: 'an unspecified address',
+  broadcast: 'a broadcast address',
+  documentation: 'a documentation address',
+  reserved: 'a reserved or special-purpose address',
+};
+
+/** Reasons the development setting waives. */
+const PRIVATE_REASONS = new Set<BlockReason>(['loopback', 'private', 'local_name']);
+
+const DOCUMENTATION_V4 = ['192.0.2.0/24', '198.51.100.0/24', '203.0.113.0/24'].map((c) => ipaddr.IPv4.parseCIDR(c));
+const DOCUMENTATION_V6 = ipaddr.IPv6.parseCIDR('2001:db8::/32');
+const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR('2000::/3');
+const IPV4_COMPATIBLE_V6 = ipaddr.IPv6.parseCIDR('::/96');
+
+/** Suffixes that only mean something inside a network (RFC 6761, 6762, 8375 and common practice). */
+const LOCAL_SUFFIXES = ['localhost', 'local', 'internal', 'localdomain', 'lan', 'home.arpa', 'arpa', 'intranet', 'corp', 'home'];
+
+function classifyV4(addr: ipaddr.IPv4): BlockReason | null {
+  const range = addr.range();
+  switch (range) {
+    case 'unicast':
+      return null;
+    case 'loopback':
+      return 'loopback';
+    case 'private':
+      return 'private';
+    case 'linkLocal':
+      return 'link_local';
+    case 'carrierGradeNat':
+      return 'cgnat';
+    case 'multicast':
+      return 'multicast';
+    case 'unspecified':
+      return 'unspecified';
+    case 'broadcast':
+      return 'broadcast';
+    default:
+      return DOCUMENTATION_V4.some((cidr) => addr.match(cidr)) ? 'documentation' : 'reserved';
+  }
+}
+
+function embeddedV4(addr: ipaddr.IPv6, fromPart: number): ipaddr.IPv4 {
+  const p = addr.parts;
+  const hi = p[fromPart] ?? 0;
+  const lo = p[fromPart + 1] ?? 0;
+  return new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+}
+
+function classifyV6(addr: ipaddr.IPv6): BlockReason | null {
+  const range = addr.range();
+  switch (range) {
+    case 'ipv4Mapped':
+    case 'rfc6145':
+      return classifyV4(embeddedV4(addr, 6));
+    case 'rfc6052':
+      // 64:ff9b::/96 carries a public IPv4 address; the local-use 64:ff9b:1::/48 is a private network.
+      return addr.parts[2] === 0 ? classifyV4(embeddedV4(addr, 6)) : 'private';
+    case '6to4':
+      return classifyV4(embeddedV4(addr, 1));
+    case 'loopback':
+      return 'loopback';
+    case 'uniqueLocal':
+      return 'private';
+    case 'linkLocal':
+      return 'link_local';
+    case 'multicast':
+      return 'multicast';
+    case 'unspecified':
+      return 'unspecified';
+    case 'unicast':
+      if (addr.match(IPV4_COMPATIBLE_V6)) return classifyV4(embeddedV4(addr, 6));
+      return addr.match(GLOBAL_UNICAST_V6) ? null : 'reserved';
+    default:
+      // Teredo, discard, benchmarking, ORCHID, AS112 and friends.
+      return addr.match(DOCUMENTATION_V6) ? 'documentation' : 'reserved';
+  }
+}
+
+/** Classifies one IP address; null when it is a public unicast address. */
+export function classifyAddress(ip: string): BlockReason | null {
+  const text = ip.startsWith('[') && ip.endsWith(']') ? ip.slice(1, -1) : ip;
+  if (ipaddr.IPv4.isValidFourPartDecimal(text)) return classifyV4(ipaddr.IPv4.parse(text));
+  if (ipaddr.IPv6.isValid(text)) return classifyV6(ipaddr.IPv6.parse(text));
+  // Not a canonical address (resolvers and the URL parser only give canonical ones).
+  return 'reserved';
+}
+
+function verdict(reason: BlockReason | null, policy: SafetyPolicy, subject: string): Verdict {
+  if (reason === null || (policy.allowPrivate && PRIVATE_REASONS.has(reason))) return { ok: true };
+  return { ok: false, reason, message: `${subject} is ${DESCRIBE[reason]}` };
+}
+
+/** Checks an address about to be connected to. */
+export function checkAddress(ip: string, policy: SafetyPolicy): Verdict {
+  return verdict(classifyAddress(ip), policy, `address ${ip}`);
+}
+
+export type HostKind = { kind: 'ip'; address: string } | { kind: 'name'; name: string };
+
+/** The URL parser already turns 2130706433, 0x7f000001, 0177.0.0.1 and 127.1 into 127.0.0.1. */
+export function hostKind(hostname: string): HostKind {
+  if (hostname.startsWith('[')) return { kind: 'ip', address: hostname.slice(1, -1) };
+  if (ipaddr.IPv4.isValidFourPartDecimal(hostname)) return { kind: 'ip', address: hostname };
+  return { kind: 'name', name: hostname.toLowerCase().replace(/\.$/, '') };
+}
+
+function isLocalName(name: string): boolean {
+  if (!name.includes('.')) return true; // single label: resolved through search domains, i.e. inside
+  return LOCAL_SUFFIXES.some((suffix) => name === suffix || name.endsWith(`.${suffix}`));
+}
+
+/** Name rules only (no resolution): local and single-label names are inside names. */
+export function checkHostName(name: string, policy: SafetyPolicy): Verdict {
+  return verdict(isLocalName(name) ? 'local_name' : null, policy, `url host ${name}`);
+}
+
+/** Static checks on a URL string: parse, scheme, credentials. Returns the parsed URL or a verdict. */
+export function parseWebhookUrl(raw: string): { url: URL } | { verdict: Verdict & { ok: false } } {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return { verdict: { ok: false, reason: 'invalid_url', message: 'url is not a valid URL' } };
+  }
+  if (url.protocol !== 'https:') return { verdict: { ok: false, reason: 'scheme', message: 'url must use https' } };
+  if (url.username !== '' || url.password !== '' || /^https:\/\/[^/?#]*@/i.test(raw.trim())) {
+    return { verdict: { ok: false, reason: 'credentials', message: 'url must not contain credentials' } };
+  }
+  if (url.hostname === '') return { verdict: { ok: false, reason: 'invalid_url', message: 'url has no host' } };
+  return { url };
+}
+
+/**
+ * The full check at subscription time: static rules, then the literal
+ * address or every address the name resolves to.
+ */
+export async function checkWebhookUrl(raw: string, policy: SafetyPolicy, resolve: Resolver): Promise<Verdict> {
+  const parsed = parseWebhookUrl(raw);
+  if ('verdict' in parsed) return parsed.verdict;
+  const host = hostKind(parsed.url.hostname);
+  if (host.kind === 'ip') return verdict(classifyAddress(host.address), policy, `url host ${host.address}`);
+  const named = checkHostName(host.name, policy);
+  if (!named.ok) return named;
+  let addresses: string[];
+  try {
+    addresses = await resolve(host.name);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code && !['ENOTFOUND', 'ENODATA', 'ENONAME', 'EAI_NONAME', 'EAI_NODATA'].includes(code)) throw err;
+    addresses = [];
+  }
+  if (addresses.length === 0) return { ok: false, reason: 'unresolvable', message: `url host ${host.name} does not resolve` };
+  for (const address of addresses) {
+    const v = verdict(classifyAddress(address), policy, `url host ${host.name} resolves to ${address}, which`);
+    if (!v.ok) return v;
+  }
+  return { ok: true };
+}
