@@ -9,6 +9,7 @@ import { ensureAccounts, split } from '../lib/accounts.mjs';
 import { benchDir } from '../lib/paths.mjs';
 import { freePort, startNode } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
+import { infraCpu } from '../lib/infra-cpu.mjs';
 import { median, sleep } from '../lib/stats.mjs';
 
 export const title = 'Idle capacity (10,000 long-polls + 3,000 streams on one API process)';
@@ -29,10 +30,12 @@ export async function run(ctx) {
   // --- ours
   const workers = spawnWorkers('waiters');
   const t0 = Date.now();
-  await Promise.all(workers.map((w) => w.child.request('open', { url: a.url, accounts: w.group.map(({ id, key }) => ({ id, key })), longPolls: LONG_POLLS, streams: STREAMS }, 300_000)));
-  const reached = await waitHeld(ctx, workers, a, ACCOUNTS * STREAMS, ctx.quick ? 90_000 : 150_000);
+  const openInfra = infraCpu();
+  await Promise.all(workers.map((w) => w.child.request('open', { url: a.url, accounts: w.group.map(({ id, token }) => ({ id, credential: token })), longPolls: LONG_POLLS, streams: STREAMS }, 300_000)));
+  const reached = await waitHeld(ctx, workers, a, ACCOUNTS * STREAMS, ctx.quick ? 45_000 : 75_000);
   const openSeconds = (Date.now() - t0) / 1000;
-  ctx.log(`held after ${openSeconds.toFixed(0)} s: ${reached.longpoll} long-polls pending, ${reached.stream} streams open`);
+  const openCpu = { ...openInfra.read(), api: (await a.child.request('stats', { reset: false })).cpu };
+  ctx.log(`held after ${openSeconds.toFixed(0)} s: ${reached.longpoll} long-poll requests pending, ${reached.stream} streams open; FerretDB CPU while opening ${(openCpu.ferretdb * 100).toFixed(0)}%`);
 
   // Idle: what holding them costs. Several samples, the median reported.
   const samples = [];
@@ -48,7 +51,7 @@ export async function run(ctx) {
   const probe = 1;
   const sent = await ctx.profiled(a.child, 'release', async () => {
     const r = await pacer.request('burst', { url: b.url, token: INGEST_TOKEN, accounts: accounts.map((x) => x.id), extra: { probe } });
-    await waitProbe(workers, probe, 30_000);
+    await waitProbe(workers, probe, 20_000);
     return r;
   });
   const releasedAfter = Date.now() - sent.sentAt;
@@ -94,6 +97,7 @@ export async function run(ctx) {
     notes: {
       baselineRssMb: baseline.rss / MB,
       openSeconds,
+      infraCpuWhileOpening: openCpu,
       releasedWithinMs: releasedAfter,
       released: { longpoll: `${lpGot}/${lpTotal}`, stream: `${stGot}/${stTotal}` },
       eldP99DuringReleaseMs: releaseStats.eld.p99,

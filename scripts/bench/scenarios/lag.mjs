@@ -9,6 +9,7 @@ import { benchDir } from '../lib/paths.mjs';
 import { startNode } from '../lib/proc.mjs';
 import { kafkaEndToEnd } from '../lib/refs.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
+import { infraCpu } from '../lib/infra-cpu.mjs';
 import { median, percentile, sleep } from '../lib/stats.mjs';
 
 export const title = 'Visibility lag (ingest ack -> returned by polling)';
@@ -28,6 +29,7 @@ export async function run(ctx) {
   const once = async (secs, label) => {
     await poller.request('start', { url: api.url, accounts: polled });
     await api.child.request('stats', { reset: true });
+    const infra = infraCpu();
     await ctx.profiled(api.child, label, async () => {
       await pacer.request('start', { url: api.url, token: INGEST_TOKEN, rate: RATE, seconds: secs, accounts: ids });
       return pacer.request('finish', {}, (secs + 60) * 1000);
@@ -45,7 +47,7 @@ export async function run(ctx) {
       if (t === undefined) missing++;
       else lags.push(Math.max(0, t - ackAt));
     }
-    return { p50: percentile(lags, 50), p99: percentile(lags, 99), samples: lags.length, missing, errors: once.last.errors, sent: once.last.sent, cpu: server.cpu, eldP99: server.eld.p99 };
+    return { p50: percentile(lags, 50), p99: percentile(lags, 99), samples: lags.length, missing, errors: once.last.errors, sent: once.last.sent, cpu: server.cpu, eldP99: server.eld.p99, infraCpu: infra.read() };
   };
 
   ctx.log('warming up');
@@ -54,7 +56,7 @@ export async function run(ctx) {
   for (let r = 0; r < ctx.runs; r++) {
     const m = await once(seconds, `run-${r}`);
     runs.push(m);
-    ctx.log(`run ${r + 1}: lag p50 ${m.p50?.toFixed(1)} ms, p99 ${m.p99?.toFixed(1)} ms over ${m.samples} polled events (${m.missing} never seen, ${m.errors} ingest errors, ${m.sent} sent); API CPU ${(m.cpu * 100).toFixed(0)}%, loop delay p99 ${m.eldP99} ms`);
+    ctx.log(`run ${r + 1}: lag p50 ${m.p50?.toFixed(1)} ms, p99 ${m.p99?.toFixed(1)} ms over ${m.samples} polled events (${m.missing} never seen, ${m.errors} ingest errors, ${m.sent} sent); API CPU ${(m.cpu * 100).toFixed(0)}%, FerretDB ${(m.infraCpu.ferretdb * 100).toFixed(0)}%, loop delay p99 ${m.eldP99} ms`);
   }
   await Promise.all([api.child.stop(), pacer.stop(), poller.stop()]);
   const e2e = await kafkaEndToEnd(ctx);

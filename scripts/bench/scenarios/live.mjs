@@ -9,13 +9,17 @@ import { benchDir } from '../lib/paths.mjs';
 import { startNode } from '../lib/proc.mjs';
 import { kafkaEndToEnd } from '../lib/refs.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
+import { infraCpu } from '../lib/infra-cpu.mjs';
 import { median, percentile, sleep } from '../lib/stats.mjs';
 
 export const title = 'Live latency (ingest on B -> long-poll / SSE on A)';
 const ACCOUNTS = 100;
 const LONG_POLLS = 10; // per account: 1,000
 const STREAMS = 5; // per account: 500
-const RATE = 100; // events/s: one per account per second, so 1,500 live deliveries/s
+// events/s: one per account every 10 s, so 150 live deliveries/s. Each released
+// long-poll comes back authenticated (two MongoDB operations); on the test
+// server (FerretDB/SQLite) much more than this saturates the store.
+const RATE = 10;
 const WORKERS = 2;
 
 export async function run(ctx) {
@@ -29,13 +33,14 @@ export async function run(ctx) {
   }));
   const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'live-pacer.log') });
 
-  await Promise.all(workers.map((w) => w.child.request('open', { url: a.url, accounts: w.group.map(({ id, key }) => ({ id, key })), longPolls: LONG_POLLS, streams: STREAMS })));
+  await Promise.all(workers.map((w) => w.child.request('open', { url: a.url, accounts: w.group.map(({ id, token }) => ({ id, credential: token })), longPolls: LONG_POLLS, streams: STREAMS })));
   await waitOpen(ctx, workers, ACCOUNTS * STREAMS);
   const ids = accounts.map((acc) => acc.id);
 
   const window = async (secs, label) => {
     await Promise.all(workers.map((w) => w.child.request('take')));
     await a.child.request('stats', { reset: true });
+    const infra = infraCpu();
     await ctx.profiled(a.child, label, async () => {
       await pacer.request('start', { url: b.url, token: INGEST_TOKEN, rate: RATE, seconds: secs, accounts: ids });
       window.last = await pacer.request('finish', {}, (secs + 60) * 1000);
@@ -53,6 +58,7 @@ export async function run(ctx) {
       readerErrors: taken.reduce((s, t) => s + t.errors, 0),
       cpuA: server.cpu,
       eldP99A: server.eld.p99,
+      infraCpu: infra.read(),
     };
   };
 
@@ -63,7 +69,7 @@ export async function run(ctx) {
     const m = await window(seconds, `run-${r}`);
     runs.push(m);
     ctx.log(
-      `run ${r + 1}: long-poll p50/p95/p99 ${fmt(m.longpoll)} ms (${m.longpoll.received}/${m.longpoll.expected}); SSE ${fmt(m.stream)} ms (${m.stream.received}/${m.stream.expected}); A CPU ${(m.cpuA * 100).toFixed(0)}%, loop delay p99 ${m.eldP99A} ms; errors ${m.ingestErrors}/${m.readerErrors}`,
+      `run ${r + 1}: long-poll p50/p95/p99 ${fmt(m.longpoll)} ms (${m.longpoll.received}/${m.longpoll.expected}); SSE ${fmt(m.stream)} ms (${m.stream.received}/${m.stream.expected}); A CPU ${(m.cpuA * 100).toFixed(0)}%, FerretDB ${(m.infraCpu.ferretdb * 100).toFixed(0)}%, loop delay p99 ${m.eldP99A} ms; errors ${m.ingestErrors}/${m.readerErrors}`,
     );
   }
   await Promise.all(workers.map((w) => w.child.request('close')));
@@ -85,7 +91,7 @@ export async function run(ctx) {
 const fmt = (x) => [x.p50, x.p95, x.p99].map((v) => (v === null ? '-' : v.toFixed(1))).join('/');
 
 /** Until every stream is open (long-polls have no signal before release: the streams open last). */
-export async function waitOpen(ctx, workers, streams, timeoutMs = 120_000) {
+export async function waitOpen(ctx, workers, streams, timeoutMs = 90_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const st = await Promise.all(workers.map((w) => w.child.request('status')));
@@ -96,7 +102,10 @@ export async function waitOpen(ctx, workers, streams, timeoutMs = 120_000) {
       await sleep(1000);
       return;
     }
-    if (Date.now() > deadline) throw new Error(`only ${open}/${streams} streams opened (${st.map((x) => x.lastError).filter(Boolean)[0] ?? 'no error'})`);
+    if (Date.now() > deadline) {
+      ctx.log(`only ${open}/${streams} streams open after ${timeoutMs / 1000} s, ${lp} long-polls pending (${st.map((x) => x.lastError).filter(Boolean)[0] ?? 'no reader error'}); measuring with those`);
+      return;
+    }
     await sleep(500);
   }
 }

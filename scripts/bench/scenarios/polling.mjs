@@ -11,6 +11,7 @@ import { call } from '../lib/http.mjs';
 import { benchDir, root } from '../lib/paths.mjs';
 import { startNode } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
+import { infraCpu } from '../lib/infra-cpu.mjs';
 import { median } from '../lib/stats.mjs';
 
 export const title = 'Polling (GET /api/v1/events?limit=100, account with 100,000 events)';
@@ -34,12 +35,14 @@ export async function run(ctx) {
   const offsets = Array.from({ length: 400 }, (_, i) => o + 1000 + Math.floor(((i * 7919) % 400) * ((EVENTS - 200) / 400)));
   const paths = offsets.map((k) => `/api/v1/events?limit=100&since=${cursorOf(p, k)}`);
   const headers = { authorization: `Bearer ${account.key}` };
+  let probeMs = 0;
   const t0 = performance.now();
-  const check = await call(api.url, 'GET', paths[0], { headers });
-  const probeMs = performance.now() - t0;
+  const [check, plan] = await Promise.all([
+    call(api.url, 'GET', paths[0], { headers }).then((page) => ((probeMs = performance.now() - t0), page)),
+    explain(ctx, account.id, p, offsets[0]),
+  ]);
   if (check.events.length !== 100) throw new Error(`a page has ${check.events.length} events, expected 100`);
 
-  const plan = await explain(ctx, account.id, p, offsets[0]);
   ctx.log(`query plan: ${plan.summary} (index used: ${plan.indexUsed})`);
 
   const cannon = startNode('cannon', [join(benchDir, 'workers', 'cannon.mjs')], { logFile: join(ctx.scratch, 'polling-cannon.log') });
@@ -52,11 +55,14 @@ export async function run(ctx) {
   const runs = window.seconds ? ctx.runs : 1;
   const samples = { api: [], raw: [] };
   for (let r = 0; r < runs; r++) {
+    const infra = infraCpu();
+    await api.child.request('stats', { reset: true });
     const a = await ctx.profiled(api.child, `run-${r}`, () => cannon.request('run', { url: api.url, connections: CONNECTIONS, ...window, headers, paths, timeoutSeconds: 300 }, 600_000));
+    samples.cpu = { api: (await api.child.request('stats', { reset: true })).cpu, ...infra.read() };
     const m = await raw.request('run', { url: ctx.services.MONGO_URL, db: ctx.db, accountId: account.id, partition: p, offsets, connections: CONNECTIONS, ...window }, 600_000);
     samples.api.push(a.non2xx + a.errors > 0 ? NaN : a.rps);
     samples.raw.push(m.rps);
-    ctx.log(`run ${r + 1}: API ${a.rps.toFixed(2)} pages/s (p50 ${a.latency.p50} ms, non-2xx ${a.non2xx}, errors ${a.errors}); driver ${m.rps.toFixed(2)} pages/s`);
+    ctx.log(`run ${r + 1}: API ${a.rps.toFixed(2)} pages/s (p50 ${a.latency.p50} ms, non-2xx ${a.non2xx}, errors ${a.errors}); driver ${m.rps.toFixed(2)} pages/s; during the API run: API CPU ${(samples.cpu.api * 100).toFixed(0)}%, FerretDB ${(samples.cpu.ferretdb * 100).toFixed(0)}%`);
   }
   await Promise.all([api.child.stop(), cannon.stop(), raw.stop()]);
   const pages = median(samples.api);

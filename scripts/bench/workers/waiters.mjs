@@ -48,7 +48,7 @@ async function longPollLoop(base, account, reader, timeoutMs) {
     try {
       const body = JSON.stringify(since ? { timeout_ms: timeoutMs, since } : { timeout_ms: timeoutMs });
       reader.open = true;
-      const res = await request(`${base}/api/v1/events/wait`, { method: 'POST', headers: { authorization: `Bearer ${account.key}` }, body });
+      const res = await request(`${base}/api/v1/events/wait`, { method: 'POST', headers: { authorization: `Bearer ${account.credential}` }, body });
       const out = await readJson(res);
       reader.open = false;
       if (res.statusCode !== 200) {
@@ -70,7 +70,7 @@ async function longPollLoop(base, account, reader, timeoutMs) {
 }
 
 async function streamOnce(base, account, reader) {
-  const minted = await request(`${base}/api/v1/events/stream-token`, { method: 'POST', headers: { authorization: `Bearer ${account.key}` } });
+  const minted = await request(`${base}/api/v1/events/stream-token`, { method: 'POST', headers: { authorization: `Bearer ${account.credential}` } });
   const tok = await readJson(minted);
   if (minted.statusCode !== 201) throw new Error(`stream-token ${minted.statusCode}`);
   const headers = reader.lastId ? { 'last-event-id': reader.lastId } : {};
@@ -134,7 +134,7 @@ async function holdLoop(base, reader, method) {
 
 serve({
   /**
-   * accounts: [{id, key}]; per account `longPolls` loops and `streams` streams.
+   * accounts: [{id, credential}] (a session token or an API key); per account `longPolls` loops and `streams` streams.
    * Resolves once every reader has issued its first request.
    */
   async open({ url, accounts, longPolls, streams, timeoutMs = 55_000, hold = false }) {
