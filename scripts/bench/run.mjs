@@ -76,6 +76,17 @@ const ctx = {
   },
 };
 
+// Ctrl-C / SIGTERM: stop the children and drop the run's data before leaving.
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    ctx.log(`${signal}: stopping`);
+    stopAll()
+      .then(() => (opts['keep-data'] ? undefined : cleanup()))
+      .catch(() => undefined)
+      .finally(() => process.exit(130));
+  });
+}
+
 const machine = await describeMachine(services);
 ctx.log(`run ${runId}: ${machine.cpus} cores, Node ${machine.node}, Kafka ${machine.kafka}, ${machine.mongo}; load average ${machine.loadAverageAtStart.join(' ')}`);
 const results = {};

@@ -26,6 +26,7 @@ export async function run(ctx) {
   const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'lag-pacer.log') });
   const poller = startNode('poller', [join(benchDir, 'workers', 'poller.mjs')], { logFile: join(ctx.scratch, 'lag-poller.log'), env: { POLL_INTERVAL_MS: String(POLL_INTERVAL_MS) } });
 
+  const polledIds = new Set(polled.map((a) => a.id));
   const once = async (secs, label) => {
     await poller.request('start', { url: api.url, accounts: polled });
     await api.child.request('stats', { reset: true });
@@ -34,11 +35,16 @@ export async function run(ctx) {
       await pacer.request('start', { url: api.url, token: INGEST_TOKEN, rate: RATE, seconds: secs, accounts: ids });
       return pacer.request('finish', {}, (secs + 60) * 1000);
     }).then((r) => (once.last = r));
-    await sleep(1000);
+    // Keep polling until every polled event was seen (at most 20 s more): a slow
+    // store shows as a long lag rather than as missing samples.
+    const want = once.last.acks.filter((x) => polledIds.has(x[3])).length;
+    for (let waited = 0; waited < 20_000; waited += 500) {
+      await sleep(500);
+      if ((await poller.request('count')).seen >= want) break;
+    }
     const { seen } = await poller.request('stop');
     const server = await api.child.request('stats', { reset: true });
     const seenAt = new Map(seen);
-    const polledIds = new Set(polled.map((a) => a.id));
     const lags = [];
     let missing = 0;
     for (const [id, , ackAt, account] of once.last.acks) {

@@ -23,8 +23,11 @@ function get(url, key) {
   });
 }
 
+/** Where each account's loop left off: a later start continues from there. */
+const cursors = new Map();
+
 async function loop(base, account) {
-  let cursor = null;
+  let cursor = cursors.get(account.id) ?? null;
   while (running) {
     const page = await get(`${base}/api/v1/events?limit=500${cursor ? `&since=${cursor}` : ''}`, account.key).catch(() => null);
     polls++;
@@ -35,6 +38,7 @@ async function loop(base, account) {
     const t = now();
     for (const e of page.events) if (!seen.has(e.id)) seen.set(e.id, t);
     if (page.cursor) cursor = page.cursor;
+    cursors.set(account.id, cursor);
     if (interval > 0 && page.events.length < 500) await new Promise((r) => setTimeout(r, interval));
   }
 }
@@ -44,6 +48,9 @@ serve({
     running = true;
     loops = accounts.map((a) => loop(url, a));
     return {};
+  },
+  count() {
+    return { seen: seen.size, polls };
   },
   async stop() {
     running = false;
