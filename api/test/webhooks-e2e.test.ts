@@ -10,7 +10,7 @@ import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call } from './support/api.js';
-import { webhookApi } from './support/webhooks.js';
+import { webhookApi, webhookTestEnv } from './support/webhooks.js';
 
 describe('webhooks end to end (API, event log, delivery process, HTTPS receiver)', function () {
   this.timeout(60_000);
@@ -56,10 +56,10 @@ describe('webhooks end to end (API, event log, delivery process, HTTPS receiver)
     this.timeout(120_000);
     receiver = await Receiver.start();
     ({ api } = await webhookApi());
-    const env = deliveryTestEnv(receiver.caFile);
+    const env = deliveryTestEnv(receiver.caFile, webhookTestEnv());
     await startTestDelivery(env);
     await waitForGroup(env);
-    // This extra API process joined the materializer group: wait out the rebalance before timing anything.
+    // The materializer and the delivery group settle on the new topic before anything is timed.
     const probe = await createAccount(api.url);
     await polled(probe, await ingest(probe, 'call.started'), undefined, 900);
   });

@@ -12,7 +12,7 @@ import { baseTestEnv } from '../../shared/test/support/env.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
-import { WEBHOOK_CAP_FOR_TESTS, webhookApi } from './support/webhooks.js';
+import { WEBHOOK_CAP_FOR_TESTS, webhookApi, webhookTestEnv } from './support/webhooks.js';
 
 const SECRET_SHAPE = /^whsec_[A-Za-z0-9+/]{43}=$/;
 const ID_SHAPE = /^wh_[0-9a-f]{24}$/;
@@ -52,8 +52,18 @@ describe('webhook subscriptions API', () => {
     const one = await hooks(acct, 'GET', `/${shown.id}`);
     expect(one.body).to.deep.equal(shown);
     expect(JSON.stringify([list.body, one.body])).to.not.include(secret);
-    // Any API process answers the same.
+  });
+
+  it('answers the same from every API process (state is in MongoDB only)', async () => {
+    const acct = await createAccount(strict.url);
+    // A literal public address: accepted by the default rules without any DNS.
+    const created = await call(strict.url, 'POST', '/api/v1/webhooks', { headers: bearer(acct.apiKey), body: { url: 'https://93.184.216.34/in', events: ['*'] } });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const { secret, ...shown } = created.body;
     expect((await call(other.url, 'GET', `/api/v1/webhooks/${shown.id}`, { headers: bearer(acct.token) })).body).to.deep.equal(shown);
+    expect((await call(other.url, 'POST', `/api/v1/webhooks/${shown.id}/secret`, { headers: bearer(acct.apiKey) })).body).to.deep.equal({ secret });
+    expect((await call(other.url, 'DELETE', `/api/v1/webhooks/${shown.id}`, { headers: bearer(acct.apiKey) })).status).to.equal(204);
+    expect((await call(strict.url, 'GET', `/api/v1/webhooks/${shown.id}`, { headers: bearer(acct.apiKey) })).status).to.equal(404);
   });
 
   it('re-reveals the same secret, which is stored only encrypted', async () => {
@@ -62,7 +72,7 @@ describe('webhook subscriptions API', () => {
     const revealed = await hooks(acct, 'POST', `/${created.body.id}/secret`);
     expect(revealed.status).to.equal(200);
     expect(revealed.body).to.deep.equal({ secret: created.body.secret });
-    const doc = await db.db(baseTestEnv().MONGO_DB).collection('webhooks').findOne({ _id: created.body.id });
+    const doc = await db.db(webhookTestEnv().MONGO_DB).collection('webhooks').findOne({ _id: created.body.id });
     expect(JSON.stringify(doc)).to.not.include(created.body.secret.slice(6));
     const box = new SecretBox(loadWebhookConfig(baseTestEnv(), false).secretKey);
     expect(box.open(doc!.secret_enc, created.body.id)).to.equal(created.body.secret);
@@ -184,7 +194,7 @@ describe('webhook subscriptions API', () => {
       at: new Date(base + i * 1000),
       next_attempt_at: i === 6 ? null : new Date(base + i * 1000 + 500),
     }));
-    await db.db(baseTestEnv().MONGO_DB).collection<any>('delivery_attempts').insertMany(attempts);
+    await db.db(webhookTestEnv().MONGO_DB).collection<any>('delivery_attempts').insertMany(attempts);
     const res = await hooks(acct, 'GET', `/${body.id}/deliveries?limit=3`);
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     expect(res.body.attempts.map((a: { attempt: number }) => a.attempt)).to.deep.equal([7, 6, 5]);

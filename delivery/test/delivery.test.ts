@@ -158,17 +158,18 @@ describe('webhook delivery process', function () {
     await db.subscribe(account, receiver.url('/iso-hang'), ['*']);
     await db.subscribe(account, receiver.url('/iso-ok'), ['*']);
     // A first wave occupies the hanging receiver for its full 4 s timeouts...
-    await log.publish([1, 2, 3, 4, 5].map((n) => envelope(account, 'message.received', { n })));
-    await receiver.waitFor('/iso-ok', 5, 10_000);
+    const firstSent = Date.now();
+    await log.publishAtOnce([1, 2, 3, 4, 5].map((n) => envelope(account, 'message.received', { n })));
+    const first = await receiver.waitFor('/iso-ok', 5, 10_000);
+    for (const r of first) expect(r.at - firstSent).to.be.below(1000);
     // ...while a later event, in a later batch, still reaches the healthy receiver at once.
     await receiver.waitFor('/iso-hang', 1, 10_000);
     const sent = Date.now();
-    await log.publish([envelope(account, 'message.received', { n: 6 })]);
+    await log.publishAtOnce([envelope(account, 'message.received', { n: 6 })]);
     const reqs = await receiver.waitFor('/iso-ok', 6, 10_000);
     const sixth = reqs.find((r) => r.body.data.n === 6)!;
     expect(sixth.at - sent).to.be.below(1000);
-    // Every event reached the healthy receiver within a second of being produced.
-    for (const r of reqs) expect(r.at - Date.parse(r.body.created_at)).to.be.below(1000);
+    expect(receiver.received('/iso-hang').every((r) => Date.now() - r.at < 4500)).to.equal(true); // still hanging meanwhile
   });
 
   it('drops the pending deliveries of a deleted subscription instead of sending them', async () => {

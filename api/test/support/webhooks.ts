@@ -1,4 +1,5 @@
 import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { baseTestEnv } from '../../../shared/test/support/env.js';
 import { FakeDns } from '../../../shared/test/support/fake-dns.js';
 import { createDeps } from '../../src/deps.js';
 import { startApi, type RunningApi } from '../../src/server.js';
@@ -6,17 +7,29 @@ import { testApiConfig } from './api.js';
 
 export const WEBHOOK_CAP_FOR_TESTS = 5;
 
+/**
+ * The webhook tests' own topic and database. Every API process on a topic
+ * joins that topic's materializer group, so API processes of other tests
+ * (other databases, or no reachable database at all) would otherwise own
+ * some partitions and take those events away from this test's database.
+ */
+export function webhookTestEnv(): { EVENTS_TOPIC: string; MONGO_DB: string } {
+  const base = baseTestEnv();
+  return { EVENTS_TOPIC: `${base.EVENTS_TOPIC}-webhooks`, MONGO_DB: `${base.MONGO_DB}_webhooks` };
+}
+
 let started: Promise<{ api: RunningApi; dns: FakeDns }> | null = null;
 
 /**
  * An API process as a developer runs it to reach a local receiver: private
  * targets allowed (WEBHOOK_ALLOW_PRIVATE_TARGETS), a low per-account cap, and
- * a fake DNS the test controls. Shares the run's topic and database, so the
- * other API processes and the delivery process see its subscriptions.
+ * a fake DNS the test controls; on the webhook tests' own topic and database
+ * (a delivery process for end-to-end tests uses the same).
  */
 export function webhookApi(): Promise<{ api: RunningApi; dns: FakeDns }> {
   started ??= (async () => {
     const config = testApiConfig({
+      ...webhookTestEnv(),
       INSTANCE_ID: 'test-webhooks',
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
       WEBHOOK_MAX_PER_ACCOUNT: String(WEBHOOK_CAP_FOR_TESTS),
