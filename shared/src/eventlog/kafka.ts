@@ -120,11 +120,22 @@ async function waitForLeaders(admin: Admin, topic: string, timeoutMs = 30_000): 
  * can name the partition explicitly and know each event's position.
  */
 export function partitionForKey(key: string, partitionCount: number): number {
-  const metadata = Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, partitionErrorCode: 0, leader: 0, replicas: [0], isr: [0] }));
-  return defaultPartitioner({ topic: '', partitionMetadata: metadata, message: { key, value: null } });
+  return defaultPartitioner({ topic: '', partitionMetadata: metadataFor(partitionCount), message: { key, value: null } });
 }
 
 const defaultPartitioner = Partitioners.DefaultPartitioner();
+
+/** The partitioner reads the list, never changes it: one per partition count (built per event, it cost ~4 µs each). */
+const metadataByCount = new Map<number, { partitionId: number; partitionErrorCode: number; leader: number; replicas: number[]; isr: number[] }[]>();
+
+function metadataFor(partitionCount: number) {
+  let metadata = metadataByCount.get(partitionCount);
+  if (!metadata) {
+    metadata = Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, partitionErrorCode: 0, leader: 0, replicas: [0], isr: [0] }));
+    metadataByCount.set(partitionCount, metadata);
+  }
+  return metadata;
+}
 
 /** The next offset to be written in each partition (the high watermark). */
 export async function endOffsets(admin: Admin, topic: string, timeoutMs = 30_000): Promise<Map<number, bigint>> {
