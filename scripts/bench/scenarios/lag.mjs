@@ -18,7 +18,7 @@ const RATE = 1000;
 const POLL_INTERVAL_MS = 10;
 
 export async function run(ctx) {
-  const seconds = ctx.quick ? 5 : 10;
+  const seconds = ctx.quick ? 5 : 8;
   const api = await startApi(ctx, { name: 'api', topic: ctx.topic('lag') });
   // Two real accounts are polled; eight more ids spread the load over other partitions.
   const polled = await createAccounts(api.url, 2, { prefix: `lag-${ctx.runId}` });

@@ -23,7 +23,7 @@ const RATE = 10;
 const WORKERS = 2;
 
 export async function run(ctx) {
-  const seconds = ctx.quick ? 5 : 8;
+  const seconds = ctx.quick ? 5 : 6;
   const topic = ctx.topic('live');
   const [a, b] = await Promise.all([startApi(ctx, { name: 'api-a', topic }), startApi(ctx, { name: 'api-b', topic })]);
   const accounts = await ensureAccounts(ctx, b.url, ACCOUNTS);
