@@ -40,6 +40,8 @@ export interface ApiConfig extends BaseConfig {
     ingestMaxDataBytes: number;
     /** How long the producer lets the first waiting event wait for company. */
     producerLingerMs: number;
+    /** How long an ingest may wait for Kafka's acknowledgement before it is answered 503. */
+    produceTimeoutMs: number;
     longPollMaxMs: number;
     /** timeout_ms of a long-poll that gives none. */
     longPollDefaultMs: number;
@@ -104,6 +106,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       ingestMaxBatch: read.int(env, 'INGEST_MAX_BATCH', 1000, 1, 10_000),
       ingestMaxDataBytes: read.int(env, 'INGEST_MAX_DATA_BYTES', 64 * 1024, 1024, 512 * 1024),
       producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 2, 0, 100),
+      produceTimeoutMs: read.int(env, 'PRODUCE_TIMEOUT_MS', 10_000, 1000, 120_000),
       longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),
       longPollDefaultMs: read.int(env, 'LONG_POLL_DEFAULT_MS', 30_000, 0, 55_000),
       handoffTimeoutMs: read.int(env, 'HANDOFF_TIMEOUT_MS', 5000, 100, 60_000),

@@ -38,7 +38,7 @@ export interface ApiDeps {
 
 export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
   const log = overrides.log ?? createLogger('api', config.logLevel).child({ instance: config.instanceId });
-  const mongo = createMongo(config);
+  const mongo = createMongo(config, { log });
   const kafka = createKafka(config, log);
   const lifecycle = new Lifecycle(log);
   const kafkaProbe = new KafkaProbe(createKafka(config, log, { retry: { retries: 0 } }));

@@ -40,7 +40,7 @@ export const USER_AGENT = 'event-platform-webhooks/1.0';
 export async function startDelivery(config: DeliveryConfig, opts: DeliveryOptions = {}): Promise<RunningDelivery> {
   const log = opts.log ?? createLogger('delivery', config.logLevel).child({ instance: config.instanceId });
   const lifecycle = new Lifecycle(log);
-  const mongo = createMongo(config);
+  const mongo = createMongo(config, { log });
   lifecycle.onStop('mongo', () => mongo.close());
   await ensureIndexes(mongo, log);
 

@@ -1,10 +1,16 @@
 import { expect } from 'chai';
 import { decodeCursor } from '../cursor.js';
-import { buildEnvelope, checkEventData, decodeEnvelope, docToRecord, encodeEnvelope, toEventDoc, toRecord } from './envelope.js';
+import { buildEnvelope, checkEventData, decodeEnvelope, docToRecord, encodeEnvelope, newEventId, toEventDoc, toRecord } from './envelope.js';
 import { assignPositions } from './event-log.js';
 import { partitionForKey } from './kafka.js';
 
 describe('event envelope', () => {
+  it('gives every event a distinct evt_ id of 12 random bytes, across refills of the random pool', () => {
+    const ids = Array.from({ length: 5000 }, () => newEventId());
+    expect(new Set(ids).size).to.equal(ids.length);
+    for (const id of ids) expect(id).to.match(/^evt_[0-9a-f]{24}$/);
+  });
+
   const now = new Date('2026-01-02T03:04:05.678Z');
 
   it('assigns an evt_ id and the API time, and normalizes occurred_at', () => {

@@ -11,8 +11,24 @@ export const DEFAULT_MAX_DATA_BYTES = 64 * 1024;
 /** Deeper objects than this are refused: MongoDB stores at most 100 levels and nobody needs 32. */
 export const MAX_DATA_DEPTH = 32;
 
+/**
+ * Event ids take their 12 random bytes from a pool filled by the same CSPRNG
+ * 512 ids at a time: one randomBytes call per id was ~3 µs, a tenth of the
+ * per-event CPU of a batch ingest.
+ */
+const ID_BYTES = 12;
+const POOL_IDS = 512;
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+
 export function newEventId(): string {
-  return `evt_${randomBytes(12).toString('hex')}`;
+  if (poolAt + ID_BYTES > pool.length) {
+    pool = randomBytes(ID_BYTES * POOL_IDS);
+    poolAt = 0;
+  }
+  const id = pool.toString('hex', poolAt, poolAt + ID_BYTES);
+  poolAt += ID_BYTES;
+  return `evt_${id}`;
 }
 
 export interface NewEvent {

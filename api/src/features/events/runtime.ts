@@ -31,6 +31,7 @@ export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Ka
   const watermarks = WatermarkReader.forCollection(mongo.collections.watermarks, topic);
   const log = new EventLog(kafka, topicCatalog(config).events, logger, {
     lingerMs: config.events.producerLingerMs,
+    produceTimeoutMs: config.events.produceTimeoutMs,
     maxBatchMessages: 1000,
     maxBatchBytes: 900 * 1024,
   });

@@ -101,6 +101,8 @@ const ACCOUNTS: Endpoint[] = [
 const OPERATIONS: Endpoint[] = [
   { method: 'GET', route: '/healthz', auth: 'none', runs: 30 },
   { method: 'GET', route: '/readyz', auth: 'none', runs: 30 },
+  { method: 'GET', route: '/api/openapi.json', auth: 'none', runs: 10 },
+  { method: 'GET', route: '/metrics', auth: 'none', nonJson: true, runs: 10 },
   { method: 'GET', route: '/dashboard', auth: 'none', nonJson: true, runs: 20 },
   { method: 'GET', route: '/dashboard/', auth: 'none', nonJson: true, runs: 10 },
   { method: 'GET', route: '/dashboard/app.js', auth: 'none', nonJson: true, runs: 10 },
