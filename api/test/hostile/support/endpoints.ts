@@ -107,9 +107,6 @@ const OPERATIONS: Endpoint[] = [
   { method: 'GET', route: '/dashboard/', auth: 'none', nonJson: true, runs: 10 },
   { method: 'GET', route: '/dashboard/app.js', auth: 'none', nonJson: true, runs: 10 },
   { method: 'GET', route: '/dashboard/app.css', auth: 'none', nonJson: true, runs: 10 },
-  { method: 'GET', route: '/api/openapi.json', auth: 'none', runs: 20 },
-  // Open in tests (no METRICS_TOKEN); Prometheus text, not JSON.
-  { method: 'GET', route: '/metrics', auth: 'none', nonJson: true, runs: 20 },
 ];
 
 const eventType = fc.constantFrom(...EVENT_TYPES);
