@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
 import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
 
 export interface ApiConfig extends BaseConfig {
@@ -70,6 +71,7 @@ export interface ApiConfig extends BaseConfig {
      */
     allowedOrigins: string[];
   };
+  metrics: MetricsConfig;
 }
 
 const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0000';
@@ -128,6 +130,7 @@ export function loadApiConfig(env: Env): ApiConfig {
     mcp: {
       allowedOrigins: parseOrigins(read.str(env, 'MCP_ALLOWED_ORIGINS', '')),
     },
+    metrics: loadMetricsConfig(env),
   };
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);

@@ -65,6 +65,15 @@ export async function findDue(c: DeliveryCollections, now: Date, limit: number, 
     .toArray();
 }
 
+/** Pending deliveries due now (held or not) and all pending ones: the queue gauges. Both use the `due` index. */
+export async function countQueue(c: DeliveryCollections, now: Date): Promise<{ due: number; pending: number }> {
+  const [due, pending] = await Promise.all([
+    c.deliveries.countDocuments({ state: 'pending', next_attempt_at: { $lte: now } }),
+    c.deliveries.countDocuments({ state: 'pending' }),
+  ]);
+  return { due, pending };
+}
+
 /**
  * Takes the next claim on a delivery as seen in `seen` (also used by a holder
  * to extend its own lease: it takes the claim after its own). Returns the
@@ -131,55 +140,6 @@ export interface AttemptRecord {
   at: Date;
   /** When to try again; null = this was the last attempt. Ignored on success. */
   nextAttemptAt: Date | null;
-}
-
-/**
- * Records a finished attempt: the attempt itself first (so a crash right
- * after sending can at worst repeat a recorded attempt, never lose one), then
- * the delivery's new state (only while we still hold it), then the
- * subscription's last_* fields (only if no later attempt was recorded there).
- */
-export async function recordAttempt(c: DeliveryCollections, r: AttemptRecord, attemptId: string): Promise<void> {
-  const d = r.delivery;
-  const succeeded = r.outcome === 'ok';
-  const next = succeeded ? null : r.nextAttemptAt;
-  await c.attempts.insertOne({
-    _id: attemptId,
-    delivery_id: d._id,
-    subscription_id: d.subscription_id,
-    account_id: d.account_id,
-    event_id: d.event_id,
-    event_type: d.event_type,
-    attempt: r.attempt,
-    status: r.status,
-    outcome: r.outcome,
-    error: r.error,
-    duration_ms: r.durationMs,
-    at: r.at,
-    next_attempt_at: next,
-  });
-  const now = new Date(r.at.getTime() + r.durationMs);
-  const state = succeeded ? 'succeeded' : next ? 'pending' : 'failed';
-  await c.deliveries.updateOne(
-    { _id: d._id, claim_seq: d.claim_seq },
-    {
-      $set: {
-        state,
-        attempts: r.attempt,
-        next_attempt_at: next,
-        lease_owner: null,
-        lease_until: null,
-        last_status: r.status,
-        last_outcome: r.outcome,
-        updated_at: now,
-      },
-    },
-  );
-  // Attempts of one subscription run concurrently: the latest start time wins, whatever order they finish in.
-  await c.webhooks.updateOne(
-    { _id: d.subscription_id, $or: [{ last_delivery_at: null }, { last_delivery_at: { $lte: r.at } }] },
-    { $set: { last_status: r.status, last_delivery_at: r.at, last_error: r.status === null ? r.outcome : null } },
-  );
 }
 
 /** A delivery whose subscription was deleted is dropped rather than sent. */

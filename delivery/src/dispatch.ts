@@ -11,8 +11,9 @@ import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { claim, dropDelivery, recordAttempt, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { claim, dropDelivery, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import type { Sender } from './http-sender.js';
+import { AttemptRecorder } from './recorder.js';
 import { FairQueue } from './fair-queue.js';
 import { nextDelay } from './retry-policy.js';
 
@@ -25,6 +26,8 @@ export interface DispatchDeps {
   leaseMs: number;
   retrySchedule: number[];
   clock: () => Date;
+  /** Told of every attempt once sent (metrics). */
+  onAttempt?: (attempt: AttemptRecord) => void;
 }
 
 export interface Job {
@@ -45,8 +48,13 @@ export interface DispatcherLimits {
 
 export type Enqueued = 'queued' | 'duplicate' | 'full';
 
+/** Outcomes of attempts that held their slot for the whole timeout or never reached the receiver. */
+const SLOW_OUTCOMES = new Set(['timeout', 'connect']);
+
 export class Dispatcher {
   private readonly queue: FairQueue<Job>;
+  /** Writes attempt outcomes in batches: one flush at a time, the next takes all that finished meanwhile. */
+  private readonly recorder: AttemptRecorder;
   /** Ids queued or in flight here: a delivery is never run twice at once in one process. */
   private readonly held = new Set<string>();
   /** Attempts holding a slot (sending). */
@@ -61,6 +69,7 @@ export class Dispatcher {
     private readonly limits: DispatcherLimits,
   ) {
     this.queue = new FairQueue<Job>(limits.perSubscription, limits.perSubscription * 4);
+    this.recorder = new AttemptRecorder(deps.collections);
   }
 
   get concurrency(): number {
@@ -161,13 +170,15 @@ export class Dispatcher {
       return;
     }
     const outcome = await send(deps, delivery, sub);
+    this.queue.observe(delivery.subscription_id, SLOW_OUTCOMES.has(outcome.outcome));
     freeSlot();
-    await recordAttempt(deps.collections, outcome, 'att_' + randomBytes(12).toString('hex'));
+    deps.onAttempt?.(outcome);
+    await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'));
     deps.log.debug({ delivery: delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
   }
 }
 
-/** One signed POST; returns what recordAttempt stores, next attempt time included. */
+/** One signed POST; returns what the recorder stores, next attempt time included. */
 async function send(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc): Promise<AttemptRecord> {
   const secret = deps.box.open(sub.secret_enc, sub._id);
   const at = deps.clock();

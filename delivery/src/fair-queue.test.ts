@@ -23,4 +23,18 @@ describe('fair queue', () => {
     expect(q.size).to.equal(0);
     expect(q.take()).to.equal(null);
   });
+
+  it("halves a key's cap for each attempt that hung or could not connect, and raises it one by one as attempts succeed", () => {
+    const q = new FairQueue<string>(32, 1000);
+    for (let i = 0; i < 40; i++) q.push('hung', `h${i}`);
+    for (const slow of [true, true, true, true, true, true]) q.observe('hung', slow);
+    expect(q.capOf('hung')).to.equal(1);
+    expect(q.take()?.item).to.equal('h0');
+    expect(q.take()).to.equal(null); // its one slot is taken: the rest wait, other keys' slots stay free
+    expect(q.busyKeys()).to.deep.equal(['hung']);
+    q.done('hung');
+    for (let i = 0; i < 40; i++) q.observe('hung', false);
+    expect(q.capOf('hung')).to.equal(32);
+    expect(q.capOf('never-seen')).to.equal(32);
+  });
 });

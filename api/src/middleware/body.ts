@@ -33,6 +33,22 @@ export function jsonBody(opts: { limit: string; ingestLimit: string; ingestPrefi
       throw new AppError('unsupported_media_type', 'Request body must be application/json');
     }
     const run = ctx.path.startsWith(opts.ingestPrefix) ? ingest : normal;
-    return run(ctx, next);
+    let parsed = false;
+    try {
+      await run(ctx, () => {
+        parsed = true;
+        return next();
+      });
+    } catch (err) {
+      // Failing before the body was parsed without an HTTP status means the bytes could not be
+      // decoded: a zlib/brotli error from a body that does not match its Content-Encoding.
+      if (parsed || hasHttpStatus(err)) throw err;
+      throw new AppError('bad_request', 'Request body could not be decoded as its Content-Encoding says');
+    }
   };
+}
+
+function hasHttpStatus(err: unknown): boolean {
+  const e = err as { status?: unknown; statusCode?: unknown } | null;
+  return typeof e?.status === 'number' || typeof e?.statusCode === 'number' || err instanceof AppError;
 }

@@ -1,10 +1,16 @@
 import { expect } from 'chai';
 import { decodeCursor } from '../cursor.js';
-import { buildEnvelope, checkEventData, decodeEnvelope, docToRecord, encodeEnvelope, toEventDoc, toRecord } from './envelope.js';
+import { buildEnvelope, checkEventData, decodeEnvelope, docToRecord, encodeEnvelope, newEventId, toEventDoc, toRecord } from './envelope.js';
 import { assignPositions } from './event-log.js';
 import { partitionForKey } from './kafka.js';
 
 describe('event envelope', () => {
+  it('gives every event a distinct evt_ id of 12 random bytes, across refills of the random pool', () => {
+    const ids = Array.from({ length: 5000 }, () => newEventId());
+    expect(new Set(ids).size).to.equal(ids.length);
+    for (const id of ids) expect(id).to.match(/^evt_[0-9a-f]{24}$/);
+  });
+
   const now = new Date('2026-01-02T03:04:05.678Z');
 
   it('assigns an evt_ id and the API time, and normalizes occurred_at', () => {
@@ -45,6 +51,14 @@ describe('event envelope', () => {
     expect(checkEventData(deep)).to.match(/nested deeper/);
     expect(checkEventData({ s: 'x'.repeat(70_000) })).to.match(/limit is 65536/);
     expect(checkEventData({ s: 'x'.repeat(100) }, 50)).to.match(/limit is 50/);
+  });
+
+  it('refuses data nested 200,000 deep without overflowing the stack (JSON.stringify would)', () => {
+    const depth = 200_000;
+    const arrays = JSON.parse(`{"a":${'['.repeat(depth)}${']'.repeat(depth)}}`);
+    const objects = JSON.parse(`${'{"x":'.repeat(depth)}1${'}'.repeat(depth)}`);
+    expect(checkEventData(arrays)).to.match(/nested deeper than 32/);
+    expect(checkEventData(objects)).to.match(/nested deeper than 32/);
   });
 });
 

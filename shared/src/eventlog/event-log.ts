@@ -28,6 +28,8 @@ export interface EventLogOptions {
 
 export const DEFAULT_EVENT_LOG_OPTIONS: EventLogOptions = { lingerMs: 2, maxBatchMessages: 1000, maxBatchBytes: 900 * 1024, produceTimeoutMs: 10_000 };
 
+const PLACEMENT_CACHE_SIZE = 100_000;
+
 interface Outgoing {
   partition: number;
   key: string;
@@ -39,6 +41,7 @@ export class EventLog {
   private readonly batcher: Batcher<Outgoing, Position>;
   private partitions = 0;
   private readonly produceTimeoutMs: number;
+  private readonly placement = new Map<string, number>();
   private state: 'new' | 'started' | 'stopped' = 'new';
 
   constructor(
@@ -80,7 +83,14 @@ export class EventLog {
   /** The partition holding every event of an account. */
   partitionOf(accountId: string): number {
     if (this.partitions === 0) throw new Error('EventLog.start() has not completed');
-    return partitionForKey(accountId, this.partitions);
+    // murmur2 of the key costs ~2 µs; busy accounts come back all the time. Bounded: cleared when full.
+    let partition = this.placement.get(accountId);
+    if (partition === undefined) {
+      if (this.placement.size >= PLACEMENT_CACHE_SIZE) this.placement.clear();
+      partition = partitionForKey(accountId, this.partitions);
+      this.placement.set(accountId, partition);
+    }
+    return partition;
   }
 
   /**

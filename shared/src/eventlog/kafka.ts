@@ -81,17 +81,36 @@ export function createConsumer(kafka: Kafka, groupId: string, opts: { sessionTim
 export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger): Promise<void> {
   const existing = await admin.listTopics();
   if (!existing.includes(spec.name)) {
-    await admin.createTopics({
+    // Another process may create it at the same moment (two replicas booting on a fresh
+    // cluster): kafkajs then answers false, and the topic is used as that process made it.
+    const created = await admin.createTopics({
       waitForLeaders: true,
       topics: [{ topic: spec.name, numPartitions: spec.partitions }],
     });
-    logger.info({ topic: spec.name, partitions: spec.partitions }, 'created topic');
-    return;
+    if (created) {
+      logger.info({ topic: spec.name, partitions: spec.partitions }, 'created topic');
+      return;
+    }
   }
-  const meta = await admin.fetchTopicMetadata({ topics: [spec.name] });
-  const count = meta.topics[0]?.partitions.length ?? 0;
+  const count = await waitForLeaders(admin, spec.name);
   if (count !== spec.partitions) {
     logger.warn({ topic: spec.name, configured: spec.partitions, actual: count }, 'topic partition count differs from EVENTS_PARTITIONS; using the topic as it is');
+  }
+}
+
+/**
+ * Waits until every partition of a topic has a leader (a topic just created by
+ * another process may not have them yet, and offset requests would fail with
+ * NOT_LEADER_FOR_PARTITION); returns the partition count.
+ */
+async function waitForLeaders(admin: Admin, topic: string, timeoutMs = 30_000): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+    const partitions = meta.topics[0]?.partitions ?? [];
+    if (partitions.length > 0 && partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0)) return partitions.length;
+    if (Date.now() > deadline) throw new Error(`topic ${topic} has partitions without a leader after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
 
@@ -101,16 +120,37 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
  * can name the partition explicitly and know each event's position.
  */
 export function partitionForKey(key: string, partitionCount: number): number {
-  const metadata = Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, partitionErrorCode: 0, leader: 0, replicas: [0], isr: [0] }));
-  return defaultPartitioner({ topic: '', partitionMetadata: metadata, message: { key, value: null } });
+  return defaultPartitioner({ topic: '', partitionMetadata: metadataFor(partitionCount), message: { key, value: null } });
 }
 
 const defaultPartitioner = Partitioners.DefaultPartitioner();
 
+/** The partitioner reads the list, never changes it: one per partition count (built per event, it cost ~4 µs each). */
+const metadataByCount = new Map<number, { partitionId: number; partitionErrorCode: number; leader: number; replicas: number[]; isr: number[] }[]>();
+
+function metadataFor(partitionCount: number) {
+  let metadata = metadataByCount.get(partitionCount);
+  if (!metadata) {
+    metadata = Array.from({ length: partitionCount }, (_, partitionId) => ({ partitionId, partitionErrorCode: 0, leader: 0, replicas: [0], isr: [0] }));
+    metadataByCount.set(partitionCount, metadata);
+  }
+  return metadata;
+}
+
 /** The next offset to be written in each partition (the high watermark). */
-export async function endOffsets(admin: Admin, topic: string): Promise<Map<number, bigint>> {
-  const offsets = await admin.fetchTopicOffsets(topic);
-  return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
+export async function endOffsets(admin: Admin, topic: string, timeoutMs = 30_000): Promise<Map<number, bigint>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const offsets = await admin.fetchTopicOffsets(topic);
+      return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
+    } catch (err) {
+      // Right after a topic is created the broker can name a leader in its metadata
+      // before that leader answers offset requests (NOT_LEADER_FOR_PARTITION): retriable.
+      if (!(err as { retriable?: boolean }).retriable || Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
 }
 
 /** Removes consumer groups that have no members left (best effort, for per-process groups). */

@@ -2,9 +2,10 @@
  * MCP methods: what each JSON-RPC request asks and what we answer. The
  * transport (HTTP status codes, headers, auth, batches) is in routes.ts.
  */
-import { AppError } from '../../../../shared/src/errors/index.js';
+import { AppError, validationFailed } from '../../../../shared/src/errors/index.js';
 import { isDependencyError } from '../../../../shared/src/errors/dependency.js';
 import type { ApiDeps } from '../../deps.js';
+import { nestedDeeperThan } from '../../validation.js';
 import {
   invalidParams,
   negotiateVersion,
@@ -19,6 +20,9 @@ import {
 } from './protocol.js';
 import { serverVersion } from './server-info.js';
 import type { Tool, ToolCaller } from './tools.js';
+
+/** No tool takes arguments nested anywhere near this deep. */
+const MAX_ARGUMENT_DEPTH = 32;
 
 export interface DispatchContext {
   deps: ApiDeps;
@@ -108,6 +112,8 @@ async function callTool(dc: DispatchContext, params: unknown): Promise<Record<st
 
   let args: Record<string, unknown>;
   try {
+    // structuredClone recurses: arguments nested thousands deep would overflow the stack.
+    if (nestedDeeperThan(raw, MAX_ARGUMENT_DEPTH)) throw validationFailed([{ path: 'arguments', message: `is nested deeper than ${MAX_ARGUMENT_DEPTH} levels` }]);
     args = tool.validate(structuredClone(raw)); // ajv fills defaults in place: never into the caller's object
   } catch (err) {
     if (!(err instanceof AppError)) throw err;

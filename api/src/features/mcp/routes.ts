@@ -145,6 +145,8 @@ async function answerAll(
     if (!ctx.res.writableEnded) controller.abort();
   };
   ctx.res.once('close', onClose);
+  // A client that hung up while its key was being checked has already closed: no 'close' will come.
+  if (ctx.res.destroyed) controller.abort();
   const dc = { deps: opts.deps, tools: opts.tools, version: opts.version, caller: opts.caller, signal: controller.signal, requestId: String(ctx.state.requestId) };
   try {
     const answers = await Promise.all(

@@ -1,0 +1,30 @@
+import { expect } from 'chai';
+import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
+import type { AttemptRecord } from './deliveries.js';
+import { deliveryUpdate, subscriptionUpdates } from './recorder.js';
+
+function record(sub: string, atMs: number, status: number | null, extra: Partial<AttemptRecord> = {}): AttemptRecord {
+  const delivery = { _id: `dlv_${sub}_${atMs}`, subscription_id: sub, claim_seq: 3, attempts: 0 } as unknown as DeliveryDoc;
+  return { delivery, attempt: 1, status, outcome: status === 200 ? 'ok' : 'http_5xx', error: null, durationMs: 10, at: new Date(atMs), nextAttemptAt: new Date(atMs + 5000), ...extra };
+}
+
+describe('attempt recorder', () => {
+  it('writes one last_* update per subscription: the attempt that started last, guarded against later ones already stored', () => {
+    const ops = subscriptionUpdates([record('wh_a', 2000, 200), record('wh_b', 1500, 500), record('wh_a', 3000, 503), record('wh_a', 1000, 200)]);
+    expect(ops).to.have.length(2);
+    const [filter, update] = ops.find(([f]) => f._id === 'wh_a') as [any, any];
+    expect(update.$set).to.deep.equal({ last_status: 503, last_delivery_at: new Date(3000), last_error: null });
+    expect(filter.$or).to.deep.equal([{ last_delivery_at: null }, { last_delivery_at: { $lte: new Date(3000) } }]);
+  });
+
+  it('moves a delivery on only while this process still holds its claim', () => {
+    const [filter, update] = deliveryUpdate(record('wh_a', 1000, 200)) as [any, any];
+    expect(filter).to.deep.equal({ _id: 'dlv_wh_a_1000', claim_seq: 3 });
+    expect(update.$set).to.include({ state: 'succeeded', attempts: 1, next_attempt_at: null, lease_owner: null, last_status: 200 });
+    const retry = (deliveryUpdate(record('wh_a', 1000, 500)) as any)[1].$set;
+    expect(retry.state).to.equal('pending');
+    expect(retry.next_attempt_at).to.deep.equal(new Date(6000));
+    const last = (deliveryUpdate(record('wh_a', 1000, 500, { nextAttemptAt: null })) as any)[1].$set;
+    expect(last.state).to.equal('failed');
+  });
+});

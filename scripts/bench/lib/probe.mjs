@@ -1,0 +1,71 @@
+// Preloaded into every server process the bench starts (`node --import <this>`):
+// answers the bench over the IPC channel with the process's memory, its event
+// loop delay since the last reset, and, on request, a CPU profile of a window.
+// It adds nothing to the request path: one histogram timer and an idle channel.
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+
+if (process.send) {
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  let session = null;
+  const ms = (ns) => Math.round((ns / 1e6) * 100) / 100;
+  let cpuMark = process.cpuUsage();
+  let timeMark = performance.now();
+
+  const handlers = {
+    stats({ reset }) {
+      const mem = process.memoryUsage();
+      const cpu = process.cpuUsage(cpuMark);
+      const elapsed = performance.now() - timeMark;
+      const out = {
+        rss: mem.rss,
+        heapUsed: mem.heapUsed,
+        external: mem.external,
+        eld: { p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max), mean: ms(delay.mean) },
+        // share of one core used since the last reset
+        cpu: elapsed > 0 ? (cpu.user + cpu.system) / 1000 / elapsed : 0,
+      };
+      if (reset) {
+        delay.reset();
+        cpuMark = process.cpuUsage();
+        timeMark = performance.now();
+      }
+      return out;
+    },
+    gc() {
+      globalThis.gc?.();
+      return { rss: process.memoryUsage().rss };
+    },
+    async profileStart() {
+      session = new Session();
+      session.connect();
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', { interval: 500 });
+      await session.post('Profiler.start');
+      return {};
+    },
+    async profileStop({ file }) {
+      if (!session) return {};
+      const { profile } = await session.post('Profiler.stop');
+      session.disconnect();
+      session = null;
+      writeFileSync(file, JSON.stringify(profile));
+      return { file };
+    },
+  };
+
+  process.on('message', (msg) => {
+    const handler = msg && typeof msg === 'object' ? handlers[msg.probe] : undefined;
+    if (!handler) return;
+    Promise.resolve()
+      .then(() => handler(msg))
+      .then(
+        (result) => process.send({ probeReply: msg.id, result }),
+        (err) => process.send({ probeReply: msg.id, error: String(err) }),
+      );
+  });
+  // The channel must not keep a process alive that is otherwise done.
+  process.channel?.unref();
+}

@@ -1,0 +1,58 @@
+// The result table: each figure, its same-run reference, the ratio, the target.
+import { round } from './stats.mjs';
+
+function describeTarget(t) {
+  if (!t) return '';
+  if (t.ratioAtLeast !== undefined) return `ratio >= ${t.ratioAtLeast}`;
+  if (t.valueAtMost !== undefined) return `< ${t.valueAtMost} ${t.unit ?? ''}`.trim();
+  if (t.valueAtLeast !== undefined) return `>= ${t.valueAtLeast} ${t.unit ?? ''}`.trim();
+  return '';
+}
+
+/** Rounds a row's numbers and decides whether its target is met. */
+export function judge(row) {
+  const t = row.target;
+  let met = null;
+  if (t && row.value !== null && Number.isFinite(row.value)) {
+    if (t.ratioAtLeast !== undefined) met = Number.isFinite(row.ratio) ? row.ratio >= t.ratioAtLeast : null;
+    else if (t.valueAtMost !== undefined) met = row.value < t.valueAtMost;
+    else if (t.valueAtLeast !== undefined) met = row.value >= t.valueAtLeast;
+  }
+  const digits = Math.abs(row.value ?? 0) >= 100 ? 0 : 1;
+  return {
+    ...row,
+    value: round(row.value, digits),
+    reference: row.reference ? { ...row.reference, value: round(row.reference.value, Math.abs(row.reference.value ?? 0) >= 100 ? 0 : 1) } : null,
+    ratio: round(row.ratio, 2),
+    target: t ? { ...t, text: describeTarget(t) } : null,
+    met,
+  };
+}
+
+const fmt = (v) => (v === null || v === undefined ? '—' : typeof v === 'number' ? v.toLocaleString('en-US') : String(v));
+
+export function tableLines(rows) {
+  const header = ['Figure', 'Value', 'Reference (same run)', 'Ratio', 'Target', 'Met'];
+  const body = rows.map((r) => [
+    r.label,
+    `${fmt(r.value)} ${r.unit}`,
+    r.reference ? `${r.reference.label}: ${fmt(r.reference.value)} ${r.reference.unit}` : '—',
+    fmt(r.ratio),
+    r.target?.text || '—',
+    r.met === null ? '—' : r.met ? 'yes' : 'NO',
+  ]);
+  return [header, ...body];
+}
+
+export function printTable(rows, report) {
+  const lines = tableLines(rows);
+  const widths = lines[0].map((_, i) => Math.max(...lines.map((l) => l[i].length)));
+  const m = report.machine;
+  console.log(`\n${m.cpus} x ${m.cpuModel}, ${m.memoryGb} GB; Node ${m.node}; ${m.kafka}; ${m.mongo}; load average ${m.loadAverageAtStart.join(' ')} -> ${m.loadAverageAtEnd.join(' ')}`);
+  console.log(`${report.runs_per_figure} run(s) per figure (median), ${report.seconds} s in all\n`);
+  for (const [i, l] of lines.entries()) {
+    console.log('| ' + l.map((c, j) => c.padEnd(widths[j])).join(' | ') + ' |');
+    if (i === 0) console.log('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|');
+  }
+  for (const [name, s] of Object.entries(report.scenarios)) if (s.error) console.log(`\n${name} FAILED: ${s.error}`);
+}

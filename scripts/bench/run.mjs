@@ -1,0 +1,183 @@
+#!/usr/bin/env node
+// `npm run bench`: runs every scenario of issue 7 against locally started
+// services (scripts/infra), each figure the median of several runs beside a
+// reference limit measured in the same run, prints a table and writes
+// bench/results.json (a full run) or bench/last-run.tmp (--quick / --only).
+//
+//   npm run bench                      all scenarios, full length
+//   npm run bench -- --quick           shorter windows, one run each
+//   npm run bench -- --only ingest,lag scenarios by name (ingest lag live idle webhooks polling)
+//   npm run bench -- --runs 5          runs per figure (default 3, quick 1)
+//   npm run bench -- --profile ingest  CPU profiles of the measured processes into bench/run.tmp/
+//   npm run bench -- --runner dist     run the compiled dist/ (npm run build) instead of tsx
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { MongoClient } from 'mongodb';
+import { ensureServices } from '../infra/services.mjs';
+import { dropKafka, KAFKA_VERSION } from './lib/kafka.mjs';
+import { resultsFile, root, scratchDir } from './lib/paths.mjs';
+import { stopAll } from './lib/proc.mjs';
+import { printTable, judge } from './lib/report.mjs';
+
+const SCENARIOS = ['ingest', 'lag', 'live', 'idle', 'webhooks', 'polling'];
+const NEEDED_FILES = 65_536;
+
+const { values: opts } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    runs: { type: 'string' },
+    profile: { type: 'string' },
+    runner: { type: 'string', default: 'tsx' },
+    'keep-data': { type: 'boolean', default: false },
+  },
+});
+
+raiseFileLimit();
+
+const only = opts.only ? opts.only.split(',').map((s) => s.trim()) : SCENARIOS;
+for (const name of only) if (!SCENARIOS.includes(name)) fail(`unknown scenario "${name}" (have: ${SCENARIOS.join(', ')})`);
+if (!['tsx', 'dist'].includes(opts.runner)) fail('--runner is tsx or dist');
+const runs = opts.runs ? Number(opts.runs) : opts.quick ? 1 : 3;
+const full = !opts.quick && !opts.only && runs >= 3;
+
+mkdirSync(scratchDir, { recursive: true });
+const runId = randomBytes(3).toString('hex');
+const started = Date.now();
+const services = await ensureServices();
+const ctx = {
+  runId,
+  services,
+  db: `bench_${runId}`,
+  scratch: scratchDir,
+  quick: opts.quick,
+  runs,
+  runner: opts.runner,
+  execArgv: [],
+  scenario: null,
+  shared: {},
+  topic: (name) => `bench-${runId}-${name}`,
+  log: (msg) => console.error(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s ${ctx.scenario ?? ''}] ${msg}`),
+  /** Runs fn under a CPU profile of `child` when --profile names this scenario. */
+  async profiled(child, label, fn) {
+    if (opts.profile !== ctx.scenario) return fn();
+    await child.request('profileStart');
+    try {
+      return await fn();
+    } finally {
+      const file = join(scratchDir, `${ctx.scenario}-${child.name}-${label}.cpuprofile`);
+      await child.request('profileStop', { file });
+      ctx.log(`profile written: ${file}`);
+    }
+  },
+};
+
+// Ctrl-C / SIGTERM: stop the children and drop the run's data before leaving.
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    ctx.log(`${signal}: stopping`);
+    stopAll()
+      .then(() => (opts['keep-data'] ? undefined : cleanup()))
+      .catch(() => undefined)
+      .finally(() => process.exit(130));
+  });
+}
+
+const machine = await describeMachine(services);
+ctx.log(`run ${runId}: ${machine.cpus} cores, Node ${machine.node}, Kafka ${machine.kafka}, ${machine.mongo}; load average ${machine.loadAverageAtStart.join(' ')}`);
+const results = {};
+let failed = false;
+try {
+  for (const name of only) {
+    ctx.scenario = name;
+    const t0 = Date.now();
+    const mod = await import(`./scenarios/${name}.mjs`);
+    ctx.log(`--- ${mod.title}`);
+    try {
+      results[name] = { title: mod.title, ...(await mod.run(ctx)), seconds: Math.round((Date.now() - t0) / 1000) };
+    } catch (err) {
+      failed = true;
+      ctx.log(`FAILED: ${err.stack ?? err}`);
+      results[name] = { title: mod.title, error: String(err.message ?? err), rows: [] };
+    } finally {
+      await stopAll();
+    }
+  }
+} finally {
+  await stopAll();
+  ctx.scenario = null;
+  if (!opts['keep-data']) await cleanup().catch((err) => ctx.log(`cleanup failed: ${err.message}`));
+}
+
+const rows = Object.values(results).flatMap((r) => r.rows.map(judge));
+machine.loadAverageAtEnd = os.loadavg().map((x) => Math.round(x * 100) / 100);
+const report = {
+  generated_at: new Date().toISOString(),
+  command: `npm run bench${process.argv.length > 2 ? ' -- ' + process.argv.slice(2).join(' ') : ''}`,
+  runs_per_figure: runs,
+  seconds: Math.round((Date.now() - started) / 1000),
+  machine,
+  rows,
+  scenarios: results,
+};
+const out = full ? resultsFile : join(root, 'bench', 'last-run.tmp');
+writeFileSync(out, JSON.stringify(report, null, 2) + '\n');
+printTable(rows, report);
+ctx.log(`wrote ${out}`);
+process.exit(failed ? 1 : 0);
+
+async function describeMachine({ MONGO_URL }) {
+  const client = new MongoClient(MONGO_URL, { serverSelectionTimeoutMS: 5000 });
+  let mongo;
+  try {
+    const info = await client.db('admin').command({ buildInfo: 1 });
+    mongo = info.ferretdbVersion ? `FerretDB ${info.ferretdbVersion} (MongoDB wire ${info.version})` : `MongoDB ${info.version}`;
+  } finally {
+    await client.close();
+  }
+  return {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model ?? '?',
+    memoryGb: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()}`,
+    node: process.versions.node,
+    kafka: `Apache Kafka ${KAFKA_VERSION} (KRaft, single broker)`,
+    mongo,
+    runner: opts.runner,
+    loadAverageAtStart: os.loadavg().map((x) => Math.round(x * 100) / 100),
+  };
+}
+
+async function cleanup() {
+  const client = new MongoClient(services.MONGO_URL, { serverSelectionTimeoutMS: 5000 });
+  try {
+    await client.db(ctx.db).dropDatabase();
+  } finally {
+    await client.close();
+  }
+  const dropped = await dropKafka(services.KAFKA_BROKERS, `bench-${runId}`);
+  ctx.log(`dropped database ${ctx.db}, ${dropped.topics} topics and ${dropped.groups} consumer groups`);
+}
+
+/** Thousands of connections need file descriptors: re-run under a raised soft limit when the hard one allows. */
+function raiseFileLimit() {
+  if (process.env.BENCH_ULIMIT_RAISED) return;
+  const probe = spawnSync('bash', ['-c', 'echo "$(ulimit -Sn) $(ulimit -Hn)"'], { encoding: 'utf8' });
+  const [soft, hard] = (probe.stdout ?? '').trim().split(' ');
+  const want = hard === 'unlimited' ? NEEDED_FILES : Math.min(NEEDED_FILES, Number(hard));
+  if (!(Number(soft) < want)) return;
+  const r = spawnSync('bash', ['-c', `ulimit -Sn ${want} && exec "$0" "$@"`, process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, BENCH_ULIMIT_RAISED: '1' },
+  });
+  process.exit(r.status ?? 1);
+}
+
+function fail(msg) {
+  console.error(`bench: ${msg}`);
+  process.exit(2);
+}

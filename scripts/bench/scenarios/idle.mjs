@@ -1,0 +1,137 @@
+// Scenario 4: idle capacity of ONE API process: 10,000 long-polls and 3,000
+// SSE streams (500 accounts, 6 streams each: MAX_STREAMS_PER_ACCOUNT) held
+// open at once. Reported: the process's RSS and event-loop delay p99 while it
+// holds them, then one event per account (ingested through a second process)
+// must reach every long-poll and every stream. Reference: a bare Koa app
+// holding the same number of unanswered requests.
+import { join } from 'node:path';
+import { ensureAccounts, split } from '../lib/accounts.mjs';
+import { benchDir } from '../lib/paths.mjs';
+import { freePort, startNode } from '../lib/proc.mjs';
+import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
+import { infraCpu } from '../lib/infra-cpu.mjs';
+import { median, sleep } from '../lib/stats.mjs';
+
+export const title = 'Idle capacity (10,000 long-polls + 3,000 streams on one API process)';
+const ACCOUNTS = 500;
+const LONG_POLLS = 20; // per account: 10,000
+const STREAMS = 6; // per account: 3,000
+const WORKERS = 4;
+const MB = 2 ** 20;
+
+export async function run(ctx) {
+  const topic = ctx.topic('idle');
+  const [a, b] = await Promise.all([startApi(ctx, { name: 'api-a', topic }), startApi(ctx, { name: 'api-b', topic })]);
+  const accounts = await ensureAccounts(ctx, b.url, ACCOUNTS);
+  const baseline = await a.child.request('stats', { reset: true });
+  const spawnWorkers = (label) =>
+    split(accounts, WORKERS).map((group, i) => ({ group, child: startNode(`${label}-${i}`, [join(benchDir, 'workers', 'waiters.mjs')], { logFile: join(ctx.scratch, `idle-${label}-${i}.log`) }) }));
+
+  // --- ours
+  const workers = spawnWorkers('waiters');
+  const t0 = Date.now();
+  const openInfra = infraCpu();
+  await Promise.all(workers.map((w) => w.child.request('open', { url: a.url, accounts: w.group.map(({ id, token }) => ({ id, credential: token })), longPolls: LONG_POLLS, streams: STREAMS }, 300_000)));
+  const reached = await waitHeld(ctx, workers, a, ACCOUNTS * STREAMS, ctx.quick ? 40_000 : 50_000);
+  const openSeconds = (Date.now() - t0) / 1000;
+  const openCpu = { ...openInfra.read(), api: (await a.child.request('stats', { reset: false })).cpu };
+  ctx.log(`held after ${openSeconds.toFixed(0)} s: ${reached.longpoll} long-poll requests pending, ${reached.stream} streams open; FerretDB CPU while opening ${(openCpu.ferretdb * 100).toFixed(0)}%`);
+
+  // Idle: what holding them costs. Several samples, the median reported.
+  const samples = [];
+  await a.child.request('stats', { reset: true });
+  for (let i = 0; i < (ctx.quick ? 2 : 3); i++) {
+    await sleep(3000);
+    samples.push(await a.child.request('stats', { reset: true }));
+  }
+  const held = await Promise.all(workers.map((w) => w.child.request('status')));
+
+  // Release: one event per account through B; every reader must get it.
+  const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'idle-pacer.log') });
+  const probe = 1;
+  const sent = await ctx.profiled(a.child, 'release', async () => {
+    const r = await pacer.request('burst', { url: b.url, token: INGEST_TOKEN, accounts: accounts.map((x) => x.id), extra: { probe } });
+    await waitProbe(workers, probe, 20_000);
+    return r;
+  });
+  const releasedAfter = Date.now() - sent.sentAt;
+  const got = await Promise.all(workers.map((w) => w.child.request('probed', { probe })));
+  const releaseStats = await a.child.request('stats', { reset: true });
+  const sum = (kind, field) => got.reduce((s, g) => s + g[field][kind], 0);
+  ctx.log(`released: ${sum('longpoll', 'got')}/${sum('longpoll', 'total')} long-polls, ${sum('stream', 'got')}/${sum('stream', 'total')} streams within ${releasedAfter.toFixed(0)} ms; loop delay p99 during release ${releaseStats.eld.p99} ms`);
+  await Promise.all(workers.map((w) => w.child.request('close')));
+  await Promise.all([a.child.stop(), b.child.stop(), pacer.stop(), ...workers.map((w) => w.child.stop())]);
+
+  // --- reference: a bare Koa app holding the same number of unanswered requests
+  const port = await freePort();
+  const koa = startNode('bare-koa-hold', [join(benchDir, 'workers', 'bare-koa.mjs')], { env: { PORT: String(port), HOLD: '1' }, probe: true, logFile: join(ctx.scratch, 'idle-bare-koa.log') });
+  await sleep(1000);
+  const refWorkers = spawnWorkers('hold');
+  await Promise.all(refWorkers.map((w) => w.child.request('open', { url: `http://127.0.0.1:${port}`, accounts: w.group.map(({ id }) => ({ id })), longPolls: LONG_POLLS, streams: STREAMS, hold: true }, 300_000)));
+  await waitHeld(ctx, refWorkers, { child: koa }, ACCOUNTS * STREAMS, 60_000, ACCOUNTS * LONG_POLLS);
+  await koa.request('stats', { reset: true });
+  const refSamples = [];
+  for (let i = 0; i < 2; i++) {
+    await sleep(2000);
+    refSamples.push(await koa.request('stats', { reset: true }));
+  }
+  await Promise.all(refWorkers.map((w) => w.child.request('close')));
+  await Promise.all([koa.stop(), ...refWorkers.map((w) => w.child.stop())]);
+
+  const rss = median(samples.map((s) => s.rss)) / MB;
+  const eld = median(samples.map((s) => s.eld.p99));
+  const refRss = median(refSamples.map((s) => s.rss)) / MB;
+  const refEld = median(refSamples.map((s) => s.eld.p99));
+  const lpGot = sum('longpoll', 'got');
+  const stGot = sum('stream', 'got');
+  const lpTotal = sum('longpoll', 'total');
+  const stTotal = sum('stream', 'total');
+  const pending = held.reduce((s, h) => s + h.open.longpoll, 0);
+  const streamsOpen = held.reduce((s, h) => s + h.open.stream, 0);
+  return {
+    rows: [
+      { id: 'idle.rss', label: `4 RSS holding ${pending} long-polls + ${streamsOpen} streams`, value: rss, unit: 'MB', reference: { label: 'bare Koa holding as many requests', value: refRss, unit: 'MB' }, ratio: rss / refRss, target: { valueAtMost: 300, unit: 'MB' } },
+      { id: 'idle.eld', label: '4 event-loop delay p99 while holding them', value: eld, unit: 'ms', reference: { label: 'bare Koa, same', value: refEld, unit: 'ms' }, ratio: eld / refEld },
+      { id: 'idle.released', label: '4 readers released by one event per account', value: lpGot + stGot, unit: `of ${lpTotal + stTotal}`, reference: null, ratio: (lpGot + stGot) / (lpTotal + stTotal), target: { valueAtLeast: lpTotal + stTotal, unit: '' } },
+    ],
+    notes: {
+      baselineRssMb: baseline.rss / MB,
+      openSeconds,
+      infraCpuWhileOpening: openCpu,
+      releasedWithinMs: releasedAfter,
+      released: { longpoll: `${lpGot}/${lpTotal}`, stream: `${stGot}/${stTotal}` },
+      eldP99DuringReleaseMs: releaseStats.eld.p99,
+      heldCounters: held,
+      samples,
+      refSamples,
+    },
+  };
+}
+
+/** Waits until the streams are open and the API has gone quiet (every pending long-poll registered). */
+async function waitHeld(ctx, workers, api, streams, timeoutMs, longPolls = 0) {
+  const deadline = Date.now() + timeoutMs;
+  let quiet = 0;
+  for (;;) {
+    await sleep(1000);
+    const st = await Promise.all(workers.map((w) => w.child.request('status')));
+    const open = { longpoll: st.reduce((s, x) => s + x.open.longpoll, 0), stream: st.reduce((s, x) => s + x.open.stream, 0) };
+    const cpu = (await api.child.request('stats', { reset: true })).cpu;
+    quiet = open.stream >= streams && open.longpoll >= longPolls && cpu < 0.15 ? quiet + 1 : 0;
+    if (quiet >= 2) return open;
+    if (Date.now() > deadline) {
+      ctx.log(`not all held within ${timeoutMs / 1000} s: ${JSON.stringify(open)}, API CPU ${(cpu * 100).toFixed(0)}% (${st.map((x) => x.lastError).filter(Boolean)[0] ?? 'no reader error'})`);
+      return open;
+    }
+  }
+}
+
+async function waitProbe(workers, probe, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const got = await Promise.all(workers.map((w) => w.child.request('probed', { probe })));
+    const missing = got.reduce((s, g) => s + (g.total.longpoll - g.got.longpoll) + (g.total.stream - g.got.stream), 0);
+    if (missing === 0 || Date.now() > deadline) return;
+    await sleep(100);
+  }
+}

@@ -1,0 +1,89 @@
+// Scenario 1: events/s acknowledged by one API process through
+// POST /internal/v1/events, (a) one event per request at 64 connections,
+// (b) 100-event batches. References in the same run: a bare Koa app under the
+// same autocannon load (the HTTP ceiling) and Kafka's ProducerPerformance with
+// the same record size and acks=all on the same broker.
+import { join } from 'node:path';
+import { accountIds, envelopeBytes, eventBody } from '../lib/events.mjs';
+import { createTopic, producerPerformance } from '../lib/kafka.mjs';
+import { benchDir } from '../lib/paths.mjs';
+import { freePort, startNode, waitHttp } from '../lib/proc.mjs';
+import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
+import { median } from '../lib/stats.mjs';
+
+export const title = 'Ingest throughput';
+
+export async function run(ctx) {
+  const { quick } = ctx;
+  const seconds = quick ? 3 : 5;
+  const accounts = accountIds(`ing${ctx.runId}`, 1000);
+  const singles = accounts.map((a, i) => JSON.stringify(eventBody(a, i)));
+  const batches = Array.from({ length: 40 }, (_, b) => JSON.stringify({ events: Array.from({ length: 100 }, (_, i) => eventBody(accounts[(b * 100 + i * 7) % accounts.length], i)) }));
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${INGEST_TOKEN}` };
+
+  const refTopic = ctx.topic('producer-perf');
+  await createTopic(ctx.services.KAFKA_BROKERS, refTopic, 12);
+  const api = await startApi(ctx, { name: 'api', topic: ctx.topic('ingest') });
+  const koaPort = await freePort();
+  const koa = startNode('bare-koa', [join(benchDir, 'workers', 'bare-koa.mjs')], { env: { PORT: String(koaPort) }, probe: true, logFile: join(ctx.scratch, 'ingest-bare-koa.log') });
+  const koaUrl = `http://127.0.0.1:${koaPort}`;
+  await waitHttp(koaUrl, koa);
+  const cannon = startNode('cannon', [join(benchDir, 'workers', 'cannon.mjs')], { logFile: join(ctx.scratch, 'ingest-cannon.log') });
+
+  const load = (url, connections, bodies, secs = seconds) => cannon.request('run', { url: `${url}/internal/v1/events`, connections, seconds: secs, method: 'POST', headers, bodies }, (secs + 30) * 1000);
+  const recordSize = envelopeBytes(accounts[0]);
+
+  ctx.log(`warming up (record size ${recordSize} B)`);
+  await load(koaUrl, 64, singles, 2);
+  await load(api.url, 64, singles, 2);
+  await load(api.url, 16, batches, 2);
+
+  const samples = { koa: [], single: [], batch: [], kafka: [], apiCpuSingle: [], apiCpuBatch: [] };
+  for (let r = 0; r < ctx.runs; r++) {
+    const k = await load(koaUrl, 64, singles);
+    samples.koa.push(k.rps);
+
+    await api.child.request('stats', { reset: true });
+    const a = await ctx.profiled(api.child, `single-${r}`, () => load(api.url, 64, singles));
+    samples.apiCpuSingle.push((await api.child.request('stats', { reset: true })).cpu);
+    samples.single.push(a.non2xx + a.errors > 0 ? NaN : a.rps);
+
+    const b = await ctx.profiled(api.child, `batch-${r}`, () => load(api.url, 16, batches));
+    samples.apiCpuBatch.push((await api.child.request('stats', { reset: true })).cpu);
+    samples.batch.push(b.non2xx + b.errors > 0 ? NaN : b.rps * 100);
+
+    const p = await producerPerformance(ctx.services.KAFKA_BROKERS, refTopic, { records: quick ? 150_000 : 400_000, recordSize });
+    samples.kafka.push(p.recordsPerSec);
+    ctx.log(`run ${r + 1}: bare Koa ${k.rps.toFixed(0)} req/s; ingest (a) ${a.rps.toFixed(0)} ev/s (non-2xx ${a.non2xx}, errors ${a.errors}); (b) ${(b.rps * 100).toFixed(0)} ev/s (non-2xx ${b.non2xx}); ProducerPerformance ${p.recordsPerSec.toFixed(0)} rec/s`);
+  }
+  await Promise.all([api.child.stop(), koa.stop(), cannon.stop()]);
+
+  const single = median(samples.single);
+  const batch = median(samples.batch);
+  const koaRps = median(samples.koa);
+  const kafka = median(samples.kafka);
+  return {
+    rows: [
+      {
+        id: 'ingest.single',
+        label: '1a ingest, 1 event/request, 64 conns',
+        value: single,
+        unit: 'events/s',
+        reference: { label: 'bare Koa {} (same load)', value: koaRps, unit: 'req/s' },
+        ratio: single / koaRps,
+        target: { ratioAtLeast: 0.5 },
+      },
+      {
+        id: 'ingest.batch',
+        label: '1b ingest, 100-event batches, 16 conns',
+        value: batch,
+        unit: 'events/s',
+        reference: { label: `Kafka ProducerPerformance (${recordSize} B, acks=all)`, value: kafka, unit: 'records/s' },
+        ratio: batch / kafka,
+        target: { ratioAtLeast: 0.4 },
+      },
+    ],
+    samples,
+    notes: { recordSize, seconds, apiCpuSingle: median(samples.apiCpuSingle), apiCpuBatch: median(samples.apiCpuBatch) },
+  };
+}

@@ -1,0 +1,115 @@
+// Scenario 5: webhook deliveries/s from one delivery process to a fast local
+// HTTPS receiver; then the same with 20% of the subscriptions pointing at a
+// receiver that never answers (each attempt runs into the 4 s timeout): the
+// healthy receivers' throughput and p99 latency as a ratio to the all-healthy
+// run. Reference: a bare Node HTTPS client at the delivery process's
+// concurrency against the same receiver.
+import { join } from 'node:path';
+import { ensureAccounts } from '../lib/accounts.mjs';
+import { call, pool } from '../lib/http.mjs';
+import { benchDir } from '../lib/paths.mjs';
+import { startNode } from '../lib/proc.mjs';
+import { INGEST_TOKEN, startApi, startDelivery } from '../lib/services.mjs';
+import { infraCpu } from '../lib/infra-cpu.mjs';
+import { percentile, sleep } from '../lib/stats.mjs';
+
+export const title = 'Webhook deliveries (one delivery process)';
+const SUBS = 50; // per configuration, one per account
+const HANGING = 10; // of SUBS in the second configuration: 20%
+const CONCURRENCY = 256; // WEBHOOK_CONCURRENCY's default, also the reference client's
+
+export async function run(ctx) {
+  const caFile = join(ctx.scratch, 'webhook-ca.pem');
+  const receivers = startNode('receivers', [join(benchDir, 'workers', 'receivers.mjs')], { logFile: join(ctx.scratch, 'webhooks-receivers.log') });
+  const ports = await receivers.request('start', { caFile });
+  const topic = ctx.topic('webhooks');
+  const env = { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_CA_FILE: caFile };
+  const api = await startApi(ctx, { name: 'api', topic, env });
+  const accounts = (await ensureAccounts(ctx, api.url, 2 * SUBS)).slice(0, 2 * SUBS);
+  const configs = {
+    healthy: accounts.slice(0, SUBS).map((a, i) => ({ account: a, url: `https://127.0.0.1:${ports.fast}/healthy/${i}` })),
+    mixed: accounts.slice(SUBS, 2 * SUBS).map((a, i) => ({ account: a, url: i < HANGING ? `https://127.0.0.1:${ports.hang}/mixed/${i}` : `https://127.0.0.1:${ports.fast}/mixed/${i}` })),
+  };
+  await pool([...configs.healthy, ...configs.mixed], 8, (s) => call(api.url, 'POST', '/api/v1/webhooks', { body: { url: s.url, events: ['*'], description: 'bench' }, headers: { authorization: `Bearer ${s.account.token}` } }));
+  const delivery = await startDelivery(ctx, { name: 'delivery', topic, env: { ...env, WEBHOOK_CONCURRENCY: String(CONCURRENCY) } });
+  const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'webhooks-pacer.log') });
+
+  const ingest = async (ids, count, extra) => {
+    for (let sent = 0; sent < count; sent += 500) {
+      const n = Math.min(500, count - sent);
+      await pacer.request('burst', { url: api.url, token: INGEST_TOKEN, accounts: Array.from({ length: n }, (_, i) => ids[(sent + i) % ids.length]), extra });
+    }
+  };
+  const collect = async (prefix, expected, timeoutMs) => {
+    const got = [];
+    const deadline = Date.now() + timeoutMs;
+    while (got.length < expected && Date.now() < deadline) {
+      await sleep(250);
+      got.push(...(await receivers.request('take')).received.filter(([path]) => path.startsWith(prefix)));
+    }
+    return got;
+  };
+
+  // Warm-up: the group joins, connections and TLS sessions are made, and the
+  // rate it delivers at sizes the bursts (~15 s of work, at most 2,000) and the
+  // latency phase's steady rate (half of it, at most 100 events/s), so a slow
+  // store does not leave a backlog running into the next measurement.
+  ctx.log('warming up');
+  await ingest(configs.healthy.map((s) => s.account.id), SUBS, { warm: 1 });
+  await collect('/healthy/', SUBS, 60_000);
+  const w0 = Date.now();
+  await ingest(configs.healthy.map((s) => s.account.id), 2 * SUBS, { warm: 2 });
+  const warm = await collect('/healthy/', 2 * SUBS, 60_000);
+  const capacity = warm.length / ((Date.now() - w0) / 1000);
+  const burst = Math.max(200, Math.min(ctx.quick ? 600 : 2000, Math.round(capacity * (ctx.quick ? 8 : 15))));
+  const RATE = Math.max(2, Math.min(100, Math.round(capacity / 2)));
+  ctx.log(`warm-up delivered at ~${capacity.toFixed(0)}/s: bursts of ${burst} events, latency phase at ${RATE} events/s`);
+
+  const measure = async (name) => {
+    const subs = configs[name];
+    const ids = subs.map((s) => s.account.id);
+    const healthyShare = subs.filter((s) => s.url.includes(`:${ports.fast}/`)).length / subs.length;
+    await receivers.request('take');
+    await delivery.child.request('stats', { reset: true });
+    // Throughput: a burst far larger than what is in flight at once, drained.
+    const t0 = Date.now();
+    const infra = infraCpu();
+    const got = await ctx.profiled(delivery.child, name, async () => {
+      await ingest(ids, burst, {});
+      return collect(`/${name}/`, Math.round(burst * healthyShare), 45_000);
+    });
+    const times = got.map((r) => r[3]);
+    const span = (Math.max(...times) - Math.min(...times)) / 1000;
+    const rate = got.length / span;
+    const stats = await delivery.child.request('stats', { reset: true });
+    // Latency: a steady rate well below the throughput.
+    await pacer.request('start', { url: api.url, token: INGEST_TOKEN, rate: RATE, seconds: ctx.quick ? 4 : 6, accounts: ids });
+    const paced = await pacer.request('finish', {}, 120_000);
+    const timed = await collect(`/${name}/`, Math.round(paced.sent * healthyShare), 20_000);
+    const lat = timed.filter((r) => r[2]).map((r) => r[3] - r[2]);
+    const m = { deliveriesPerSec: rate, delivered: got.length, expected: Math.round(burst * healthyShare), drainSeconds: (Date.now() - t0) / 1000, p50: percentile(lat, 50), p99: percentile(lat, 99), latencySamples: lat.length, cpu: stats.cpu, eldP99: stats.eld.p99, infraCpu: infra.read() };
+    ctx.log(`${name}: ${rate.toFixed(0)} healthy deliveries/s (${got.length}/${m.expected}); latency @${RATE} ev/s p50 ${m.p50?.toFixed(1)} ms, p99 ${m.p99?.toFixed(1)} ms (${lat.length}); delivery CPU ${(stats.cpu * 100).toFixed(0)}%, FerretDB ${(m.infraCpu.ferretdb * 100).toFixed(0)}%`);
+    return m;
+  };
+  const healthy = await measure('healthy');
+  const mixed = await measure('mixed');
+  await Promise.all([api.child.stop(), delivery.child.stop(), pacer.stop()]);
+
+  const blast = startNode('https-blast', [join(benchDir, 'workers', 'https-blast.mjs')], { logFile: join(ctx.scratch, 'webhooks-blast.log') });
+  const body = JSON.stringify({ id: 'evt_' + '0'.repeat(24), type: 'message.received', created_at: new Date().toISOString(), data: { t: 0, seq: 1, from: '+14155550123', to: '+14155550199', channel: 'sms', text: 'Running about ten minutes late, see you at the usual place.' }, cursor: 'c1_MTIuMTIzNDU2' });
+  const ref = await blast.request('run', { url: `https://127.0.0.1:${ports.fast}/reference`, caFile, concurrency: CONCURRENCY, seconds: ctx.quick ? 3 : 5, body });
+  await Promise.all([blast.stop(), receivers.stop()]);
+  ctx.log(`bare HTTPS client: ${ref.rps.toFixed(0)} req/s`);
+
+  return {
+    rows: [
+      { id: 'webhooks.throughput', label: '5a webhook deliveries/s, all receivers healthy', value: healthy.deliveriesPerSec, unit: 'deliveries/s', reference: { label: `bare HTTPS client, ${CONCURRENCY} in flight`, value: ref.rps, unit: 'req/s' }, ratio: healthy.deliveriesPerSec / ref.rps, target: { valueAtLeast: 2000, unit: 'deliveries/s' } },
+      { id: 'webhooks.mixed.throughput', label: '5b healthy deliveries/s, 20% of subscriptions hanging', value: mixed.deliveriesPerSec, unit: 'deliveries/s', reference: { label: '5a (all healthy)', value: healthy.deliveriesPerSec, unit: 'deliveries/s' }, ratio: mixed.deliveriesPerSec / healthy.deliveriesPerSec, target: { ratioAtLeast: 0.8 } },
+      { id: 'webhooks.mixed.p99', label: `5c healthy delivery p99 @${RATE} events/s, 20% hanging`, value: mixed.p99, unit: 'ms', reference: { label: 'all healthy p99', value: healthy.p99, unit: 'ms' }, ratio: mixed.p99 / healthy.p99 },
+    ],
+    healthy,
+    mixed,
+    reference: ref,
+    notes: { subscriptions: SUBS, hanging: HANGING, burst, rate: RATE, concurrency: CONCURRENCY },
+  };
+}

@@ -1,0 +1,33 @@
+import { expect } from 'chai';
+import { loadBaseConfig } from '../src/config/index.js';
+import { createKafka, endOffsets, ensureTopic, topicCatalog } from '../src/eventlog/kafka.js';
+import { createLogger } from '../src/log.js';
+import { baseTestEnv, uniqueName } from './support/env.js';
+
+describe('event topic at boot', () => {
+  it('lets several processes boot at once on a fresh cluster: each ensures the topic, then reads its end offsets', async function () {
+    this.timeout(90_000);
+    const env = baseTestEnv({ EVENTS_TOPIC: uniqueName(`${baseTestEnv().EVENTS_TOPIC}-boot`), EVENTS_PARTITIONS: '12' });
+    const config = loadBaseConfig(env, 'boot-test');
+    const log = createLogger('test', 'silent');
+    const spec = topicCatalog(config).events;
+    // Four "processes", each with its own client, as replicas starting together would be.
+    const admins = Array.from({ length: 4 }, () => createKafka(config, log).admin());
+    await Promise.all(admins.map((a) => a.connect()));
+    try {
+      const offsets = await Promise.all(
+        admins.map(async (admin) => {
+          await ensureTopic(admin, spec, log);
+          return endOffsets(admin, spec.name);
+        }),
+      );
+      for (const o of offsets) {
+        expect(o.size).to.equal(12);
+        expect([...o.values()].every((v) => v === 0n)).to.equal(true);
+      }
+    } finally {
+      await admins[0]!.deleteTopics({ topics: [spec.name] }).catch(() => undefined);
+      await Promise.all(admins.map((a) => a.disconnect()));
+    }
+  });
+});
