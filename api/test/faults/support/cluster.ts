@@ -66,7 +66,8 @@ export class Cluster {
 
   /** Adds a delivery process (not started). */
   addDelivery(name: string, env: Record<string, string> = {}): ServiceProcess {
-    const worker = new ServiceProcess(name, 'delivery', { ...this.baseEnv(), INSTANCE_ID: name, KAFKA_CLIENT_ID: name, ...this.opts.deliveryEnv, ...env });
+    // METRICS_PORT 0: no metrics server, which would collide on its fixed port with other runs' workers.
+    const worker = new ServiceProcess(name, 'delivery', { ...this.baseEnv(), INSTANCE_ID: name, KAFKA_CLIENT_ID: name, METRICS_PORT: '0', ...this.opts.deliveryEnv, ...env });
     this.deliveries.push(worker);
     return worker;
   }
