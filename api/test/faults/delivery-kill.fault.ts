@@ -22,11 +22,15 @@ import type { ServiceProcess } from './support/processes.js';
  */
 const EVENTS = Number(process.env.FAULT_DELIVERY_EVENTS ?? (process.env.FAULTS_FULL === '1' ? 2000 : 200));
 const PATHS = ['/sub-1', '/sub-2', '/sub-3'];
+/** Generous waits, scaled to the work: FerretDB delivers a few per second under load. */
+const DELIVERIES = EVENTS * PATHS.length;
+const KILL_WAIT_MS = Math.max(180_000, DELIVERIES * 150);
+const FINISH_WAIT_MS = Math.max(300_000, DELIVERIES * 300);
 /** Kill when this share of all deliveries has arrived. */
 const KILL_AT = [0.1, 0.35, 0.6];
 
 describe('fault: delivery process SIGKILLed 3 times during delivery', function () {
-  this.timeout(600_000);
+  this.timeout(60_000 + 3 * KILL_WAIT_MS + FINISH_WAIT_MS);
   let cluster: Cluster;
   let api: ServiceProcess;
   let worker: ServiceProcess;
@@ -62,11 +66,11 @@ describe('fault: delivery process SIGKILLed 3 times during delivery', function (
     const subs = await Promise.all(PATHS.map((path) => createWebhook(api, account.apiKey, receiver.url(path))));
     const ids = await ingestMany(api, account.userId, EVENTS);
     expect(new Set(ids).size).to.equal(EVENTS);
-    const total = EVENTS * PATHS.length;
+    const total = DELIVERIES;
 
     const kills: { at_received: number; restart_ms: number }[] = [];
     for (const share of KILL_AT) {
-      await until(`${Math.round(share * 100)} % of the deliveries`, () => receiver.received().length >= share * total, 180_000, 50);
+      await until(`${Math.round(share * 100)} % of the deliveries`, () => receiver.received().length >= share * total, KILL_WAIT_MS, 50);
       const at = receiver.received().length;
       await worker.kill();
       const killed = Date.now();
@@ -89,7 +93,7 @@ describe('fault: delivery process SIGKILLed 3 times during delivery', function (
       return out;
     };
     try {
-      await until('every subscription has every event', () => [...missing().values()].every((m) => m.length === 0), 300_000, 500);
+      await until('every subscription has every event', () => [...missing().values()].every((m) => m.length === 0), FINISH_WAIT_MS, 500);
     } finally {
       clearInterval(progress);
     }

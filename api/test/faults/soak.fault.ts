@@ -10,7 +10,6 @@
  * delivered.
  */
 import { expect } from 'chai';
-import { call, type JsonResponse } from '../support/api.js';
 import type { TestAccount } from '../support/accounts.js';
 import { Receiver, receiverCaFile } from '../../../shared/test/support/receiver.js';
 import { apiUrl, Cluster, createWebhook, newAccount, pollAll, sleep, tally, until } from './support/cluster.js';
@@ -18,7 +17,7 @@ import { recordFigures } from './support/figures.js';
 import { IngestLoad } from './support/load.js';
 import type { ServiceProcess } from './support/processes.js';
 import { growth, RssSampler, type Growth } from './support/rss.js';
-import { openStream } from './support/streams.js';
+import { Readers } from './support/readers.js';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
 /** Generous: a leak of this size would grow a process by gigabytes a day. */
@@ -26,24 +25,6 @@ const MAX_SLOPE_MB_PER_MIN = Number(process.env.SOAK_MAX_SLOPE_MB_PER_MIN ?? (SE
 /** A slope alone over a short window can be garbage-collector noise: the fitted rise must be real too. */
 const MIN_RISE_MB = 48;
 const DELIVERED_TYPE = 'call.completed';
-
-/** Status counts per kind of request. */
-class Ops {
-  readonly counts = new Map<string, Map<number, number>>();
-  record(op: string, status: number): void {
-    const byStatus = this.counts.get(op) ?? new Map<number, number>();
-    byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
-    this.counts.set(op, byStatus);
-  }
-  unexpected(allowed: Record<string, number[]>): string[] {
-    const out: string[] = [];
-    for (const [op, byStatus] of this.counts) for (const [status, n] of byStatus) if (!(allowed[op] ?? [200]).includes(status)) out.push(`${op} ${status} x${n}`);
-    return out;
-  }
-  summary(): Record<string, Record<string, number>> {
-    return Object.fromEntries([...this.counts].map(([op, m]) => [op, Object.fromEntries([...m].map(([s, n]) => [String(s), n]))]));
-  }
-}
 
 describe(`soak: ${SECONDS} s of mixed load, RSS sampled`, function () {
   this.timeout((SECONDS + 300) * 1000);
@@ -73,70 +54,20 @@ describe(`soak: ${SECONDS} s of mixed load, RSS sampled`, function () {
     await receiver?.close();
   });
 
-  it('stays correct and bounded in memory', async function () {
-    const ops = new Ops();
-    const bases = apis.map(apiUrl);
+  let load: IngestLoad;
+  let readers: Readers;
+  let sampler: RssSampler;
+  let bases: string[];
+  const figures: Record<string, unknown> = { seconds: SECONDS };
+
+  it(`runs ${SECONDS} s of mixed load with only the expected answers`, async function () {
+    bases = apis.map(apiUrl);
     let turn = 0;
     const nextBase = (): string => bases[turn++ % bases.length] as string;
-    let running = true;
-    const loops: Promise<void>[] = [];
-
-    const load = new IngestLoad(nextBase, accounts.map((a) => a.userId), { concurrency: 2, batch: 5, pauseMs: 300 });
+    load = new IngestLoad(nextBase, accounts.map((a) => a.userId), { concurrency: 2, batch: 5, pauseMs: 300 });
     load.start();
-
-    for (const account of accounts) {
-      // Cursor polling.
-      loops.push(
-        (async () => {
-          let since: string | null = null;
-          while (running) {
-            const res: JsonResponse = await call(nextBase(), 'GET', `/api/v1/events?limit=100${since ? `&since=${encodeURIComponent(since)}` : ''}`, { headers: { authorization: `Bearer ${account.apiKey}` } });
-            ops.record('poll', res.status);
-            if (res.status === 200) since = res.body.cursor ?? since;
-            await sleep(300);
-          }
-        })(),
-      );
-      // Long-poll, looping from its last cursor.
-      loops.push(
-        (async () => {
-          let since: string | undefined;
-          while (running) {
-            const res = await call(nextBase(), 'POST', '/api/v1/events/wait', { headers: { authorization: `Bearer ${account.apiKey}` }, body: { timeout_ms: 3000, ...(since ? { since } : {}) } });
-            ops.record('long-poll', res.status);
-            if (res.status === 200) since = res.body.event?.cursor ?? res.body.cursor ?? since;
-            else await sleep(500);
-          }
-        })(),
-      );
-    }
-    // Two streams per account, each resuming from its last id when the server ends it.
-    const streamed: { account: TestAccount; ids: string[] }[] = [];
-    for (const account of accounts) {
-      for (let k = 0; k < 2; k++) {
-        const record = { account, ids: [] as string[] };
-        streamed.push(record);
-        loops.push(
-          (async () => {
-            while (running) {
-              const last = record.ids.at(-1);
-              const s = await openStream(nextBase(), account.apiKey, last ? `&since=${encodeURIComponent(last)}` : '');
-              ops.record('stream', s.status);
-              if (s.status !== 200) {
-                await sleep(1000);
-                continue;
-              }
-              const stop = setInterval(() => !running && s.close(), 200);
-              await s.ended;
-              clearInterval(stop);
-              record.ids.push(...s.ids);
-            }
-          })(),
-        );
-      }
-    }
-
-    const sampler = new RssSampler([...apis, worker]);
+    readers = new Readers(nextBase, accounts);
+    sampler = new RssSampler([...apis, worker]);
     sampler.start();
     const started = Date.now();
     while (Date.now() - started < SECONDS * 1000) {
@@ -145,13 +76,14 @@ describe(`soak: ${SECONDS} s of mixed load, RSS sampled`, function () {
       console.log(`      ${Math.round((Date.now() - started) / 1000)} s: ${load.acked.size} events acknowledged, ${receiver.received().length} delivered; RSS ${rss}`);
     }
     sampler.stop();
-    running = false;
-    await load.stop();
-    await Promise.all(loops);
-    for (const o of load.outcomes) ops.record('ingest', o.status);
+    await Promise.all([load.stop(), readers.stop()]);
+    for (const o of load.outcomes) readers.ops.record('ingest', o.status);
+    figures.requests = readers.ops.summary();
+    expect(readers.ops.unexpected({ ingest: [202], stream: [200] }), 'answers other than the expected ones').to.deep.equal([]);
+    expect(cluster.crashes(), 'processes that exited unasked').to.deep.equal([]);
+  });
 
-    // Correctness under load.
-    expect(ops.unexpected({ ingest: [202], stream: [200] }), 'answers other than the expected ones').to.deep.equal([]);
+  it('read everything exactly once: polling, every resumed stream gap-free, every matching event delivered', async function () {
     let perAccount: { id: string; type: string; cursor: string }[][] = [];
     let result!: ReturnType<typeof tally>;
     await until(
@@ -165,11 +97,11 @@ describe(`soak: ${SECONDS} s of mixed load, RSS sampled`, function () {
       1000,
     );
     expect(result.duplicated, 'events polled more than once').to.deep.equal([]);
-    for (const s of streamed) {
+    for (const s of readers.streams) {
       const cursors = perAccount[accounts.indexOf(s.account)]!.map((e) => e.cursor);
       expect(new Set(s.ids).size, 'no event twice on a resumed stream').to.equal(s.ids.length);
       const from = cursors.indexOf(s.ids[0] as string);
-      expect(s.ids, 'a resumed stream is a gap-free run of the account\'s events').to.deep.equal(cursors.slice(from, from + s.ids.length));
+      expect(s.ids, "a resumed stream is a gap-free run of the account's events").to.deep.equal(cursors.slice(from, from + s.ids.length));
     }
     const toDeliver = perAccount.flatMap((events, i) => events.filter((e) => e.type === DELIVERED_TYPE).map((e) => `${i}:${e.id}`));
     await until(
@@ -181,26 +113,23 @@ describe(`soak: ${SECONDS} s of mixed load, RSS sampled`, function () {
       180_000,
       1000,
     );
-
-    // Memory.
-    const memory: Record<string, Growth> = {};
-    for (const [name, samples] of sampler.samples) memory[name] = growth(samples);
-    recordFigures(SECONDS >= 300 ? 'soak-long' : 'soak', {
-      seconds: SECONDS,
+    Object.assign(figures, {
       events_acknowledged: result.expected,
       events_found_by_polling: result.found,
       duplicated: result.duplicated.length,
-      stream_events_received: streamed.reduce((n, s) => n + s.ids.length, 0),
+      stream_events_received: readers.streams.reduce((n, s) => n + s.ids.length, 0),
       webhook_deliveries_expected: toDeliver.length,
       webhook_requests_received: receiver.received().length,
-      requests: ops.summary(),
-      rss: memory,
-      max_slope_mb_per_min: MAX_SLOPE_MB_PER_MIN,
     });
+  });
+
+  it('kept every process\'s RSS bounded', function () {
+    const memory: Record<string, Growth> = {};
+    for (const [name, samples] of sampler.samples) memory[name] = growth(samples);
+    recordFigures(SECONDS >= 300 ? 'soak-long' : 'soak', { ...figures, rss: memory, max_slope_mb_per_min: MAX_SLOPE_MB_PER_MIN });
     for (const [name, g] of Object.entries(memory)) {
       const unbounded = g.second_half_slope_mb_per_min > MAX_SLOPE_MB_PER_MIN && g.second_half_rise_mb > MIN_RISE_MB;
       expect(unbounded, `${name}: RSS ${g.start_mb} -> ${g.end_mb} MB, ${g.second_half_slope_mb_per_min} MB/min over the second half`).to.equal(false);
     }
-    expect(cluster.crashes(), 'processes that exited unasked').to.deep.equal([]);
   });
 });
