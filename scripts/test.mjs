@@ -1,7 +1,12 @@
 #!/usr/bin/env node
 // `npm test`: brings up Kafka and the MongoDB-wire server (or uses KAFKA_BROKERS
-// and MONGO_URL when both are set), runs mocha over every test, and ends with
-// one line `tests: N passed, M failed` taken from mocha's results.
+// and MONGO_URL when both are set), runs mocha over every test (the unit and
+// integration tests, then the fault tests), and ends with one line
+// `tests: N passed, M failed` taken from mocha's results.
+//   --quick   everything but the fault tests (the dev loop: `npm run test:quick`)
+//   --faults  only the fault tests (`npm run test:faults`)
+//   --soak    only the soak, 600 s unless SOAK_SECONDS says otherwise (`npm run soak`)
+//   --full    the fault tests at the issue's full sizes (FAULTS_FULL=1; `npm run test:faults:full`)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
@@ -12,10 +17,17 @@ import { ensureServices } from './infra/services.mjs';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const resultsFile = join(root, '.test-results.json');
 
+const MODES = ['--quick', '--faults', '--soak', '--full'];
+const argv = process.argv.slice(2);
+const mode = new Set(argv.filter((a) => MODES.includes(a)));
+const extra = argv.filter((a) => !MODES.includes(a));
+
 const services = await ensureServices();
 const env = {
   ...process.env,
   ...services,
+  ...(mode.has('--soak') || mode.has('--full') ? { SOAK_SECONDS: process.env.SOAK_SECONDS ?? '600' } : {}),
+  ...(mode.has('--full') ? { FAULTS_FULL: '1' } : {}),
   TEST_RUN_ID: process.env.TEST_RUN_ID ?? randomBytes(4).toString('hex'),
   TEST_RESULTS_FILE: resultsFile,
 };
@@ -23,8 +35,12 @@ rmSync(resultsFile, { force: true });
 
 const mocha = join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
 // Files named on the command line (`npm test -- api/test/x.test.ts`) replace the default set.
-const DEFAULT_SPECS = ['{shared,api,delivery}/src/**/*.test.ts', '{shared,api,delivery}/test/**/*.test.ts'];
-const extra = process.argv.slice(2);
+// Mocha runs the files in this order: the fault tests (real processes killed and
+// restarted, a private Kafka + FerretDB) come last.
+const TESTS = ['{shared,api,delivery}/src/**/*.test.ts', '{shared,api,delivery}/test/**/*.test.ts'];
+const FAULTS = ['api/test/faults/**/*.fault.ts'];
+const SOAK = ['api/test/faults/soak.fault.ts'];
+const DEFAULT_SPECS = mode.has('--soak') ? SOAK : mode.has('--faults') || mode.has('--full') ? FAULTS : mode.has('--quick') ? TESTS : [...TESTS, ...FAULTS];
 const specs = extra.some((a) => !a.startsWith('-')) ? [] : DEFAULT_SPECS;
 const args = [mocha, '--reporter', join(root, 'scripts', 'test', 'reporter.cjs'), ...specs, ...extra];
 const child = spawn(process.execPath, args, { cwd: root, env, stdio: 'inherit' });

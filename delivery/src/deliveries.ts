@@ -78,18 +78,47 @@ export async function countQueue(c: DeliveryCollections, now: Date): Promise<{ d
  * Takes the next claim on a delivery as seen in `seen` (also used by a holder
  * to extend its own lease: it takes the claim after its own). Returns the
  * delivery as now held, or null when another process got that claim first.
+ *
+ * A process that dies (or whose update fails) between inserting claim n and
+ * recording it on the delivery leaves the delivery at n - 1 with claim n
+ * taken; every later claimer would lose on n forever and the delivery would
+ * never be sent again (found by the delivery fault test: SIGKILL during
+ * delivery left some stuck for good). So a taken claim number is looked at:
+ * when the delivery still shows an older number and that claim's lease has
+ * run out, the claim is an orphan and the next number is tried.
  */
 export async function claim(c: DeliveryCollections, seen: DeliveryDoc, owner: string, now: Date, leaseMs: number): Promise<DeliveryDoc | null> {
-  const seq = seen.claim_seq + 1;
+  for (let seq = seen.claim_seq + 1, tries = 0; tries < MAX_ORPHANED_CLAIMS; seq++, tries++) {
+    if (await insertClaim(c, seen._id, seq, owner, now)) {
+      const lease = { claim_seq: seq, lease_owner: owner, lease_until: new Date(now.getTime() + leaseMs), updated_at: now };
+      await c.deliveries.updateOne({ _id: seen._id }, { $set: lease });
+      return { ...seen, ...lease };
+    }
+    if (!(await isOrphanedClaim(c, seen._id, seq, now, leaseMs))) return null;
+  }
+  return null;
+}
+
+const MAX_ORPHANED_CLAIMS = 5;
+
+async function insertClaim(c: DeliveryCollections, deliveryId: string, seq: number, owner: string, now: Date): Promise<boolean> {
   try {
-    await c.claims.insertOne({ _id: `${seen._id}:${seq}`, delivery_id: seen._id, owner, at: now });
+    await c.claims.insertOne({ _id: `${deliveryId}:${seq}`, delivery_id: deliveryId, owner, at: now });
+    return true;
   } catch (err) {
-    if ((err as { code?: number }).code === DUPLICATE_KEY) return null;
+    if ((err as { code?: number }).code === DUPLICATE_KEY) return false;
     throw err;
   }
-  const lease = { claim_seq: seq, lease_owner: owner, lease_until: new Date(now.getTime() + leaseMs), updated_at: now };
-  await c.deliveries.updateOne({ _id: seen._id }, { $set: lease });
-  return { ...seen, ...lease };
+}
+
+/** Claim `seq` was taken but never recorded on the (still pending) delivery, and its lease is over. */
+async function isOrphanedClaim(c: DeliveryCollections, deliveryId: string, seq: number, now: Date, leaseMs: number): Promise<boolean> {
+  // Usually the claim was just won by another process: one read settles that.
+  const taken = await c.claims.findOne({ _id: `${deliveryId}:${seq}` });
+  if (!taken || taken.at.getTime() + leaseMs > now.getTime()) return false;
+  const current = await c.deliveries.findOne({ _id: deliveryId }, { projection: { claim_seq: 1, state: 1 } });
+  // At this claim or past it, we read a stale copy and lost fairly; finished, nothing to take.
+  return current !== null && current.state === 'pending' && current.claim_seq < seq;
 }
 
 /** Hands deliveries we hold but will not send (shutdown) back for immediate claiming. */

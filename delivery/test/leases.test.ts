@@ -122,6 +122,28 @@ describe('delivery leases and safety', function () {
     expect(both[1]!.at).to.be.at.least(future.getTime());
   });
 
+  it('takes over a delivery whose claimer died between taking a claim and recording it, once that lease is over', async () => {
+    const sub = await db.subscribe(newAccountId(), receiver.url('/orphan'), ['*']);
+    const leaseMs = loadDeliveryConfig(env).webhooks.leaseMs;
+    const expired = new Date(Date.now() - 1000);
+    const orphan = 'dlv_orphan_' + uniqueName('x');
+    const fresh = 'dlv_orphan_fresh_' + uniqueName('x');
+    // Both rest at claim 1 with an expired lease; claim 2 was taken by a process that died before recording it.
+    await mongo.collections.deliveries.insertMany([pending(orphan, sub, { lease_owner: 'dead', lease_until: expired }), pending(fresh, sub, { lease_owner: 'dead', lease_until: expired })]);
+    await mongo.collections.claims.insertMany([
+      { _id: `${orphan}:2`, delivery_id: orphan, owner: 'dead', at: new Date(Date.now() - leaseMs - 1000) },
+      { _id: `${fresh}:2`, delivery_id: fresh, owner: 'dying', at: new Date() }, // its lease is not over yet
+    ]);
+    const { scheduler } = deliveryProcess('proc-d');
+    scheduler.start();
+    const [first] = await receiver.waitFor('/orphan', 1, 10_000);
+    expect(first!.headers['x-service-delivery']).to.equal(orphan);
+    await db.until(async () => (await mongo.collections.deliveries.findOne({ _id: orphan }))?.state === 'succeeded', 10_000, 'orphan delivered');
+    expect((await mongo.collections.deliveries.findOne({ _id: orphan }))?.claim_seq, 'claimed past the orphaned claim').to.equal(3);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(receiver.received('/orphan').map((r) => r.headers['x-service-delivery']), 'a claim still within its lease is respected').to.deep.equal([orphan]);
+  });
+
   it('creates no second delivery when a batch is consumed again', async () => {
     const account = newAccountId();
     await db.subscribe(account, receiver.url('/again'), ['*']);

@@ -68,6 +68,11 @@ function testCertificate(): Promise<{ cert: string; key: string; caFile: string 
   return certificate;
 }
 
+/** The PEM file of the receivers' CA (for WEBHOOK_CA_FILE), available before any receiver listens. */
+export async function receiverCaFile(): Promise<string> {
+  return (await testCertificate()).caFile;
+}
+
 export class Receiver {
   private readonly behaviours = new Map<string, Behaviour>();
   private readonly log: Received[] = [];
@@ -80,11 +85,15 @@ export class Receiver {
     readonly caFile: string,
   ) {}
 
-  static async start(): Promise<Receiver> {
+  /** `port`: listen there (a receiver that comes up late on a URL already subscribed); default any free port. */
+  static async start(opts: { port?: number } = {}): Promise<Receiver> {
     const { cert, key, caFile } = await testCertificate();
     let self: Receiver | null = null;
     const server = https.createServer({ cert, key }, (req, res) => self?.handle(req, res));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 0, '127.0.0.1', () => resolve());
+    });
     self = new Receiver(server, (server.address() as AddressInfo).port, caFile);
     return self;
   }

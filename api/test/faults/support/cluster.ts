@@ -51,6 +51,8 @@ export class Cluster {
       EVENTS_PARTITIONS: '3',
       MONGO_DB: this.db,
       INGEST_TOKEN,
+      // Subscriptions point at the test's HTTPS receiver on 127.0.0.1 (development setting).
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     };
   }
 
@@ -64,7 +66,8 @@ export class Cluster {
 
   /** Adds a delivery process (not started). */
   addDelivery(name: string, env: Record<string, string> = {}): ServiceProcess {
-    const worker = new ServiceProcess(name, 'delivery', { ...this.baseEnv(), INSTANCE_ID: name, KAFKA_CLIENT_ID: name, ...this.opts.deliveryEnv, ...env });
+    // METRICS_PORT 0: no metrics server, which would collide on its fixed port with other runs' workers.
+    const worker = new ServiceProcess(name, 'delivery', { ...this.baseEnv(), INSTANCE_ID: name, KAFKA_CLIENT_ID: name, METRICS_PORT: '0', ...this.opts.deliveryEnv, ...env });
     this.deliveries.push(worker);
     return worker;
   }
@@ -91,6 +94,26 @@ export interface IngestOutcome {
   retryAfter: string | null;
   body: unknown;
   ms: number;
+}
+
+/** Creates a subscription through the API; returns its id and signing secret. */
+export async function createWebhook(api: ServiceProcess, apiKey: string, url: string, events: string[] = ['*']): Promise<{ id: string; secret: string }> {
+  const res = await call(apiUrl(api), 'POST', '/api/v1/webhooks', { headers: { authorization: `Bearer ${apiKey}` }, body: { url, events, description: 'fault test' } });
+  if (res.status !== 201) throw new Error(`webhook creation answered ${res.status}: ${JSON.stringify(res.body)}`);
+  return { id: res.body.id, secret: res.body.secret };
+}
+
+/** Ingests `count` events for one account in batches; throws unless every request is acknowledged. Returns the ids. */
+export async function ingestMany(api: ServiceProcess, accountId: string, count: number, batch = 250): Promise<string[]> {
+  const ids: string[] = [];
+  for (let sent = 0; sent < count; sent += batch) {
+    const n = Math.min(batch, count - sent);
+    const events = Array.from({ length: n }, (_, i) => ({ account_id: accountId, type: 'message.received', data: { seq: sent + i } }));
+    const outcome = await ingestRaw(apiUrl(api), events);
+    if (outcome.status !== 202) throw new Error(`ingest answered ${outcome.status}: ${JSON.stringify(outcome.body)}`);
+    ids.push(...outcome.ids);
+  }
+  return ids;
 }
 
 /** One ingest request; never throws for an HTTP answer (a network failure counts as status 0). */
