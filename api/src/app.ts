@@ -7,10 +7,14 @@ import { healthRoutes } from './features/health/routes.js';
 import { ingestAuth } from './features/ingest/auth.js';
 import { ingestRoutes } from './features/ingest/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
+import { metricsRoutes } from './features/metrics/routes.js';
+import { openApiRoutes } from './features/openapi/routes.js';
+import { MCP_PATH, mcpRoutes } from './features/mcp/routes.js';
 import { streamRoutes } from './features/streams/routes.js';
 import { webhookRoutes } from './features/webhooks/routes.js';
 import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
+import { httpMetrics } from './middleware/metrics.js';
 import { requestContext } from './middleware/request-context.js';
 
 export const INGEST_PREFIX = '/internal/';
@@ -21,12 +25,13 @@ export function createApp(deps: ApiDeps): Koa {
   // the one our own proxy wrote. Entries further left come from the client and are ignored.
   const app = new Koa({ proxy: deps.config.http.trustProxy, maxIpsCount: deps.config.http.proxyHops });
   app.silent = true; // errors are logged by the error middleware, once
+  app.use(httpMetrics(deps.metrics));
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));
   app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
-  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX }));
+  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX, ownParserPaths: [MCP_PATH] }));
 
-  for (const router of [healthRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), metricsRoutes(deps), openApiRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), mcpRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

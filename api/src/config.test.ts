@@ -22,10 +22,27 @@ describe('api config', () => {
 
   it('uses the event log limits of SPEC.md section 8 by default', () => {
     const c = loadApiConfig({ EVENTS_TOPIC: 'ev' });
-    expect(c.events).to.include({ ingestMaxBatch: 1000, ingestMaxDataBytes: 65536, longPollMaxMs: 55_000, longPollDefaultMs: 30_000, materializerGroupId: 'ev.materializer', fanoutGroupPrefix: 'ev.fanout' });
+    expect(c.events).to.include({ ingestMaxBatch: 1000, ingestMaxDataBytes: 65536, longPollMaxMs: 55_000, longPollDefaultMs: 30_000, materializerGroupId: 'ev.materializer.event_platform', fanoutGroupPrefix: 'ev.fanout' });
     expect(c.streams).to.include({ durationMs: 50_000, heartbeatMs: 15_000, retryMs: 3000, tokenTtlSeconds: 120, maxPerAccount: 6 });
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '60000' })).to.throw(/LONG_POLL_MAX_MS must be between 1000 and 55000/);
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '20000' })).to.throw(/LONG_POLL_DEFAULT_MS must not exceed LONG_POLL_MAX_MS/);
     expect(loadApiConfig({ LONG_POLL_MAX_MS: '20000', LONG_POLL_DEFAULT_MS: '10000' }).events.longPollMaxMs).to.equal(20_000);
+  });
+});
+
+describe('api config: MCP_ALLOWED_ORIGINS', () => {
+  it('defaults to no browser origins', () => {
+    expect(loadApiConfig({}).mcp.allowedOrigins).to.deep.equal([]);
+  });
+
+  it('normalises origins the way browsers send them', () => {
+    const config = loadApiConfig({ MCP_ALLOWED_ORIGINS: 'https://App.Example.com, http://localhost:6274, https://x.example:443' });
+    expect(config.mcp.allowedOrigins).to.deep.equal(['https://app.example.com', 'http://localhost:6274', 'https://x.example']);
+  });
+
+  it('refuses an entry with a path or another scheme', () => {
+    expect(() => loadApiConfig({ MCP_ALLOWED_ORIGINS: 'https://a.example/path' })).to.throw(/MCP_ALLOWED_ORIGINS has a bad entry/);
+    expect(() => loadApiConfig({ MCP_ALLOWED_ORIGINS: 'ftp://a.example' })).to.throw(/MCP_ALLOWED_ORIGINS/);
+    expect(() => loadApiConfig({ MCP_ALLOWED_ORIGINS: 'not a url' })).to.throw(/MCP_ALLOWED_ORIGINS/);
   });
 });

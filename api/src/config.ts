@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
 import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
 
 export interface ApiConfig extends BaseConfig {
@@ -39,6 +40,8 @@ export interface ApiConfig extends BaseConfig {
     ingestMaxDataBytes: number;
     /** How long the producer lets the first waiting event wait for company. */
     producerLingerMs: number;
+    /** How long an ingest may wait for Kafka's acknowledgement before it is answered 503. */
+    produceTimeoutMs: number;
     longPollMaxMs: number;
     /** timeout_ms of a long-poll that gives none. */
     longPollDefaultMs: number;
@@ -60,6 +63,15 @@ export interface ApiConfig extends BaseConfig {
     /** Subscriptions one account may have. */
     maxPerAccount: number;
   };
+  mcp: {
+    /**
+     * Browser origins allowed to call /api/mcp (exact `scheme://host[:port]`).
+     * Requests without an Origin header (every non-browser MCP client) are
+     * always allowed; any other Origin is refused with 403.
+     */
+    allowedOrigins: string[];
+  };
+  metrics: MetricsConfig;
 }
 
 const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0000';
@@ -94,10 +106,14 @@ export function loadApiConfig(env: Env): ApiConfig {
       ingestMaxBatch: read.int(env, 'INGEST_MAX_BATCH', 1000, 1, 10_000),
       ingestMaxDataBytes: read.int(env, 'INGEST_MAX_DATA_BYTES', 64 * 1024, 1024, 512 * 1024),
       producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 2, 0, 100),
+      produceTimeoutMs: read.int(env, 'PRODUCE_TIMEOUT_MS', 10_000, 1000, 120_000),
       longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),
       longPollDefaultMs: read.int(env, 'LONG_POLL_DEFAULT_MS', 30_000, 0, 55_000),
       handoffTimeoutMs: read.int(env, 'HANDOFF_TIMEOUT_MS', 5000, 100, 60_000),
-      materializerGroupId: `${base.kafka.eventsTopic}.materializer`,
+      // One group per (topic, database): its committed offsets mean "written into
+      // this database", so a process pointed at another database never takes
+      // partitions away from the real materializers.
+      materializerGroupId: `${base.kafka.eventsTopic}.materializer.${base.mongo.dbName}`,
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
     },
     streams: {
@@ -111,9 +127,32 @@ export function loadApiConfig(env: Env): ApiConfig {
       ...loadWebhookConfig(env, base.production),
       maxPerAccount: read.int(env, 'WEBHOOK_MAX_PER_ACCOUNT', 50, 1, 10_000),
     },
+    mcp: {
+      allowedOrigins: parseOrigins(read.str(env, 'MCP_ALLOWED_ORIGINS', '')),
+    },
+    metrics: loadMetricsConfig(env),
   };
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);
   }
   return config;
+}
+
+/** Comma-separated origins, each normalised the way browsers send them (lower-case, no default port). */
+function parseOrigins(raw: string): string[] {
+  const origins: string[] = [];
+  for (const entry of raw.split(',').map((o) => o.trim()).filter(Boolean)) {
+    let url: URL;
+    try {
+      url = new URL(entry);
+    } catch {
+      throw new ConfigError('MCP_ALLOWED_ORIGINS', `has a bad entry "${entry}" (want scheme://host[:port])`);
+    }
+    const bare = url.pathname === '/' && !url.search && !url.hash && !url.username && !url.password;
+    if (!['http:', 'https:'].includes(url.protocol) || !bare) {
+      throw new ConfigError('MCP_ALLOWED_ORIGINS', `has a bad entry "${entry}" (want scheme://host[:port], no path)`);
+    }
+    origins.push(url.origin);
+  }
+  return origins;
 }

@@ -9,6 +9,7 @@ import { createEventsRuntime, type EventsRuntime } from './features/events/runti
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
+import { createApiMetrics, type ApiMetrics } from './metrics.js';
 
 /**
  * Everything a route or service may use, built once per process (or per test
@@ -31,11 +32,13 @@ export interface ApiDeps {
   /** The event log: producer, materializer, fan-out and live waiters. */
   events: EventsRuntime;
   streams: StreamsRuntime;
+  /** Prometheus metrics of this process (its own registry). */
+  metrics: ApiMetrics;
 }
 
 export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
   const log = overrides.log ?? createLogger('api', config.logLevel).child({ instance: config.instanceId });
-  const mongo = createMongo(config);
+  const mongo = createMongo(config, { log });
   const kafka = createKafka(config, log);
   const lifecycle = new Lifecycle(log);
   const kafkaProbe = new KafkaProbe(createKafka(config, log, { retry: { retries: 0 } }));
@@ -43,7 +46,14 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
   const limits = createRateLimits(config, mongo, log);
   const clock = (): Date => new Date();
-  const events = createEventsRuntime(config, log, kafka, mongo);
+  const metrics = createApiMetrics();
+  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag);
+  metrics.watchMaterializer({
+    partitions: () => events.fanout.partitions(),
+    endOffset: (p) => maxOf(events.fanout.position(p), metrics.consumerLag.highWatermark(p) ?? 0n),
+    refreshWatermark: (p) => events.watermarks.current(p),
+    knownWatermark: (p) => events.watermarks.cached(p),
+  });
   const streams = createStreamsRuntime(config, mongo, clock);
   return {
     config,
@@ -58,5 +68,10 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
     streams,
     resolveHost: systemResolver,
     secretBox: new SecretBox(config.webhooks.secretKey),
+    metrics,
   };
+}
+
+function maxOf(a: bigint, b: bigint): bigint {
+  return a > b ? a : b;
 }

@@ -5,6 +5,7 @@ import { createApp } from './app.js';
 import type { ApiConfig } from './config.js';
 import { createDeps, type ApiDeps } from './deps.js';
 import { startEventsRuntime } from './features/events/runtime.js';
+import { answerClientError } from './middleware/client-error.js';
 
 export interface RunningApi {
   url: string;
@@ -42,6 +43,7 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   server.headersTimeout = 20_000;
   server.keepAliveTimeout = 65_000;
   server.timeout = 0;
+  server.on('clientError', answerClientError(log));
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -2,7 +2,8 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { expect } from 'chai';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { RunningApi } from '../src/server.js';
-import { sharedApis } from './support/api.js';
+import { Receiver } from '../../shared/test/support/receiver.js';
+import { webhookApi } from './support/webhooks.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const ARTIFACTS = 'test-artifacts';
@@ -17,13 +18,16 @@ describe('dashboard in a real browser', function () {
   let api: RunningApi;
   let browser: Browser;
   let page: Page;
+  let receiver: Receiver;
 
   before(async function () {
     if (!existsSync(CHROMIUM)) {
       console.warn(`  (skipped: no Chromium at ${CHROMIUM}; apt-get install chromium, or set CHROMIUM_PATH)`);
       this.skip();
     }
-    [api] = await sharedApis();
+    // The webhook tests' API allows private targets, so the page can add a local receiver.
+    ({ api } = await webhookApi());
+    receiver = await Receiver.start();
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
@@ -33,6 +37,7 @@ describe('dashboard in a real browser', function () {
 
   after(async () => {
     await browser?.close();
+    await receiver?.close();
   });
 
   it('signs up, creates an API key shown once, then only its preview', async () => {
@@ -64,6 +69,30 @@ describe('dashboard in a real browser', function () {
 
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: `${ARTIFACTS}/dashboard.png`, fullPage: true });
+  });
+
+  it('adds a webhook, pings it, sees the ping in the live feed, and deletes it', async () => {
+    const url = receiver.url('/ui-hook');
+    await page.getByRole('button', { name: 'Start live feed' }).click();
+    await page.locator('#feed-state', { hasText: 'live' }).waitFor();
+    const form = page.locator('#hook-form');
+    await form.getByLabel('HTTPS URL').fill(url);
+    await form.getByLabel('Description').fill('UI test receiver');
+    await form.getByRole('button', { name: 'Add webhook' }).click();
+    await page.locator('#hook-secret').waitFor({ state: 'visible' });
+    expect(await page.locator('#hook-secret-value').textContent()).to.match(/^whsec_/);
+    const row = page.locator('#hooks tr', { hasText: url });
+    await row.waitFor();
+    expect(await row.locator('td').nth(1).textContent()).to.equal('*');
+
+    await row.getByRole('button', { name: `Ping ${url}` }).click();
+    // The ping goes through the event log, so the live feed (SSE) shows it.
+    await page.locator('#feed li', { hasText: 'webhook.ping' }).waitFor({ timeout: 20_000 });
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard.png`, fullPage: true });
+
+    await row.getByRole('button', { name: `Delete ${url}` }).click();
+    await row.waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: 'Stop live feed' }).click();
   });
 
   it('shows a readable error for a bad login', async () => {

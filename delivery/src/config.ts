@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
+import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
 import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
 import { DEFAULT_SCHEDULE, parseSchedule } from './retry-policy.js';
 
@@ -22,6 +23,13 @@ export interface DeliveryConfig extends BaseConfig {
     pollIntervalMs: number;
     /** Attempts and finished deliveries older than this are deleted. */
     retentionMs: number;
+  };
+  metrics: MetricsConfig & {
+    /** Where GET /metrics listens; port 0 means no metrics server. */
+    host: string;
+    port: number;
+    /** How often the delivery-queue gauges are counted in MongoDB. */
+    sampleIntervalMs: number;
   };
 }
 
@@ -55,7 +63,8 @@ export function loadDeliveryConfig(env: Env): DeliveryConfig {
   return {
     ...base,
     instanceId: read.str(env, 'INSTANCE_ID', `delivery-${randomUUID().slice(0, 8)}`),
-    groupId: read.str(env, 'DELIVERY_GROUP_ID', `${base.kafka.eventsTopic}.delivery`),
+    // Per (topic, database), like the materializer: offsets mean "recorded in this database".
+    groupId: read.str(env, 'DELIVERY_GROUP_ID', `${base.kafka.eventsTopic}.delivery.${base.mongo.dbName}`),
     webhooks: {
       ...loadWebhookConfig(env, base.production),
       caPem: readCa(env),
@@ -66,6 +75,12 @@ export function loadDeliveryConfig(env: Env): DeliveryConfig {
       leaseMs: read.int(env, 'WEBHOOK_LEASE_MS', 30_000, 2 * ATTEMPT_TIMEOUT_MS, 3_600_000),
       pollIntervalMs: read.int(env, 'WEBHOOK_POLL_INTERVAL_MS', 500, 50, 60_000),
       retentionMs: read.int(env, 'WEBHOOK_RETENTION_DAYS', 30, 1, 3650) * 24 * 3600 * 1000,
+    },
+    metrics: {
+      ...loadMetricsConfig(env),
+      host: read.str(env, 'HOST', '127.0.0.1'),
+      port: read.int(env, 'METRICS_PORT', 9464, 0, 65535),
+      sampleIntervalMs: read.int(env, 'METRICS_SAMPLE_INTERVAL_MS', 15_000, 100, 3_600_000),
     },
   };
 }

@@ -65,6 +65,15 @@ export async function findDue(c: DeliveryCollections, now: Date, limit: number, 
     .toArray();
 }
 
+/** Pending deliveries due now (held or not) and all pending ones: the queue gauges. Both use the `due` index. */
+export async function countQueue(c: DeliveryCollections, now: Date): Promise<{ due: number; pending: number }> {
+  const [due, pending] = await Promise.all([
+    c.deliveries.countDocuments({ state: 'pending', next_attempt_at: { $lte: now } }),
+    c.deliveries.countDocuments({ state: 'pending' }),
+  ]);
+  return { due, pending };
+}
+
 /**
  * Takes the next claim on a delivery as seen in `seen` (also used by a holder
  * to extend its own lease: it takes the claim after its own). Returns the

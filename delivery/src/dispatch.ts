@@ -26,6 +26,8 @@ export interface DispatchDeps {
   leaseMs: number;
   retrySchedule: number[];
   clock: () => Date;
+  /** Told of every attempt once sent (metrics). */
+  onAttempt?: (attempt: AttemptRecord) => void;
 }
 
 export interface Job {
@@ -170,6 +172,7 @@ export class Dispatcher {
     const outcome = await send(deps, delivery, sub);
     this.queue.observe(delivery.subscription_id, SLOW_OUTCOMES.has(outcome.outcome));
     freeSlot();
+    deps.onAttempt?.(outcome);
     await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'));
     deps.log.debug({ delivery: delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
   }

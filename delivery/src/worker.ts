@@ -6,8 +6,10 @@ import { SecretBox } from '../../shared/src/secrets.js';
 import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
+import { countQueue, type AttemptRecord } from './deliveries.js';
 import { Dispatcher } from './dispatch.js';
 import { createSender } from './http-sender.js';
+import { countAttempt, createDeliveryMetrics, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
 import { startSweeper } from './retention.js';
 import { RetryScheduler } from './retry-scheduler.js';
 
@@ -17,6 +19,9 @@ export interface RunningDelivery {
   consumer: Consumer;
   dispatcher: Dispatcher;
   scheduler: RetryScheduler;
+  metrics: DeliveryMetrics;
+  /** Where GET /metrics answers; null with METRICS_PORT=0. */
+  metricsUrl: string | null;
   close(): Promise<void>;
 }
 
@@ -35,7 +40,7 @@ export const USER_AGENT = 'event-platform-webhooks/1.0';
 export async function startDelivery(config: DeliveryConfig, opts: DeliveryOptions = {}): Promise<RunningDelivery> {
   const log = opts.log ?? createLogger('delivery', config.logLevel).child({ instance: config.instanceId });
   const lifecycle = new Lifecycle(log);
-  const mongo = createMongo(config);
+  const mongo = createMongo(config, { log });
   lifecycle.onStop('mongo', () => mongo.close());
   await ensureIndexes(mongo, log);
 
@@ -56,7 +61,9 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   lifecycle.onStop('sender', () => sender.close());
   const clock = (): Date => new Date();
   const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock };
-  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule }, {
+  const metrics = createDeliveryMetrics();
+  const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
+  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt }, {
     concurrency: wh.concurrency,
     perSubscription: wh.concurrencyPerSubscription,
   });
@@ -66,6 +73,10 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: wh.pollIntervalMs });
   scheduler.start();
   lifecycle.onStop('retry-scheduler', () => scheduler.stop());
+
+  metrics.watchInFlight(() => dispatcher.inFlight);
+  const stopSampler = startQueueSampler(metrics, () => countQueue(mongo.collections, clock()), config.metrics.sampleIntervalMs, log);
+  lifecycle.onStop('queue-sampler', stopSampler);
 
   const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: wh.retentionMs, intervalMs: 10 * 60_000, clock });
   lifecycle.onStop('retention-sweeper', stopSweeper);
@@ -78,8 +89,15 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     eachBatchAutoResolve: false,
     autoCommit: true,
     partitionsConsumedConcurrently: 4,
-    eachBatch: eachBatchHandler({ ...shared, dispatcher }),
+    eachBatch: metrics.consumerLag.track('delivery', consumer, config.kafka.eventsTopic, eachBatchHandler({ ...shared, dispatcher })),
   });
+
+  let metricsUrl: string | null = null;
+  if (config.metrics.port !== 0) {
+    const server = await startMetricsServer({ registry: metrics.registry, host: config.metrics.host, port: config.metrics.port, token: config.metrics.token, log });
+    lifecycle.onStop('metrics server', () => server.close());
+    metricsUrl = server.url;
+  }
   log.info({ group: config.groupId, concurrency: wh.concurrency, retries: wh.retrySchedule.length }, 'delivery worker started');
-  return { log, mongo, consumer, dispatcher, scheduler, close: () => lifecycle.stop() };
+  return { log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop() };
 }

@@ -10,6 +10,14 @@ import { deliveryId } from '../src/deliveries.js';
 import { USER_AGENT } from '../src/worker.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
+/**
+ * Head-of-line blocking behind a hung receiver would show as at least the 4 s
+ * attempt timeout; arriving well before it proves isolation without a timing
+ * target that flakes on a loaded machine (the latency figure itself is
+ * measured by the benchmark, scenario 5: a few milliseconds when quiet).
+ */
+const ISOLATED_MS = 3000;
+
 describe('webhook delivery process', function () {
   this.timeout(60_000);
   let receiver: Receiver;
@@ -161,14 +169,14 @@ describe('webhook delivery process', function () {
     const firstSent = Date.now();
     await log.publishAtOnce([1, 2, 3, 4, 5].map((n) => envelope(account, 'message.received', { n })));
     const first = await receiver.waitFor('/iso-ok', 5, 10_000);
-    for (const r of first) expect(r.at - firstSent).to.be.below(1000);
+    for (const r of first) expect(r.at - firstSent).to.be.below(ISOLATED_MS);
     // ...while a later event, in a later batch, still reaches the healthy receiver at once.
     await receiver.waitFor('/iso-hang', 1, 10_000);
     const sent = Date.now();
     await log.publishAtOnce([envelope(account, 'message.received', { n: 6 })]);
     const reqs = await receiver.waitFor('/iso-ok', 6, 10_000);
     const sixth = reqs.find((r) => r.body.data.n === 6)!;
-    expect(sixth.at - sent).to.be.below(1000);
+    expect(sixth.at - sent).to.be.below(ISOLATED_MS);
     expect(receiver.received('/iso-hang').every((r) => Date.now() - r.at < 4500)).to.equal(true); // still hanging meanwhile
   });
 
@@ -211,7 +219,7 @@ describe('webhook delivery isolation under saturation', function () {
       const sent = Date.now();
       await log.publishAtOnce([...Array(6).keys()].map((n) => envelope(account, 'message.sent', { n })));
       const reqs = await receiver.waitFor('/sat-ok', 6, 10_000);
-      expect(Math.max(...reqs.map((r) => r.at)) - sent).to.be.below(1000);
+      expect(Math.max(...reqs.map((r) => r.at)) - sent).to.be.below(ISOLATED_MS);
       // The hung receiver never had more than two attempts open at once.
       expect(receiver.received('/sat-hang').length).to.be.at.most(4);
     } finally {

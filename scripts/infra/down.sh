@@ -2,18 +2,30 @@
 # Stops the services started by up.sh (SIGTERM, wait, then SIGKILL) and removes pid files.
 #   down.sh          stop, keep data (next up.sh restarts with the same topics/collections)
 #   down.sh --wipe   stop and delete the run dir's data and logs
+#   down.sh --only kafka|ferretdb
+#                    stop just that service, keeping its data and port (fault tests stop one
+#                    dependency of a private INFRA_INSTANCE); the next up.sh starts it again on
+#                    the same port. Not combinable with --wipe.
 # Honours EVENT_PLATFORM_CACHE / EVENT_PLATFORM_RUN / INFRA_INSTANCE like up.sh (see lib.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-wipe=0
-for arg in "$@"; do
-  case "$arg" in
+usage="usage: down.sh [--wipe | --only kafka|ferretdb]"
+wipe=0 only=""
+while (($# > 0)); do
+  case "$1" in
     --wipe) wipe=1 ;;
-    -h | --help) sed -n '2,5p' "$0"; exit 0 ;;
-    *) infra_die "unknown argument: $arg (usage: down.sh [--wipe])" ;;
+    --only)
+      shift
+      [[ "${1:-}" == kafka || "${1:-}" == ferretdb ]] || infra_die "--only takes kafka or ferretdb ($usage)"
+      only=$1
+      ;;
+    -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) infra_die "unknown argument: $1 ($usage)" ;;
   esac
+  shift
 done
+((wipe == 0)) || [[ -z "$only" ]] || infra_die "--wipe and --only do not combine ($usage)"
 
 RUN="$INFRA_RUN"
 if [[ ! -d "$RUN" ]]; then
@@ -21,6 +33,18 @@ if [[ ! -d "$RUN" ]]; then
   exit 0
 fi
 take_run_lock
+
+if [[ -n "$only" ]]; then
+  # services.env goes (it would advertise a stopped service); ports.last keeps the port for up.sh
+  rm -f "$RUN/services.env" "$RUN/$only.port"
+  if [[ "$only" == kafka ]]; then
+    stop_pid "$RUN/kafka.pid" "kafka.Kafka $RUN/server.properties" Kafka 30
+  else
+    stop_pid "$RUN/ferretdb.pid" "--sqlite-url=file:$RUN/ferretdb-data/" FerretDB 10
+  fi
+  infra_log "stopped $only"
+  exit 0
+fi
 
 rm -f "$RUN/services.env" "$RUN/kafka.port" "$RUN/ferretdb.port"
 stop_pid "$RUN/ferretdb.pid" "--sqlite-url=file:$RUN/ferretdb-data/" FerretDB 10

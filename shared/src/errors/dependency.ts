@@ -1,6 +1,23 @@
 import { AppError, unavailable } from './index.js';
 
 /**
+ * Socket-level failures. The API's only network peers are Kafka and MongoDB,
+ * so one of these means a dependency went away. The MongoDB driver usually
+ * wraps them in a MongoNetworkError, but not always: a server that closes
+ * its end while a command is being written surfaces as a bare EPIPE
+ * ("This socket has been ended by the other party"; seen in the fault tests
+ * when the MongoDB server stops).
+ */
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN', 'ECONNABORTED', 'ERR_SOCKET_CLOSED', 'ERR_STREAM_WRITE_AFTER_END']);
+
+function isNetworkError(err: Error): boolean {
+  // An http-errors error (a client that went away while its body was read) is about the client.
+  if ('status' in err || 'statusCode' in err) return false;
+  const code = (err as NodeJS.ErrnoException).code;
+  return typeof code === 'string' && NETWORK_CODES.has(code);
+}
+
+/**
  * True for errors that mean a dependency (Kafka, MongoDB) is unreachable or
  * timed out, as opposed to a bug. Those become 503 with Retry-After.
  */
@@ -9,7 +26,8 @@ export function isDependencyError(err: unknown): boolean {
   const name = err.name ?? '';
   if (/^Mongo(ServerSelection|Network|NetworkTimeout|Topology|PoolCleared|NotConnected)/.test(name)) return true;
   if (name.startsWith('Kafka')) return true;
-  return false;
+  if (isNetworkError(err)) return true;
+  return err.cause instanceof Error && err.cause !== err && isNetworkError(err.cause);
 }
 
 /** Re-throws dependency failures as a 503 AppError; everything else unchanged. */

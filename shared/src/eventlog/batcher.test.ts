@@ -1,6 +1,15 @@
 import { expect } from 'chai';
 import { Batcher } from './batcher.js';
 
+async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected a rejection');
+}
+
 function recorder(opts: { lingerMs?: number; maxItems?: number; maxBytes?: number; fail?: (items: number[]) => boolean } = {}) {
   const sends: number[][] = [];
   let release: (() => void) | null = null;
@@ -70,5 +79,42 @@ describe('Batcher', () => {
     await batcher.flush();
     expect(sends).to.deep.equal([[1, 2]]);
     expect(await pending).to.deep.equal(['ok:1', 'ok:2']);
+  });
+
+  it('an aborted submission is withdrawn from the queue and rejected; the others are still sent', async () => {
+    const r = recorder({ lingerMs: 1 });
+    r.holdNext();
+    const stuck = r.batcher.submit([1]); // in flight, held
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const abort = new AbortController();
+    const refused = r.batcher.submit([2, 3], abort.signal);
+    const kept = r.batcher.submit([4]);
+    abort.abort(new Error('too late'));
+    expect((await rejection(refused)).message).to.equal('too late');
+    expect(r.batcher.pending, 'only the kept item is queued').to.equal(1);
+    r.release();
+    expect(await stuck).to.deep.equal(['ok:1']);
+    expect(await kept).to.deep.equal(['ok:4']);
+    expect(r.sends, 'the withdrawn items were never sent').to.deep.equal([[1], [4]]);
+  });
+
+  it('a submission aborted while in flight rejects at once, whatever the send does later', async () => {
+    const r = recorder({ lingerMs: 1 });
+    r.holdNext();
+    const abort = new AbortController();
+    const inFlight = r.batcher.submit([1], abort.signal);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    abort.abort(new Error('timed out'));
+    expect((await rejection(inFlight)).message).to.equal('timed out');
+    r.release();
+    expect(await r.batcher.submit([2]), 'the batcher keeps working').to.deep.equal(['ok:2']);
+    expect(r.sends).to.deep.equal([[1], [2]]);
+  });
+
+  it('refuses at once with a signal that has already aborted', async () => {
+    const { batcher, sends } = recorder();
+    expect((await rejection(batcher.submit([1], AbortSignal.abort(new Error('gone'))))).message).to.equal('gone');
+    await batcher.flush();
+    expect(sends).to.deep.equal([]);
   });
 });

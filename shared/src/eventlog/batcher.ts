@@ -29,18 +29,45 @@ export class Batcher<T, R> {
 
   constructor(private readonly opts: BatcherOptions<T, R>) {}
 
-  /** Resolves with one result per item, in order, once every item is sent. */
-  submit(items: T[]): Promise<R[]> {
+  /**
+   * Resolves with one result per item, in order, once every item is sent.
+   * When `signal` aborts first, the items not yet handed to a send are
+   * withdrawn (never sent) and the promise rejects with the abort reason;
+   * items already in a send cannot be recalled and may still be written.
+   */
+  submit(items: T[], signal?: AbortSignal): Promise<R[]> {
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
+    const entries: Pending<T, R>[] = [];
     const promises = items.map(
       (item) =>
         new Promise<R>((resolve, reject) => {
           const size = this.opts.sizeOf(item);
-          this.queue.push({ item, size, settle: { resolve, reject } });
+          const entry = { item, size, settle: { resolve, reject } };
+          entries.push(entry);
+          this.queue.push(entry);
           this.queuedBytes += size;
         }),
     );
     this.schedule();
-    return Promise.all(promises);
+    const all = Promise.all(promises);
+    if (!signal) return all;
+    return new Promise<R[]>((resolve, reject) => {
+      const onAbort = (): void => {
+        this.withdraw(entries);
+        reject(signal.reason as Error);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      all.then(
+        (results) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(results);
+        },
+        (err: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(err as Error);
+        },
+      );
+    });
   }
 
   get pending(): number {
@@ -54,6 +81,16 @@ export class Batcher<T, R> {
       if (this.inFlight) await this.inFlight;
       else this.startSend();
     }
+  }
+
+  /** Takes the entries still queued out of the queue; they are never sent and never settle. */
+  private withdraw(entries: Pending<T, R>[]): void {
+    const gone = new Set(entries);
+    this.queue = this.queue.filter((p) => {
+      if (!gone.has(p)) return true;
+      this.queuedBytes -= p.size;
+      return false;
+    });
   }
 
   private schedule(): void {

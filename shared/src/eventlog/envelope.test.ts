@@ -52,6 +52,14 @@ describe('event envelope', () => {
     expect(checkEventData({ s: 'x'.repeat(70_000) })).to.match(/limit is 65536/);
     expect(checkEventData({ s: 'x'.repeat(100) }, 50)).to.match(/limit is 50/);
   });
+
+  it('refuses data nested 200,000 deep without overflowing the stack (JSON.stringify would)', () => {
+    const depth = 200_000;
+    const arrays = JSON.parse(`{"a":${'['.repeat(depth)}${']'.repeat(depth)}}`);
+    const objects = JSON.parse(`${'{"x":'.repeat(depth)}1${'}'.repeat(depth)}`);
+    expect(checkEventData(arrays)).to.match(/nested deeper than 32/);
+    expect(checkEventData(objects)).to.match(/nested deeper than 32/);
+  });
 });
 
 describe('event positions', () => {

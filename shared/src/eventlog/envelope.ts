@@ -61,27 +61,32 @@ export function buildEnvelope(input: NewEvent, now: Date): EventEnvelope {
  */
 export function checkEventData(data: unknown, maxBytes = DEFAULT_MAX_DATA_BYTES): string | null {
   if (data === null || typeof data !== 'object' || Array.isArray(data)) return 'must be a JSON object';
+  // Shape first: JSON.stringify recurses, and a body nested 10,000 deep (20 KB of
+  // brackets) overflows the stack. After this walk the depth is at most MAX_DATA_DEPTH.
+  const problem = checkShape(data);
+  if (problem) return problem;
   const size = Buffer.byteLength(JSON.stringify(data), 'utf8');
   if (size > maxBytes) return `is ${size} bytes serialized; the limit is ${maxBytes}`;
-  return checkKeys(data, 1);
+  return null;
 }
 
-function checkKeys(value: unknown, depth: number): string | null {
-  if (value === null || typeof value !== 'object') return null;
-  if (depth > MAX_DATA_DEPTH) return `is nested deeper than ${MAX_DATA_DEPTH} levels`;
-  if (Array.isArray(value)) {
-    for (const item of value) {
-      const problem = checkKeys(item, depth + 1);
-      if (problem) return problem;
+/** Depth and key rules, checked iteratively so no input depth can exhaust the stack. */
+function checkShape(data: object): string | null {
+  const stack: [unknown, number][] = [[data, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (depth > MAX_DATA_DEPTH) return `is nested deeper than ${MAX_DATA_DEPTH} levels`;
+    if (Array.isArray(value)) {
+      for (const item of value) stack.push([item, depth + 1]);
+      continue;
     }
-    return null;
-  }
-  for (const [key, item] of Object.entries(value)) {
-    if (key.startsWith('$') || key.includes('.') || key.includes('\0')) {
-      return `has a key "${key.slice(0, 40)}" that cannot be stored (keys may not start with "$" or contain "." or NUL)`;
+    for (const [key, item] of Object.entries(value)) {
+      if (key.startsWith('$') || key.includes('.') || key.includes('\0')) {
+        return `has a key "${key.slice(0, 40)}" that cannot be stored (keys may not start with "$" or contain "." or NUL)`;
+      }
+      stack.push([item, depth + 1]);
     }
-    const problem = checkKeys(item, depth + 1);
-    if (problem) return problem;
   }
   return null;
 }

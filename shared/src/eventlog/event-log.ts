@@ -17,9 +17,16 @@ export interface EventLogOptions {
   maxBatchMessages: number;
   /** Below the broker's message.max.bytes (1 MB by default) per send. */
   maxBatchBytes: number;
+  /**
+   * How long a publish may wait for Kafka's acknowledgement before it is
+   * refused (503). kafkajs retries an unreachable or unresponsive broker for a
+   * minute and more, and the idempotent producer sends one batch at a time,
+   * so without a bound every producer request would hang behind the stuck one.
+   */
+  produceTimeoutMs: number;
 }
 
-export const DEFAULT_EVENT_LOG_OPTIONS: EventLogOptions = { lingerMs: 2, maxBatchMessages: 1000, maxBatchBytes: 900 * 1024 };
+export const DEFAULT_EVENT_LOG_OPTIONS: EventLogOptions = { lingerMs: 2, maxBatchMessages: 1000, maxBatchBytes: 900 * 1024, produceTimeoutMs: 10_000 };
 
 const PLACEMENT_CACHE_SIZE = 100_000;
 
@@ -33,6 +40,7 @@ export class EventLog {
   private readonly producer: Producer;
   private readonly batcher: Batcher<Outgoing, Position>;
   private partitions = 0;
+  private readonly produceTimeoutMs: number;
   private readonly placement = new Map<string, number>();
   private state: 'new' | 'started' | 'stopped' = 'new';
 
@@ -43,6 +51,7 @@ export class EventLog {
     opts: EventLogOptions = DEFAULT_EVENT_LOG_OPTIONS,
   ) {
     this.producer = createProducer(kafka);
+    this.produceTimeoutMs = opts.produceTimeoutMs;
     this.batcher = new Batcher<Outgoing, Position>({
       send: (items) => this.send(items),
       sizeOf: (item) => item.value.length + item.key.length + 64,
@@ -84,11 +93,24 @@ export class EventLog {
     return partition;
   }
 
-  /** Appends the events; resolves with their positions, in input order, once durable. */
-  publish(envelopes: EventEnvelope[]): Promise<Position[]> {
-    if (this.state !== 'started') return Promise.reject(unavailable('The event log'));
+  /**
+   * Appends the events; resolves with their positions, in input order, once
+   * durable. Rejects with 503 `unavailable` when Kafka has not acknowledged
+   * them within the produce timeout: events still queued are then never sent,
+   * while a send already under way may still land (a refused request is not
+   * an acknowledgement either way; a producer that retries may write twice).
+   */
+  async publish(envelopes: EventEnvelope[]): Promise<Position[]> {
+    if (this.state !== 'started') throw unavailable('The event log');
     const items = envelopes.map((e) => ({ partition: this.partitionOf(e.account_id), key: e.account_id, value: encodeEnvelope(e) }));
-    return this.batcher.submit(items);
+    const deadline = AbortSignal.timeout(this.produceTimeoutMs);
+    try {
+      return await this.batcher.submit(items, deadline);
+    } catch (err) {
+      if (!deadline.aborted) throw err;
+      this.log.warn({ events: items.length, timeoutMs: this.produceTimeoutMs }, 'Kafka did not acknowledge in time; refusing');
+      throw unavailable('The event log');
+    }
   }
 
   /** Sends what is queued, then disconnects. */

@@ -19,6 +19,7 @@ import type {
   WatermarkDoc,
   WebhookDoc,
 } from './documents.js';
+import { MonitorWatchdog } from './watchdog.js';
 
 export * from './documents.js';
 
@@ -56,7 +57,11 @@ export interface Mongo {
   close(): Promise<void>;
 }
 
-export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS?: number } = {}): Mongo {
+/**
+ * `log` given: a long-running process's client, watched for the driver's
+ * stuck-monitor hang (see watchdog.ts) and reconnected when it happens.
+ */
+export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS?: number; log?: Logger } = {}): Mongo {
   const client = new MongoClient(config.mongo.url, {
     serverSelectionTimeoutMS: opts.serverSelectionTimeoutMS ?? 5000,
     connectTimeoutMS: 5000,
@@ -76,7 +81,17 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     claims: db.collection(COLLECTION_NAMES.claims),
     rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
   };
-  return { client, db, collections, close: () => client.close() };
+  const watchdog = opts.log ? new MonitorWatchdog(client, opts.log.child({ component: 'mongo' })) : null;
+  watchdog?.start();
+  return {
+    client,
+    db,
+    collections,
+    close: () => {
+      watchdog?.stop();
+      return client.close();
+    },
+  };
 }
 
 const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {

@@ -15,7 +15,7 @@ export function baseTestEnv(overrides: Record<string, string> = {}): Record<stri
   if (!kafka || !mongo) {
     throw new Error('KAFKA_BROKERS and MONGO_URL must be set: run the tests with `npm test`, which starts the services');
   }
-  return {
+  const env = {
     NODE_ENV: 'test',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     KAFKA_BROKERS: kafka,
@@ -25,9 +25,16 @@ export function baseTestEnv(overrides: Record<string, string> = {}): Record<stri
     MONGO_DB: `test_${runId}`,
     PORT: '0',
     HOST: '127.0.0.1',
+    // No delivery metrics server unless a test asks for one: workers of parallel runs would share 9464.
+    METRICS_PORT: '0',
     ...overrides,
   };
+  usedDatabases.add(env.MONGO_DB!);
+  return env;
 }
+
+/** Every database name a test environment was built with, dropped when the run ends. */
+export const usedDatabases = new Set<string>();
 
 /** A short unique suffix for names a single test owns (topics, groups, databases, emails). */
 export function uniqueName(prefix: string): string {

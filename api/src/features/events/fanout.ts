@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { decodeEnvelope, toRecord } from '../../../../shared/src/eventlog/envelope.js';
 import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '../../../../shared/src/eventlog/kafka.js';
 import type { Logger } from '../../../../shared/src/log.js';
+import type { ConsumerLag } from '../../../../shared/src/metrics.js';
 import type { WaiterRegistry } from './waiters.js';
 
 export interface FanOutOptions {
@@ -20,6 +21,7 @@ export interface FanOutOptions {
   instanceId: string;
   registry: WaiterRegistry;
   log: Logger;
+  lag?: ConsumerLag;
 }
 
 export class FanOut {
@@ -46,7 +48,8 @@ export class FanOut {
     this.consumer = consumer;
     await consumer.connect();
     await consumer.subscribe({ topic, fromBeginning: false });
-    await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: (payload) => this.handleBatch(payload) });
+    const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(payload);
+    await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: this.opts.lag?.track('fanout', consumer, topic, eachBatch) ?? eachBatch });
     for (const [partition, offset] of this.positions) consumer.seek({ topic, partition, offset: offset.toString() });
     log.info({ group: this.groupId }, 'fan-out started');
   }
@@ -56,6 +59,11 @@ export class FanOut {
     const position = this.positions.get(partition);
     if (position === undefined) throw new Error(`fan-out does not know partition ${partition}`);
     return position;
+  }
+
+  /** Every partition whose position is known (all of the topic's, once started). */
+  partitions(): number[] {
+    return [...this.positions.keys()];
   }
 
   async stop(): Promise<void> {

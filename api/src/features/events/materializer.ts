@@ -12,6 +12,7 @@ import { MongoBulkWriteError, MongoServerError, type Collection } from 'mongodb'
 import { decodeEnvelope, toEventDoc } from '../../../../shared/src/eventlog/envelope.js';
 import { createConsumer, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '../../../../shared/src/eventlog/kafka.js';
 import type { Logger } from '../../../../shared/src/log.js';
+import type { ConsumerLag } from '../../../../shared/src/metrics.js';
 import type { EventDoc, WatermarkDoc } from '../../../../shared/src/mongo/documents.js';
 import { watermarkId } from './watermarks.js';
 
@@ -24,6 +25,7 @@ export interface MaterializerOptions {
   log: Logger;
   /** Told each watermark this process writes (feeds the local WatermarkReader). */
   onWatermark?: (partition: number, offset: bigint) => void;
+  lag?: ConsumerLag;
   chunkSize?: number;
   /**
    * Test hook, called after each write of a chunk (`events`, then `watermark`):
@@ -45,10 +47,11 @@ export class Materializer {
     this.consumer = consumer;
     await consumer.connect();
     await consumer.subscribe({ topic: this.opts.topic, fromBeginning: true });
+    const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(payload);
     await consumer.run({
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 4,
-      eachBatch: (payload) => this.handleBatch(payload),
+      eachBatch: this.opts.lag?.track('materializer', consumer, this.opts.topic, eachBatch) ?? eachBatch,
     });
     this.opts.log.info({ group: this.opts.groupId }, 'materializer started');
   }

@@ -18,6 +18,9 @@ export function eventRoutes(deps: ApiDeps): Router {
     const abort = new AbortController();
     const onClose = (): void => abort.abort();
     ctx.res.once('close', onClose);
+    // A client that left while it was being authenticated has already closed: its
+    // 'close' event is gone, and without this its waiter would live for timeout_ms.
+    if (ctx.res.destroyed) abort.abort();
     try {
       ctx.body = await waitForEvent(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput, abort.signal);
     } finally {

@@ -7,6 +7,7 @@ import { EventLog } from '../../../../shared/src/eventlog/event-log.js';
 import { topicCatalog, type Kafka } from '../../../../shared/src/eventlog/kafka.js';
 import type { Lifecycle } from '../../../../shared/src/lifecycle.js';
 import type { Logger } from '../../../../shared/src/log.js';
+import type { ConsumerLag } from '../../../../shared/src/metrics.js';
 import type { Mongo } from '../../../../shared/src/mongo/index.js';
 import type { ApiConfig } from '../../config.js';
 import { FanOut } from './fanout.js';
@@ -24,12 +25,13 @@ export interface EventsRuntime {
   fanout: FanOut;
 }
 
-export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Kafka, mongo: Mongo): EventsRuntime {
+export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Kafka, mongo: Mongo, lag?: ConsumerLag): EventsRuntime {
   const topic = config.kafka.eventsTopic;
   const registry = new WaiterRegistry();
   const watermarks = WatermarkReader.forCollection(mongo.collections.watermarks, topic);
   const log = new EventLog(kafka, topicCatalog(config).events, logger, {
     lingerMs: config.events.producerLingerMs,
+    produceTimeoutMs: config.events.produceTimeoutMs,
     maxBatchMessages: 1000,
     maxBatchBytes: 900 * 1024,
   });
@@ -41,8 +43,9 @@ export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Ka
     groupId: config.events.materializerGroupId,
     log: logger.child({ component: 'materializer' }),
     onWatermark: (partition, offset) => watermarks.note(partition, offset),
+    lag,
   });
-  const fanout = new FanOut({ kafka, topic, groupPrefix: config.events.fanoutGroupPrefix, instanceId: config.instanceId, registry, log: logger.child({ component: 'fanout' }) });
+  const fanout = new FanOut({ kafka, topic, groupPrefix: config.events.fanoutGroupPrefix, instanceId: config.instanceId, registry, log: logger.child({ component: 'fanout' }), lag });
   return { log, registry, watermarks, materializer, fanout };
 }
 

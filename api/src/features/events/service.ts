@@ -72,6 +72,7 @@ export async function waitForEvent(deps: ApiDeps, accountId: string, input: Wait
   } catch (err) {
     throw asUnavailable(err, 'Event history');
   }
+  deps.metrics.openLongPolls.inc();
   try {
     const next = await feed.next(deadline - Date.now(), signal);
     if (next) return { event: next.record };
@@ -79,6 +80,7 @@ export async function waitForEvent(deps: ApiDeps, accountId: string, input: Wait
   } catch (err) {
     throw asUnavailable(err, 'Event history');
   } finally {
+    deps.metrics.openLongPolls.dec();
     feed.close();
   }
 }

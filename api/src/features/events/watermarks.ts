@@ -33,6 +33,11 @@ export class WatermarkReader {
     return this.known.get(partition) ?? -1n;
   }
 
+  /** The highest watermark known without reading MongoDB (-1 when none yet). */
+  cached(partition: number): bigint {
+    return this.known.get(partition) ?? -1n;
+  }
+
   /** The materializer of this process reports its writes here: no read needed for them. */
   note(partition: number, offset: bigint): void {
     const current = this.known.get(partition);

@@ -5,12 +5,18 @@ import type { ApiDeps } from '../../deps.js';
 
 const CHECK_TIMEOUT_MS = 2000;
 
-async function check(fn: () => Promise<void>): Promise<string | null> {
+/**
+ * null when the dependency answers. A failure is logged with its detail and
+ * reported as plain "not reachable": /readyz is open to anyone who can reach
+ * the port, and driver messages name internal hosts and ports.
+ */
+async function check(deps: ApiDeps, name: string, fn: () => Promise<void>): Promise<string | null> {
   try {
     await fn();
     return null;
   } catch (err) {
-    return err instanceof Error ? err.message.slice(0, 200) : 'failed';
+    deps.log.warn({ err, dependency: name }, 'readiness check failed');
+    return 'not reachable';
   }
 }
 
@@ -25,8 +31,8 @@ export function healthRoutes(deps: ApiDeps): Router {
   // Readiness: MongoDB and Kafka answer; otherwise 503 so a balancer routes elsewhere.
   router.get('/readyz', async (ctx) => {
     const [mongo, kafka] = await Promise.all([
-      check(() => pingMongo(deps.mongo, CHECK_TIMEOUT_MS)),
-      check(() => deps.kafkaProbe.check(CHECK_TIMEOUT_MS)),
+      check(deps, 'mongo', () => pingMongo(deps.mongo, CHECK_TIMEOUT_MS)),
+      check(deps, 'kafka', () => deps.kafkaProbe.check(CHECK_TIMEOUT_MS)),
     ]);
     const failed = [
       ...(mongo ? [{ path: 'mongo', message: mongo }] : []),

@@ -28,6 +28,12 @@ describe('ingest body', () => {
     expect(problems({ ...ok, extra: 1 })).to.deep.equal(['extra']);
   });
 
+  it('refuses a leap second in occurred_at (RFC 3339 allows it, a JavaScript date cannot hold it)', () => {
+    expect(problems({ ...ok, occurred_at: '2016-12-31T23:59:60Z' })).to.deep.equal(['occurred_at']);
+    expect(problems({ events: [ok, { ...ok, occurred_at: '2020-06-30T23:59:60+00:00' }] })).to.deep.equal(['events[1].occurred_at']);
+    expect(parseIngestBody({ ...ok, occurred_at: '2016-12-31T23:59:59.999Z' }, limits)).to.have.length(1);
+  });
+
   it('refuses empty, oversized and mixed batches', () => {
     expect(problems({ events: [] })).to.deep.equal(['events']);
     expect(problems({ events: [ok, ok, ok, ok] })).to.deep.equal(['events']);

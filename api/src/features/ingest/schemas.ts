@@ -10,7 +10,8 @@ export interface IngestEvent {
   occurred_at?: string;
 }
 
-const eventValidator = bodyValidator<IngestEvent>({
+/** One event of an ingest request (exported for the OpenAPI document). */
+export const eventValidator = bodyValidator<IngestEvent>({
   type: 'object',
   additionalProperties: false,
   required: ['account_id', 'type', 'data'],
@@ -45,6 +46,10 @@ export function parseIngestBody(body: unknown, limits: { maxBatch: number; maxDa
       const event = eventValidator(item);
       const problem = checkEventData(event.data, limits.maxDataBytes);
       if (problem) details.push({ path: join(prefix, 'data'), message: problem });
+      // RFC 3339 allows a leap second (23:59:60), which JavaScript dates cannot hold.
+      if (event.occurred_at !== undefined && Number.isNaN(Date.parse(event.occurred_at))) {
+        details.push({ path: join(prefix, 'occurred_at'), message: 'must be a time that can be represented (leap seconds are not accepted)' });
+      }
       return event;
     } catch (err) {
       if (!(err instanceof AppError)) throw err;

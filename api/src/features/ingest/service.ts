@@ -18,5 +18,6 @@ export async function ingestEvents(deps: ApiDeps, events: IngestEvent[]): Promis
   } catch (err) {
     throw asUnavailable(err, 'The event log');
   }
+  for (const e of envelopes) deps.metrics.eventsIngested.inc({ type: e.type });
   return { events: envelopes.map((e, i) => ({ id: e.id, cursor: encodeCursor(positions[i]!) })) };
 }

@@ -66,10 +66,12 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
     async run(res, signal) {
       const sse = new SseWriter(res);
       const { durationMs, heartbeatMs, retryMs } = deps.config.streams;
+      deps.metrics.openStreams.inc();
       try {
         sse.open({}, retryMs);
         return await pumpStream(feed, sse, slots, lease, { durationMs, heartbeatMs }, signal, deps.log);
       } finally {
+        deps.metrics.openStreams.dec();
         sse.end();
         await finish();
       }

@@ -13,7 +13,7 @@ import { checkWebhookUrl, parseWebhookUrl } from '../../../../shared/src/url-saf
 import type { ApiDeps } from '../../deps.js';
 import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput } from './schemas.js';
 
-export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events'>;
+export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
 
 /** The subscription as the API shows it (never the secret, except where stated). */
 export interface Webhook {
@@ -202,6 +202,7 @@ export async function pingWebhook(deps: WebhookDeps, accountId: string, id: stri
   } catch (err) {
     throw asUnavailable(err, 'The event log');
   }
+  deps.metrics.eventsIngested.inc({ type: envelope.type });
   return { event_id: envelope.id };
 }
 

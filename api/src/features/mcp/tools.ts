@@ -1,0 +1,160 @@
+/**
+ * The MCP tools. Each is a thin adapter: arguments checked against its
+ * inputSchema, one call to the service the HTTP route uses, the service's
+ * answer as the result. No rule of the event log or of webhooks is here.
+ */
+import type { ApiConfig } from '../../config.js';
+import type { ApiDeps } from '../../deps.js';
+import type { AuthContext } from '../../middleware/auth.js';
+import { valueValidator, type Validator } from '../../validation.js';
+import { profile } from '../auth/service.js';
+import type { WaitInput } from '../events/schemas.js';
+import { listEvents, waitForEvent } from '../events/service.js';
+import type { CreateWebhookInput } from '../webhooks/schemas.js';
+import { createWebhook, deleteWebhook, listWebhooks, pingWebhook } from '../webhooks/service.js';
+import {
+  createdWebhookOutput,
+  createWebhookInput,
+  deletedOutput,
+  type JsonSchema,
+  listEventsInput,
+  listEventsOutput,
+  listWebhooksOutput,
+  noArguments,
+  pingOutput,
+  waitForEventInput,
+  waitForEventOutput,
+  webhookIdInput,
+  whoamiOutput,
+} from './schemas.js';
+
+/** The account a `svc_` key belongs to; tools/call never runs without one. */
+export type ToolCaller = AuthContext;
+
+export interface ToolContext {
+  deps: ApiDeps;
+  caller: ToolCaller;
+  /** Aborted when the HTTP client goes away; long waits stop then. */
+  signal: AbortSignal;
+}
+
+/** Hints for clients deciding what to confirm with a human (MCP ToolAnnotations). */
+interface ToolAnnotations {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+}
+
+export interface Tool {
+  name: string;
+  title: string;
+  description: string;
+  annotations: ToolAnnotations;
+  inputSchema: JsonSchema;
+  outputSchema: JsonSchema;
+  /** Throws a validation_failed AppError listing every bad argument. */
+  validate: Validator<Record<string, unknown>>;
+  run(ctx: ToolContext, args: Record<string, unknown>): Promise<Record<string, unknown>>;
+}
+
+interface ToolSpec<A> {
+  title: string;
+  description: string;
+  annotations: ToolAnnotations;
+  inputSchema: JsonSchema;
+  outputSchema: JsonSchema;
+  run(ctx: ToolContext, args: A): Promise<object>;
+}
+
+function tool<A>(name: string, spec: ToolSpec<A>): Tool {
+  return {
+    name,
+    ...spec,
+    validate: valueValidator<Record<string, unknown>>(spec.inputSchema, 'arguments'),
+    run: async (ctx, args) => (await spec.run(ctx, args as A)) as Record<string, unknown>,
+  };
+}
+
+const readOnly: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
+
+function eventTools(config: ApiConfig): Tool[] {
+  return [
+    tool<WaitInput>('wait_for_event', {
+      title: 'Wait for the next event',
+      description: [
+        'Waits for the next event on the account (a call starting, ending, transcribed or completed, a human takeover, an SMS/WhatsApp message received or sent, a webhook test ping) and returns it as {event}.',
+        `Blocks until a matching event arrives or timeout_ms passes (at most ${config.events.longPollMaxMs} ms); then returns {event: null, timed_out: true, cursor}: call again to keep waiting.`,
+        "To miss nothing between calls, pass the previous result's cursor (event.cursor, or cursor after a time-out) as since.",
+      ].join(' '),
+      annotations: readOnly,
+      inputSchema: waitForEventInput(config),
+      outputSchema: waitForEventOutput,
+      run: ({ deps, caller, signal }, args) => waitForEvent(deps, caller.accountId, args, signal),
+    }),
+    tool<Record<string, unknown>>('list_events', {
+      title: 'List past events',
+      description:
+        "Lists the account's stored events, oldest first, as {events, cursor}. Pass the returned cursor back as since to read the next page; an empty page means you are up to date (keep the same cursor for later).",
+      annotations: readOnly,
+      inputSchema: listEventsInput,
+      outputSchema: listEventsOutput,
+      run: ({ deps, caller }, args) => listEvents(deps, caller.accountId, args),
+    }),
+  ];
+}
+
+const webhookTools: Tool[] = [
+  tool<Record<string, never>>('list_webhooks', {
+    title: 'List webhook subscriptions',
+    description:
+      "Lists the account's webhook subscriptions as {webhooks}: id, url, events, description, and the outcome of the last delivery attempt (last_status, last_delivery_at, last_error). Secrets are not shown.",
+    annotations: readOnly,
+    inputSchema: noArguments,
+    outputSchema: listWebhooksOutput,
+    run: ({ deps, caller }) => listWebhooks(deps, caller.accountId),
+  }),
+  tool<CreateWebhookInput>('create_webhook', {
+    title: 'Create a webhook subscription',
+    description:
+      'Subscribes an HTTPS URL to the account\'s events: each matching event is POSTed to it, signed with the subscription\'s whsec_ secret (header X-Service-Signature: sha256=<hex HMAC-SHA256 of the raw body>). Returns the subscription with its secret, which is shown only here. The URL must be HTTPS on a public address.',
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    inputSchema: createWebhookInput,
+    outputSchema: createdWebhookOutput,
+    run: ({ deps, caller }, args) => createWebhook(deps, caller.accountId, args),
+  }),
+  tool<{ id: string }>('delete_webhook', {
+    title: 'Delete a webhook subscription',
+    description: 'Deletes one webhook subscription by id; its pending deliveries are dropped. Returns {id, deleted: true}.',
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    inputSchema: webhookIdInput,
+    outputSchema: deletedOutput,
+    run: async ({ deps, caller }, { id }) => {
+      await deleteWebhook(deps, caller.accountId, id);
+      return { id, deleted: true };
+    },
+  }),
+  tool<{ id: string }>('ping_webhook', {
+    title: 'Send a test ping to a webhook',
+    description:
+      'Sends a webhook.ping event to one subscription, to test its receiver. Returns {event_id} once the event is in the log; the delivery follows within seconds (its outcome shows in list_webhooks as last_status).',
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    inputSchema: webhookIdInput,
+    outputSchema: pingOutput,
+    run: ({ deps, caller }, { id }) => pingWebhook(deps, caller.accountId, id),
+  }),
+];
+
+const whoami = tool<Record<string, never>>('whoami', {
+  title: 'Who am I',
+  description: "Returns the account the API key belongs to: {account_id, user} with the user's profile (email, name, plan, key preview), as GET /api/auth/me shows it.",
+  annotations: readOnly,
+  inputSchema: noArguments,
+  outputSchema: whoamiOutput,
+  run: async ({ deps, caller }) => ({ account_id: caller.accountId, user: await profile(deps, caller.userId) }),
+});
+
+/** The tools of one app, in the order tools/list shows them. Built once per app (schemas depend on config). */
+export function createTools(config: ApiConfig): ReadonlyMap<string, Tool> {
+  return new Map([...eventTools(config), ...webhookTools, whoami].map((t) => [t.name, t]));
+}

@@ -1,0 +1,158 @@
+/**
+ * One deployment for a fault test: API and delivery processes sharing a topic
+ * and a database of the private infra instance, plus the client calls the
+ * tests make against it (accounts, ingest, polling every event).
+ */
+import { uniqueName } from '../../../../shared/test/support/env.js';
+import { call } from '../../support/api.js';
+import { createAccount, type TestAccount } from '../../support/accounts.js';
+import { privateInfra, type PrivateInfra } from './infra.js';
+import { freePort, ServiceProcess } from './processes.js';
+
+/** The producers' bearer secret in these deployments. */
+export const INGEST_TOKEN = 'fault-tests-ingest-token-0000000000';
+
+/** Far above anything the tests do: the fault tests are about faults, not budgets. */
+const GENEROUS_LIMITS: Record<string, string> = {
+  SIGNUP_LIMIT_PER_HOUR: '1000000',
+  LOGIN_LIMIT_PER_MINUTE: '1000000',
+  API_KEY_LIMIT_PER_MINUTE: '1000000',
+  SESSION_LIMIT_PER_MINUTE: '1000000',
+};
+
+export interface ClusterOptions {
+  /** Extra settings for every API process. */
+  apiEnv?: Record<string, string>;
+  /** Extra settings for every delivery process. */
+  deliveryEnv?: Record<string, string>;
+}
+
+export class Cluster {
+  readonly topic = uniqueName('events-fault');
+  readonly db = uniqueName('fault').replace(/-/g, '_');
+  readonly apis: ServiceProcess[] = [];
+  readonly deliveries: ServiceProcess[] = [];
+
+  private constructor(
+    readonly infra: PrivateInfra,
+    private readonly opts: ClusterOptions,
+  ) {}
+
+  static async create(opts: ClusterOptions = {}): Promise<Cluster> {
+    return new Cluster(await privateInfra(), opts);
+  }
+
+  baseEnv(): Record<string, string> {
+    return {
+      NODE_ENV: 'test',
+      LOG_LEVEL: process.env.FAULTS_LOG_LEVEL ?? 'info',
+      ...this.infra.endpoints,
+      EVENTS_TOPIC: this.topic,
+      EVENTS_PARTITIONS: '3',
+      MONGO_DB: this.db,
+      INGEST_TOKEN,
+    };
+  }
+
+  /** Adds an API process (not started). */
+  async addApi(name: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+    const port = await freePort();
+    const api = new ServiceProcess(name, 'api', { ...this.baseEnv(), ...GENEROUS_LIMITS, HOST: '127.0.0.1', PORT: String(port), INSTANCE_ID: name, ...this.opts.apiEnv, ...env }, `http://127.0.0.1:${port}`);
+    this.apis.push(api);
+    return api;
+  }
+
+  /** Adds a delivery process (not started). */
+  addDelivery(name: string, env: Record<string, string> = {}): ServiceProcess {
+    const worker = new ServiceProcess(name, 'delivery', { ...this.baseEnv(), INSTANCE_ID: name, KAFKA_CLIENT_ID: name, ...this.opts.deliveryEnv, ...env });
+    this.deliveries.push(worker);
+    return worker;
+  }
+
+  /** Every process of the cluster that died without the test asking it to. */
+  crashes(): string[] {
+    return [...this.apis, ...this.deliveries].flatMap((p) => p.unexpectedExits.map((e) => `${p.name} exited (${e.signal ?? e.code})`));
+  }
+}
+
+export function apiUrl(api: ServiceProcess): string {
+  if (!api.url) throw new Error(`${api.name} is not an API process`);
+  return api.url;
+}
+
+export function newAccount(api: ServiceProcess): Promise<TestAccount> {
+  return createAccount(apiUrl(api));
+}
+
+export interface IngestOutcome {
+  status: number;
+  /** Event ids the API acknowledged (202 only). */
+  ids: string[];
+  retryAfter: string | null;
+  body: unknown;
+  ms: number;
+}
+
+/** One ingest request; never throws for an HTTP answer (a network failure counts as status 0). */
+export async function ingestRaw(base: string, events: { account_id: string; type: string; data?: Record<string, unknown> }[], timeoutMs = 120_000): Promise<IngestOutcome> {
+  const started = Date.now();
+  try {
+    const res = await fetch(`${base}/internal/v1/events`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${INGEST_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ events: events.map((e) => ({ data: {}, ...e })) }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await res.text();
+    let body: any = text;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // not JSON: kept as text for the failure message
+    }
+    const ids = res.status === 202 ? (body.events as { id: string }[]).map((e) => e.id) : [];
+    return { status: res.status, ids, retryAfter: res.headers.get('retry-after'), body, ms: Date.now() - started };
+  } catch (err) {
+    return { status: 0, ids: [], retryAfter: null, body: String(err), ms: Date.now() - started };
+  }
+}
+
+/** Every event of the account, by cursor polling from the start; throws on any non-200. */
+export async function pollAll(base: string, apiKey: string): Promise<{ id: string; type: string; data: any; cursor: string }[]> {
+  const all: { id: string; type: string; data: any; cursor: string }[] = [];
+  let since: string | null = null;
+  for (;;) {
+    const query: string = since ? `?limit=500&since=${encodeURIComponent(since)}` : '?limit=500';
+    const res = await call(base, 'GET', `/api/v1/events${query}`, { headers: { authorization: `Bearer ${apiKey}` } });
+    if (res.status !== 200) throw new Error(`polling answered ${res.status}: ${JSON.stringify(res.body)}`);
+    all.push(...res.body.events);
+    if (res.body.events.length === 0) return all;
+    since = res.body.cursor;
+  }
+}
+
+/** How often each id occurs in `found`, for the acknowledged `ids`: missing ones and duplicates. */
+export function tally(ids: Iterable<string>, found: Iterable<string>): { expected: number; found: number; missing: string[]; duplicated: string[]; unacknowledged: number } {
+  const counts = new Map<string, number>();
+  for (const id of found) counts.set(id, (counts.get(id) ?? 0) + 1);
+  const expected = new Set(ids);
+  const missing = [...expected].filter((id) => !counts.has(id));
+  const duplicated = [...counts].filter(([, n]) => n > 1).map(([id]) => id);
+  const unacknowledged = [...counts.keys()].filter((id) => !expected.has(id)).length;
+  return { expected: expected.size, found: [...expected].filter((id) => counts.has(id)).length, missing, duplicated, unacknowledged };
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+export async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs: number, everyMs = 250): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
