@@ -93,4 +93,12 @@ describe('http sender (real HTTPS receiver)', () => {
     expect(res).to.include({ status: 200, outcome: 'ok' });
     expect(receiver.received('/named')[0]?.headers.host).to.equal(`hooks.webhooks.test:${receiver.port}`);
   });
+
+  it('still checks the certificate against the host name with the extra CA (one shared TLS context)', async () => {
+    // The CA is trusted, but the certificate names neither this host nor its address.
+    const res = await make({ resolve: async () => ['127.0.0.1'] }).send(receiver.url('/wrong-name', 'hooks.other.example'), '{}', {});
+    expect(res).to.include({ outcome: 'tls' });
+    expect(receiver.received('/wrong-name')).to.have.length(0);
+  });
+
 });

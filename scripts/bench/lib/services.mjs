@@ -47,8 +47,10 @@ export async function startApi(ctx, { name, topic, env = {} }) {
 
 /** One delivery process; resolves once its consumer group has joined. */
 export async function startDelivery(ctx, { name, topic, env = {} }) {
+  // Its metrics endpoint on a port of its own: the default 9464 may be another process's.
+  const metricsPort = await freePort();
   const child = startNode(name, entryArgs(ctx.runner, 'delivery'), {
-    env: serviceEnv(ctx, topic, { INSTANCE_ID: `${name}-${ctx.runId}`, ...env }),
+    env: serviceEnv(ctx, topic, { INSTANCE_ID: `${name}-${ctx.runId}`, METRICS_PORT: String(metricsPort), ...env }),
     logFile: join(ctx.scratch, `${ctx.scenario}-${name}.log`),
     probe: true,
     execArgv: ctx.execArgv,

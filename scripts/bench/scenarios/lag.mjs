@@ -16,6 +16,8 @@ export const title = 'Visibility lag (ingest ack -> returned by polling)';
 const RATE = 1000;
 /** Each poll loop waits this long between polls: the figure's resolution, and a sane load. */
 const POLL_INTERVAL_MS = 10;
+/** How long after the last event the pollers may take to see everything. */
+const CATCH_UP_MS = 10_000;
 
 export async function run(ctx) {
   const seconds = ctx.quick ? 5 : 8;
@@ -38,7 +40,7 @@ export async function run(ctx) {
     // Keep polling until every polled event was seen (at most 20 s more): a slow
     // store shows as a long lag rather than as missing samples.
     const want = once.last.acks.filter((x) => polledIds.has(x[3])).length;
-    for (let waited = 0; waited < 20_000; waited += 500) {
+    for (let waited = 0; waited < CATCH_UP_MS; waited += 500) {
       await sleep(500);
       if ((await poller.request('count')).seen >= want) break;
     }
@@ -47,13 +49,15 @@ export async function run(ctx) {
     const seenAt = new Map(seen);
     const lags = [];
     let missing = 0;
+    const stoppedAt = performance.timeOrigin + performance.now();
     for (const [id, , ackAt, account] of once.last.acks) {
       if (!polledIds.has(account)) continue;
       const t = seenAt.get(id);
       if (t === undefined) missing++;
-      else lags.push(Math.max(0, t - ackAt));
+      // Never seen within the window: its lag is at least the time until the pollers stopped.
+      lags.push(Math.max(0, (t ?? stoppedAt) - ackAt));
     }
-    return { p50: percentile(lags, 50), p99: percentile(lags, 99), samples: lags.length, missing, errors: once.last.errors, sent: once.last.sent, cpu: server.cpu, eldP99: server.eld.p99, infraCpu: infra.read() };
+    return { p50: percentile(lags, 50), p99: percentile(lags, 99), censored: missing > 0, samples: lags.length, missing, errors: once.last.errors, sent: once.last.sent, cpu: server.cpu, eldP99: server.eld.p99, infraCpu: infra.read() };
   };
 
   ctx.log('warming up');
@@ -62,19 +66,23 @@ export async function run(ctx) {
   for (let r = 0; r < ctx.runs; r++) {
     const m = await once(seconds, `run-${r}`);
     runs.push(m);
+    if (m.missing > m.samples / 2) {
+      ctx.log(`most events were not visible within ${CATCH_UP_MS / 1000} s of the window: one run is the figure (a lower bound)`);
+      break;
+    }
     ctx.log(`run ${r + 1}: lag p50 ${m.p50?.toFixed(1)} ms, p99 ${m.p99?.toFixed(1)} ms over ${m.samples} polled events (${m.missing} never seen, ${m.errors} ingest errors, ${m.sent} sent); API CPU ${(m.cpu * 100).toFixed(0)}%, FerretDB ${(m.infraCpu.ferretdb * 100).toFixed(0)}%, loop delay p99 ${m.eldP99} ms`);
   }
   await Promise.all([api.child.stop(), pacer.stop(), poller.stop()]);
   const e2e = await kafkaEndToEnd(ctx);
   const p50 = median(runs.map((m) => m.p50));
   const p99 = median(runs.map((m) => m.p99));
-  const broken = runs.some((m) => m.missing > 0 || m.errors > 0);
+  const censored = runs.some((m) => m.censored);
   return {
     rows: [
-      { id: 'lag.p50', label: `2 visibility lag p50 @ ${RATE} ev/s`, value: p50, unit: 'ms', reference: { label: 'Kafka EndToEndLatency p50', value: e2e.p50, unit: 'ms' }, ratio: p50 / e2e.p50 },
-      { id: 'lag.p99', label: `2 visibility lag p99 @ ${RATE} ev/s`, value: broken ? NaN : p99, unit: 'ms', reference: { label: 'Kafka EndToEndLatency p99', value: e2e.p99, unit: 'ms' }, ratio: p99 / e2e.p99, target: { valueAtMost: 100, unit: 'ms' } },
+      { id: 'lag.p50', label: `2 visibility lag p50 @ ${RATE} ev/s`, value: p50, unit: censored ? 'ms (at least: some events not visible within the window)' : 'ms', reference: { label: 'Kafka EndToEndLatency p50', value: e2e.p50, unit: 'ms' }, ratio: p50 / e2e.p50 },
+      { id: 'lag.p99', label: `2 visibility lag p99 @ ${RATE} ev/s`, value: p99, unit: censored ? 'ms (at least)' : 'ms', reference: { label: 'Kafka EndToEndLatency p99', value: e2e.p99, unit: 'ms' }, ratio: p99 / e2e.p99, target: { valueAtMost: 100, unit: 'ms' } },
     ],
     runs,
-    notes: { rate: RATE, seconds, pollIntervalMs: POLL_INTERVAL_MS, polledShare: 0.4 },
+    notes: { rate: RATE, seconds, pollIntervalMs: POLL_INTERVAL_MS, polledShare: 0.4, catchUpMs: CATCH_UP_MS, ingestErrors: runs.reduce((n, m) => n + m.errors, 0) },
   };
 }

@@ -79,8 +79,9 @@ export async function run(ctx) {
       return collect(`/${name}/`, Math.round(burst * healthyShare), 45_000);
     });
     const times = got.map((r) => r[3]);
-    const span = (Math.max(...times) - Math.min(...times)) / 1000;
-    const rate = got.length / span;
+    // Deliveries/s between the first and the last one received (none or one: 0).
+    const span = times.length > 1 ? (Math.max(...times) - Math.min(...times)) / 1000 : 0;
+    const rate = span > 0 ? got.length / span : 0;
     const stats = await delivery.child.request('stats', { reset: true });
     // Latency: a steady rate well below the throughput.
     await pacer.request('start', { url: api.url, token: INGEST_TOKEN, rate: RATE, seconds: ctx.quick ? 4 : 6, accounts: ids });
