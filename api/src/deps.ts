@@ -8,6 +8,7 @@ import type { ApiConfig } from './config.js';
 import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
+import { startWindowSweeper } from './features/limits/window-store.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
 
@@ -45,6 +46,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   lifecycle.onStop('mongo', () => mongo.close());
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
   const limits = createRateLimits(config, mongo, log);
+  lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
   const clock = (): Date => new Date();
   const metrics = createApiMetrics();
   const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag);

@@ -48,7 +48,9 @@ describe('platform API keys', () => {
     expect(mine).to.not.equal(undefined);
     expect(mine!.hash).to.equal(createHash('sha256').update(acct.apiKey).digest('hex'));
     const secretPart = acct.apiKey.slice(4);
-    const everything = JSON.stringify(docs) + JSON.stringify(await a.deps.mongo.collections.users.find({}).toArray());
+    const pointers = await a.deps.mongo.collections.apiKeyHashes.find({ account_id: acct.userId }).toArray();
+    expect(pointers.map((p) => p._id)).to.deep.equal([mine!.hash]);
+    const everything = JSON.stringify(docs) + JSON.stringify(pointers) + JSON.stringify(await a.deps.mongo.collections.users.find({}).toArray());
     expect(everything).to.not.include(secretPart);
     expect(everything).to.not.include(secretPart.slice(0, 20));
   });
@@ -73,6 +75,18 @@ describe('platform API keys', () => {
       expect(now.body.user.api_key.preview).to.equal(rotated.body.preview);
     }
     expect(await a.deps.mongo.collections.apiKeys.countDocuments({ _id: acct.userId })).to.equal(1);
+    const pointers = await a.deps.mongo.collections.apiKeyHashes.find({ account_id: acct.userId }).toArray();
+    expect(pointers.map((p) => p._id)).to.deep.equal([createHash('sha256').update(fresh).digest('hex')]);
+  });
+
+  it('refuses an old key even when its hash pointer survived (a rotation cut short before removing it)', async () => {
+    const acct = await createAccount(a.url);
+    const rotated = await newKey(a, acct.token);
+    expect(rotated.status).to.equal(201);
+    const oldHash = createHash('sha256').update(acct.apiKey).digest('hex');
+    await a.deps.mongo.collections.apiKeyHashes.insertOne({ _id: oldHash, account_id: acct.userId, created_at: new Date() });
+    for (const api of [a, b]) expect((await me(api, bearer(acct.apiKey))).status).to.equal(401);
+    expect((await me(b, bearer(rotated.body.api_key))).status).to.equal(200);
   });
 
   it('can be rotated with the key itself', async () => {
@@ -95,6 +109,7 @@ describe('platform API keys', () => {
     expect(again.status).to.equal(404);
     expect(again.body.error.code).to.equal('not_found');
     expect(await a.deps.mongo.collections.apiKeys.countDocuments({ _id: acct.userId })).to.equal(0);
+    expect(await a.deps.mongo.collections.apiKeyHashes.countDocuments({ account_id: acct.userId })).to.equal(0);
   });
 
   it('refuses an account without a key on DELETE with 404', async () => {

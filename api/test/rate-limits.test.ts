@@ -1,9 +1,10 @@
 import { expect } from 'chai';
 import { AppError } from '../../shared/src/errors/index.js';
 import { createLogger } from '../../shared/src/log.js';
-import { createMongo } from '../../shared/src/mongo/index.js';
+import { createMongo, ensureIndexes } from '../../shared/src/mongo/index.js';
 import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
 import { SharedLimiter } from '../src/features/limits/limiter.js';
+import { sweepExpiredWindows } from '../src/features/limits/window-store.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount } from './support/accounts.js';
 import { call, startTestApi, testApiConfig } from './support/api.js';
@@ -90,7 +91,9 @@ describe('rate limits shared through MongoDB', function () {
           expect(res.status, `signup ${i}: ${JSON.stringify(res.body)}`).to.equal(201);
         }
         const eleventh = await call(api.url, 'POST', '/api/auth/signup', { body: signupBody() });
-        expect(expectThrottled(eleventh, 3600)).to.be.greaterThan(3000);
+        // Windows are aligned to the clock: the budget comes back at the next full hour.
+        const toNextHour = Math.ceil((3_600_000 - (Date.now() % 3_600_000)) / 1000);
+        expect(expectThrottled(eleventh, 3600)).to.be.within(toNextHour - 2, toNextHour + 1);
         for (const xff of ['203.0.113.99', '203.0.113.98, 10.0.0.1']) {
           const spoofed = await call(api.url, 'POST', '/api/auth/signup', { body: signupBody(), headers: { 'x-forwarded-for': xff } });
           expectThrottled(spoofed, 3600);
@@ -130,18 +133,39 @@ describe('rate limits shared through MongoDB', function () {
   });
 
   describe('the limiter on the test server', () => {
-    it('starts a new window once the old one has expired, keeping one document per key', async () => {
+    it('starts a new window once the old one has ended, each window a document found by _id, ended ones swept', async () => {
       const api = await startTestApi({ MONGO_DB: ownDb() });
       try {
         const limiter = new SharedLimiter(api.deps.mongo, 'unit', 1, 1, '1 per second', api.deps.log);
+        // Start just after a window boundary so both consumes fall in one window.
+        await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 20));
         expect((await limiter.consume('k')).remaining).to.equal(0);
         const err = await limiter.consume('k').catch((e: unknown) => e);
         expect(err).to.be.instanceOf(AppError).and.to.include({ code: 'rate_limited', status: 429 });
         await new Promise((r) => setTimeout(r, 1200));
         expect((await limiter.consume('k')).remaining).to.equal(0);
+        const windows = await api.deps.mongo.collections.rateLimits.find({ key: 'unit:k' }).sort({ expire: 1 }).toArray();
+        expect(windows).to.have.length(2);
+        expect(windows.map((w) => w.points)).to.deep.equal([2, 1]);
+        for (const w of windows) expect(w._id).to.equal(`unit:k:${w.expire!.getTime() - 1000}`);
+        expect(await sweepExpiredWindows(api.deps.mongo.collections.rateLimits, new Date(), 0)).to.equal(1);
         expect(await api.deps.mongo.collections.rateLimits.countDocuments({ key: 'unit:k' })).to.equal(1);
         const indexes = await api.deps.mongo.collections.rateLimits.indexes();
-        expect(indexes.find((i) => i.name === 'key_unique')).to.include({ unique: true });
+        expect(indexes.map((i) => i.name)).to.not.include('key_unique');
+      } finally {
+        await api.close();
+      }
+    });
+
+    it('drops the unique key index of earlier versions, which per-window documents would collide on', async () => {
+      const db = ownDb();
+      const api = await startTestApi({ MONGO_DB: db });
+      try {
+        const windows = api.deps.mongo.collections.rateLimits;
+        await windows.createIndex({ key: 1 }, { name: 'key_unique', unique: true });
+        await ensureIndexes(api.deps.mongo, api.deps.log);
+        expect((await windows.indexes()).map((i) => i.name)).to.not.include('key_unique');
+        await ensureIndexes(api.deps.mongo, api.deps.log); // and again, with nothing to drop
       } finally {
         await api.close();
       }

@@ -30,10 +30,24 @@ export interface ApiKeyDoc {
 }
 
 /**
- * One fixed window of one rate-limit key, written by rate-limiter-flexible's
- * Mongo store (its schema, not ours): `key` is `<limiter>:<subject>`.
+ * Where a key hash points (`_id` is the hash): lets authentication find an API
+ * key by `_id`, a primary-key lookup on every server (FerretDB pushes down no
+ * other filter). The account's ApiKeyDoc stays the authority: a hash counts
+ * only while it is the account's current one, so a rotation or revocation that
+ * fails before removing the old pointer still ends the old key.
+ */
+export interface ApiKeyHashDoc {
+  _id: string; // sha256 hex of the raw key
+  account_id: string;
+  created_at: Date;
+}
+
+/**
+ * One fixed window of one rate-limit key (api/src/features/limits/window-store.ts):
+ * `_id` is `<limiter>:<subject>:<window start, ms>`, `key` is `<limiter>:<subject>`.
  */
 export interface RateLimitDoc {
+  _id: string;
   key: string;
   points: number;
   expire: Date | null;

@@ -9,6 +9,7 @@ import type { BaseConfig } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type {
   ApiKeyDoc,
+  ApiKeyHashDoc,
   AttemptDoc,
   ClaimDoc,
   DeliveryDoc,
@@ -26,6 +27,7 @@ export * from './documents.js';
 export const COLLECTION_NAMES = {
   users: 'users',
   apiKeys: 'api_keys',
+  apiKeyHashes: 'api_key_hashes',
   events: 'events',
   watermarks: 'watermarks',
   streamSlots: 'stream_slots',
@@ -40,6 +42,7 @@ export const COLLECTION_NAMES = {
 export interface Collections {
   users: Collection<UserDoc>;
   apiKeys: Collection<ApiKeyDoc>;
+  apiKeyHashes: Collection<ApiKeyHashDoc>;
   events: Collection<EventDoc>;
   watermarks: Collection<WatermarkDoc>;
   streamSlots: Collection<StreamSlotDoc>;
@@ -72,6 +75,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
   const collections: Collections = {
     users: db.collection(COLLECTION_NAMES.users),
     apiKeys: db.collection(COLLECTION_NAMES.apiKeys),
+    apiKeyHashes: db.collection(COLLECTION_NAMES.apiKeyHashes),
     events: db.collection(COLLECTION_NAMES.events),
     watermarks: db.collection(COLLECTION_NAMES.watermarks),
     streamSlots: db.collection(COLLECTION_NAMES.streamSlots),
@@ -97,6 +101,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
 const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   users: [{ key: { email: 1 }, name: 'email_unique', unique: true }],
   apiKeys: [{ key: { hash: 1 }, name: 'hash_unique', unique: true }],
+  apiKeyHashes: [],
   events: [
     { key: { account_id: 1, partition: 1, offset: 1 }, name: 'account_position' },
     { key: { account_id: 1, type: 1, partition: 1, offset: 1 }, name: 'account_type_position' },
@@ -117,14 +122,24 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { at: 1 }, name: 'at' },
   ],
   claims: [{ key: { at: 1 }, name: 'at' }],
-  // rate-limiter-flexible's own index creation is disabled (it insists on a TTL
-  // index, which FerretDB refuses); these are the same two indexes. The unique
-  // key is what keeps two processes from starting two windows for one key.
-  rateLimits: [
-    { key: { key: 1 }, name: 'key_unique', unique: true },
-    { key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: 0 },
-  ],
+  // Each window is its own document found by _id (limits/window-store.ts);
+  // the TTL index removes ended windows where the server has TTL indexes.
+  rateLimits: [{ key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: 0 }],
 };
+
+/**
+ * Indexes earlier versions created that must go: `key_unique` allowed one
+ * rate-limit document per key, which per-window documents would collide on.
+ */
+const RETIRED_INDEXES: Partial<Record<keyof Collections, string[]>> = {
+  rateLimits: ['key_unique'],
+};
+
+/** IndexNotFound (27) or NamespaceNotFound (26): nothing to drop. */
+function isMissing(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  return code === 27 || code === 26;
+}
 
 /** FerretDB 1.x answers a TTL index with NotImplemented (238). */
 function isTtlUnsupported(err: unknown): boolean {
@@ -142,7 +157,17 @@ export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void>
       } catch (err) {
         if (options.expireAfterSeconds === undefined || !isTtlUnsupported(err)) throw err;
         // Readers check expiry themselves; only the clean-up of old documents is lost.
-        logger.info({ collection: name, index: options.name }, 'server has no TTL indexes; expired documents stay until overwritten');
+        logger.info({ collection: name, index: options.name }, 'server has no TTL indexes; expired documents stay until a sweeper removes them');
+      }
+    }
+  }
+  for (const [name, indexNames] of Object.entries(RETIRED_INDEXES) as [keyof Collections, string[]][]) {
+    for (const index of indexNames) {
+      try {
+        await mongo.collections[name].dropIndex(index);
+        logger.info({ collection: name, index }, 'dropped a retired index');
+      } catch (err) {
+        if (!isMissing(err)) throw err;
       }
     }
   }

@@ -36,16 +36,21 @@ export async function findKeyDoc(deps: ApiDeps, userId: string): Promise<ApiKeyD
 }
 
 /**
- * Creates the account's key, or rotates it: one upsert replaces the stored
- * hash, so from the moment it returns the old key matches nothing on any
- * process (there is no cache to outlive it). The raw key exists only in the
- * returned value.
+ * Creates the account's key, or rotates it. The account's key document is the
+ * authority and one atomic upsert replaces its hash, so from the moment that
+ * returns the old key matches nothing on any process (there is no cache to
+ * outlive it). Around it, the pointer from the new hash to the account is
+ * written first and the old hash's pointer removed after (see ApiKeyHashDoc).
+ * The raw key exists only in the returned value.
  */
 export async function createOrRotateKey(deps: ApiDeps, userId: string): Promise<NewApiKey> {
   const raw = API_KEY_PREFIX + randomBytes(32).toString('base64url');
   const doc: Omit<ApiKeyDoc, '_id'> = { hash: hashApiKey(raw), preview: keyPreview(raw), created_at: deps.clock() };
+  const { apiKeys, apiKeyHashes } = deps.mongo.collections;
   try {
-    await deps.mongo.collections.apiKeys.updateOne({ _id: userId }, { $set: doc }, { upsert: true });
+    await apiKeyHashes.insertOne({ _id: doc.hash, account_id: userId, created_at: doc.created_at });
+    const before = await apiKeys.findOneAndUpdate({ _id: userId }, { $set: doc }, { upsert: true, returnDocument: 'before' });
+    if (before) await apiKeyHashes.deleteOne({ _id: before.hash });
   } catch (err) {
     throw asUnavailable(err, 'Key storage');
   }
@@ -54,28 +59,37 @@ export async function createOrRotateKey(deps: ApiDeps, userId: string): Promise<
 
 /** Revokes the account's key at once; 404 when it has none. */
 export async function revokeKey(deps: ApiDeps, userId: string): Promise<void> {
-  let deleted: number;
+  const { apiKeys, apiKeyHashes } = deps.mongo.collections;
+  let revoked: ApiKeyDoc | null;
   try {
-    ({ deletedCount: deleted } = await deps.mongo.collections.apiKeys.deleteOne({ _id: userId }));
+    revoked = await apiKeys.findOneAndDelete({ _id: userId });
+    if (revoked) await apiKeyHashes.deleteOne({ _id: revoked.hash });
   } catch (err) {
     throw asUnavailable(err, 'Key storage');
   }
-  if (deleted === 0) throw notFound('API key');
+  if (!revoked) throw notFound('API key');
 }
 
 /**
  * The account a raw platform API key belongs to, or null when it is not a
- * current key. Looked up by its SHA-256 on every call (no cache), so rotation
- * and revocation take effect at once everywhere. Does not apply the rate
- * limit: callers follow with consumeApiKeyRate.
+ * current key. Looked up on every call (no cache), so rotation and
+ * revocation take effect at once everywhere: the hash's pointer gives the
+ * account (an `_id` lookup), and the account's key document must still hold
+ * that hash (a second `_id` lookup). Does not apply the rate limit: callers
+ * follow with consumeApiKeyRate.
  */
 export async function resolveApiKey(deps: ApiDeps, rawKey: string): Promise<AuthContext | null> {
   if (!API_KEY_SHAPE.test(rawKey)) return null;
   const hash = hashApiKey(rawKey);
-  const doc = await deps.mongo.collections.apiKeys.findOne({ hash }).catch((err: unknown) => {
+  const { apiKeys, apiKeyHashes } = deps.mongo.collections;
+  let doc: ApiKeyDoc | null = null;
+  try {
+    const pointer = await apiKeyHashes.findOne({ _id: hash });
+    if (pointer) doc = await apiKeys.findOne({ _id: pointer.account_id });
+  } catch (err) {
     throw asUnavailable(err, 'Key storage');
-  });
-  // The index lookup already matched; compare again in constant time as a matter of rule.
+  }
+  // The lookups matched by equality already; compare again in constant time as a matter of rule.
   if (!doc) return null;
   const stored = Buffer.from(doc.hash, 'hex');
   const given = Buffer.from(hash, 'hex');

@@ -1,9 +1,10 @@
 import type { Context } from 'koa';
-import { RateLimiterMongo, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRes } from 'rate-limiter-flexible';
 import { AppError, unavailable } from '../../../../shared/src/errors/index.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import { COLLECTION_NAMES, type Mongo } from '../../../../shared/src/mongo/index.js';
 import type { ApiConfig } from '../../config.js';
+import { WindowedMongoStore } from './window-store.js';
 
 /** Where a subject stands in its current window, for the RateLimit-* headers. */
 export interface RateState {
@@ -36,7 +37,7 @@ export function setRateHeaders(ctx: Context, state: RateState): void {
  * unmetered would turn a MongoDB outage into a limit bypass.
  */
 export class SharedLimiter {
-  private readonly store: RateLimiterMongo;
+  private readonly store: WindowedMongoStore;
 
   constructor(
     mongo: Mongo,
@@ -46,16 +47,19 @@ export class SharedLimiter {
     private readonly describe: string,
     private readonly log: Logger,
   ) {
-    this.store = new RateLimiterMongo({
-      storeClient: mongo.client,
-      dbName: mongo.db.databaseName,
-      tableName: COLLECTION_NAMES.rateLimits,
-      keyPrefix: name,
-      points,
-      duration: durationSeconds,
-      // shared/src/mongo creates the indexes (TTL where the server has it).
-      disableIndexesCreation: true,
-    });
+    this.store = new WindowedMongoStore(
+      {
+        storeClient: mongo.client,
+        dbName: mongo.db.databaseName,
+        tableName: COLLECTION_NAMES.rateLimits,
+        keyPrefix: name,
+        points,
+        duration: durationSeconds,
+        // shared/src/mongo creates the indexes (TTL where the server has it).
+        disableIndexesCreation: true,
+      },
+      mongo.collections.rateLimits,
+    );
   }
 
   async consume(subject: string): Promise<RateState> {
