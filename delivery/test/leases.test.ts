@@ -16,8 +16,10 @@ import { uniqueName } from '../../shared/test/support/env.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { decodeMessage, scheduleBatch } from '../src/consumer.js';
+import type { AttemptRecord } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';
 import { createSender } from '../src/http-sender.js';
+import { AttemptRecorder } from '../src/recorder.js';
 import { sweepOnce } from '../src/retention.js';
 import { RetryScheduler } from '../src/retry-scheduler.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
@@ -142,6 +144,26 @@ describe('delivery leases and safety', function () {
     expect((await mongo.collections.deliveries.findOne({ _id: orphan }))?.claim_seq, 'claimed past the orphaned claim').to.equal(3);
     await new Promise((r) => setTimeout(r, 1500));
     expect(receiver.received('/orphan').map((r) => r.headers['x-service-delivery']), 'a claim still within its lease is respected').to.deep.equal([orphan]);
+  });
+
+  it('records an attempt on the delivery only while the claim it was sent under is still the current one', async () => {
+    const sub = { _id: `wh_${uniqueName('fence')}`, account_id: newAccountId() };
+    const recorder = new AttemptRecorder(mongo.collections);
+    const outcome = (delivery: DeliveryDoc, status: number): AttemptRecord => ({ delivery, attempt: 1, status, outcome: status === 200 ? 'ok' : 'http_5xx', error: null, durationMs: 5, at: new Date(), nextAttemptAt: new Date(Date.now() + 60_000) });
+
+    // Leased far ahead, so the dispatchers of the tests above leave them alone.
+    const lease = { lease_until: new Date(Date.now() + 600_000), next_attempt_at: new Date(Date.now() + 600_000) };
+    const stale = pending(`dlv_${uniqueName('stale')}`, sub, { claim_seq: 2, lease_owner: 'old', ...lease });
+    await mongo.collections.deliveries.insertOne({ ...stale, claim_seq: 3, lease_owner: 'new' }); // taken over since
+    await recorder.record(outcome(stale, 200), `att_${stale._id}`);
+    const after = await mongo.collections.deliveries.findOne({ _id: stale._id });
+    expect(after).to.include({ state: 'pending', claim_seq: 3, lease_owner: 'new', attempts: 0 });
+    expect(await mongo.collections.attempts.countDocuments({ delivery_id: stale._id }), 'the attempt itself is recorded').to.equal(1);
+
+    const held = pending(`dlv_${uniqueName('held')}`, sub, { claim_seq: 2, lease_owner: 'me', ...lease });
+    await mongo.collections.deliveries.insertOne(held);
+    await recorder.record(outcome(held, 200), `att_${held._id}`);
+    expect(await mongo.collections.deliveries.findOne({ _id: held._id })).to.include({ state: 'succeeded', attempts: 1, lease_owner: null, last_status: 200 });
   });
 
   it('creates no second delivery when a batch is consumed again', async () => {
