@@ -11,6 +11,7 @@ import { decodeEnvelope, toRecord } from '../../../../shared/src/eventlog/envelo
 import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '../../../../shared/src/eventlog/kafka.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../../shared/src/metrics.js';
+import { RecentAccounts } from './recent-accounts.js';
 import type { WaiterRegistry } from './waiters.js';
 
 export interface FanOutOptions {
@@ -22,6 +23,8 @@ export interface FanOutOptions {
   registry: WaiterRegistry;
   log: Logger;
   lag?: ConsumerLag;
+  /** Accounts remembered per partition for RecentAccounts (default 20,000, about 2 MB). */
+  recentAccountsPerPartition?: number;
 }
 
 export class FanOut {
@@ -30,8 +33,11 @@ export class FanOut {
   /** The position a gap was last repaired from, per partition, so a repair is tried once. */
   private readonly repairs = new Map<number, bigint>();
   private consumer: Consumer | null = null;
+  /** Which accounts had events among the offsets dispatched (lets a resuming feed skip MongoDB). */
+  readonly recent: RecentAccounts;
 
   constructor(private readonly opts: FanOutOptions) {
+    this.recent = new RecentAccounts(opts.recentAccountsPerPartition ?? 20_000);
     this.groupId = `${opts.groupPrefix}.${opts.instanceId}.${randomBytes(3).toString('hex')}`;
   }
 
@@ -40,7 +46,10 @@ export class FanOut {
     const admin = kafka.admin();
     await admin.connect();
     try {
-      for (const [partition, offset] of await endOffsets(admin, topic)) this.positions.set(partition, offset);
+      for (const [partition, offset] of await endOffsets(admin, topic)) {
+        this.positions.set(partition, offset);
+        this.recent.reset(partition, offset);
+      }
     } finally {
       await admin.disconnect();
     }
@@ -111,12 +120,19 @@ export class FanOut {
       return true;
     }
     this.opts.log.error({ partition, from: next.toString(), to: offset.toString() }, 'fan-out skipped offsets the broker no longer has');
+    this.recent.reset(partition, offset); // nothing is known of the skipped offsets
     return false;
   }
 
   private dispatch(partition: number, offset: bigint, key: Buffer | null, value: Buffer | null): void {
     const { registry } = this.opts;
-    if (!key || !registry.hasAccount(key.toString('utf8'))) return;
+    if (!key) {
+      this.recent.reset(partition, offset + 1n); // not keyed by account: it could be anyone's
+      return;
+    }
+    const account = key.toString('utf8');
+    this.recent.note(partition, account, offset);
+    if (!registry.hasAccount(account)) return;
     const envelope = decodeEnvelope(value);
     if (!envelope) return;
     const position = { partition, offset };

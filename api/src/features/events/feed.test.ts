@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { decodeCursor, encodeCursor } from '../../../../shared/src/cursor.js';
 import type { EventType } from '../../../../shared/src/eventlog/types.js';
 import { openFeed, type FeedPorts, type RangeQuery } from './feed.js';
+import { RecentAccounts } from './recent-accounts.js';
 import { Waiter, WaiterRegistry, type LiveEvent } from './waiters.js';
 
 /**
@@ -15,6 +16,13 @@ class FakeLog {
   dispatched = 0n; // fan-out position P
   materialized = -1n; // watermark
   watermarkReachable = true;
+  /** The fan-out's index of accounts seen; null = the port never vouches (every resume reads). */
+  recent: RecentAccounts | null = new RecentAccounts(1000);
+  reads = 0;
+
+  constructor() {
+    this.recent?.reset(0, 0n);
+  }
 
   append(account: string, type: EventType = 'call.started'): bigint {
     const offset = BigInt(this.log.length);
@@ -31,6 +39,7 @@ class FakeLog {
   fanOut(): void {
     while (this.dispatched < BigInt(this.log.length)) {
       const e = this.log[Number(this.dispatched)]!;
+      this.recent?.note(0, e.account, e.offset);
       this.registry.dispatch(e.account, this.event(e.offset));
       this.dispatched += 1n;
     }
@@ -53,11 +62,14 @@ class FakeLog {
         }
         return false;
       },
-      readRange: async (q: RangeQuery) =>
-        this.log
+      readRange: async (q: RangeQuery) => {
+        this.reads += 1;
+        return this.log
           .filter((e) => e.account === q.accountId && e.offset > q.after && e.offset < q.before && e.offset <= this.materialized && (!q.types || q.types.includes(e.type)))
           .slice(0, q.limit)
-          .map((e) => this.event(e.offset)),
+          .map((e) => this.event(e.offset));
+      },
+      nothingAfter: (partition, accountId, after) => this.recent?.nothingAfter(partition, accountId, after) ?? false,
       handoffTimeoutMs: 200,
     };
   }
@@ -116,6 +128,36 @@ describe('Feed (the resume handoff)', () => {
     const err = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: { events: 100, bytes: 1e9 } }).catch((e: unknown) => e);
     expect(err).to.have.property('status', 503);
     expect(f.registry.size).to.equal(0);
+  });
+
+  it('resumes without reading MongoDB or waiting for it when the fan-out saw nothing of the account after the cursor', async () => {
+    const f = new FakeLog();
+    f.append('a'); // 0: the reader's last event
+    for (let i = 0; i < 5; i++) f.append('b');
+    f.fanOut();
+    f.watermarkReachable = false; // a wait for the materializer would end in 503
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: { events: 100, bytes: 1e9 } });
+    f.append('a');
+    f.fanOut();
+    expect(await drain(feed)).to.deep.equal([6n]);
+    expect(f.reads).to.equal(0);
+  });
+
+  it('reads MongoDB when the fan-out saw an event of the account after the cursor, or forgot what it saw there', async () => {
+    for (const forget of [false, true]) {
+      const f = new FakeLog();
+      f.recent = new RecentAccounts(2);
+      f.recent.reset(0, 0n);
+      f.append('a'); // 0
+      f.append(forget ? 'b' : 'a'); // 1
+      f.append('c');
+      f.append('d'); // 'a' (or 'b') forgotten: only two accounts are kept
+      f.fanOut();
+      f.materialize();
+      const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: { events: 100, bytes: 1e9 } });
+      expect(await drain(feed)).to.deep.equal(forget ? [] : [1n]);
+      expect(f.reads, forget ? 'forgotten' : 'seen').to.equal(1);
+    }
   });
 
   it('skips live events at or before a cursor that is ahead of this process', async () => {

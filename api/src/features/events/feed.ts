@@ -31,6 +31,12 @@ export interface FeedPorts {
   waitForWatermark(partition: number, offset: bigint, timeoutMs: number): Promise<boolean>;
   /** Stored events of the range, oldest first. */
   readRange(query: RangeQuery): Promise<LiveEvent[]>;
+  /**
+   * True when the fan-out has seen every offset of the partition after
+   * `after` (up to P) and none was the account's: the catch-up read can be
+   * skipped. False when it cannot tell.
+   */
+  nothingAfter(partition: number, accountId: string, after: bigint): boolean;
   handoffTimeoutMs: number;
 }
 
@@ -57,9 +63,11 @@ export class Feed {
     readonly partition: number,
     /** Replay covers offsets below this (the fan-out position at registration). */
     private readonly replayBefore: bigint,
+    /** The fan-out vouches that the account has nothing in (since, replayBefore). */
+    missedNothing = false,
   ) {
     this.replayAfter = opts.since?.offset ?? replayBefore;
-    this.replayDone = this.replayAfter >= replayBefore - 1n;
+    this.replayDone = missedNothing || this.replayAfter >= replayBefore - 1n;
   }
 
   /** The next event: stored ones first, then live; null on timeout, abort or close. */
@@ -110,7 +118,10 @@ export class Feed {
  * partition in the same tick (no event can be dispatched in between), waits
  * until MongoDB holds everything below P, and returns a feed that reads
  * (since, P) from MongoDB before live events above max(since, P - 1).
- * Throws 503 rather than serve a gap when the materializer is behind.
+ * When the fan-out saw every offset in (since, P) and none was the account's
+ * (a reader back right after its last event), there is nothing to read and
+ * nothing to wait for. Throws 503 rather than serve a gap when the
+ * materializer is behind.
  */
 export async function openFeed(ports: FeedPorts, opts: FeedOptions): Promise<Feed> {
   const partition = opts.since?.partition ?? ports.partitionOf(opts.accountId);
@@ -119,8 +130,10 @@ export async function openFeed(ports: FeedPorts, opts: FeedOptions): Promise<Fee
   const floor = opts.since && opts.since.offset > last ? opts.since.offset : last;
   const waiter = new Waiter(opts.accountId, opts.types ? new Set(opts.types) : null, floor, opts.maxQueue);
   ports.registry.add(waiter);
-  const feed = new Feed(ports, opts, waiter, partition, registeredAt);
-  if (opts.since && opts.since.offset < last) {
+  const behind = opts.since !== null && opts.since.offset < last;
+  const missedNothing = behind && ports.nothingAfter(partition, opts.accountId, opts.since!.offset);
+  const feed = new Feed(ports, opts, waiter, partition, registeredAt, missedNothing);
+  if (behind && !missedNothing) {
     let caughtUp = false;
     try {
       caughtUp = await ports.waitForWatermark(partition, last, ports.handoffTimeoutMs);

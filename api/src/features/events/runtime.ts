@@ -68,6 +68,7 @@ export function feedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs:
     partitionOf: (accountId) => events.log.partitionOf(accountId),
     waitForWatermark: (partition, offset, timeoutMs) => events.watermarks.waitFor(partition, offset, timeoutMs),
     readRange: (query) => readRange(mongo.collections.events, query),
+    nothingAfter: (partition, accountId, after) => events.fanout.recent.nothingAfter(partition, accountId, after),
     handoffTimeoutMs,
   };
 }
