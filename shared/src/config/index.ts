@@ -15,7 +15,8 @@ export interface BaseConfig {
     /** Fixed when the topic is created: cursors and account placement depend on it. */
     eventsPartitions: number;
   };
-  mongo: { url: string; dbName: string };
+  /** slowMs: log commands taking at least this long (0: off). */
+  mongo: { url: string; dbName: string; slowMs: number };
 }
 
 export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
@@ -43,7 +44,7 @@ export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
       eventsTopic: topic,
       eventsPartitions: int(env, 'EVENTS_PARTITIONS', 12, 1, 1000),
     },
-    mongo: { url: mongoUrl, dbName },
+    mongo: { url: mongoUrl, dbName, slowMs: int(env, 'MONGO_SLOW_MS', 0, 0, 3_600_000) },
   };
 }
 

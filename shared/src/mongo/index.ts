@@ -20,6 +20,7 @@ import type {
   WatermarkDoc,
   WebhookDoc,
 } from './documents.js';
+import { watchSlowCommands } from './slow-log.js';
 import { MonitorWatchdog } from './watchdog.js';
 
 export * from './documents.js';
@@ -70,7 +71,9 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     connectTimeoutMS: 5000,
     maxPoolSize: 50,
     retryWrites: false, // FerretDB 1.x has no retryable writes; our writes are idempotent anyway.
+    monitorCommands: config.mongo.slowMs > 0 && opts.log !== undefined,
   });
+  if (config.mongo.slowMs > 0 && opts.log) watchSlowCommands(client, opts.log.child({ component: 'mongo' }), config.mongo.slowMs);
   const db = client.db(config.mongo.dbName);
   const collections: Collections = {
     users: db.collection(COLLECTION_NAMES.users),
