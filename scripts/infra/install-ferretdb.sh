@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds FerretDB (SQLite backend) from the Go module source into <cache>/ferretdb-<version>/ferretdb.
 # A plain `go install` yields a binary that panics at start (build/version/version.txt is not part
-# of the module zip), so the source is copied, version.txt written, then built. Idempotent.
+# of the module zip), so the source is copied, version.txt written, our patches applied
+# (scripts/infra/ferretdb-patches, each explained in its own header), then built. Idempotent.
 # See lib.sh for locations.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -32,6 +33,10 @@ dir="$(printf '%s' "$json" | node -e '
 cp -R "$dir" "$tmp/src"
 chmod -R u+w "$tmp/src"
 printf '%s\n' "$FERRETDB_VERSION" >"$tmp/src/build/version/version.txt"
+for p in "$FERRETDB_PATCHES"/*.patch; do
+  [[ -e "$p" ]] || continue
+  patch -s -p1 -d "$tmp/src" <"$p" || infra_die "could not apply $(basename "$p") to FerretDB $FERRETDB_VERSION"
+done
 
 mkdir -p "$FERRETDB_HOME"
 out="$FERRETDB_BIN.tmp.$$"

@@ -37,7 +37,11 @@ KAFKA_CP="$KAFKA_LIB/*"
 KAFKA_STAMP="$KAFKA_HOME/.installed"
 KAFKA_POM="$INFRA_DIR/kafka-pom.xml"
 
-FERRETDB_HOME="$INFRA_CACHE/ferretdb-$FERRETDB_VERSION"
+# Our patches to FerretDB's source (scripts/infra/ferretdb-patches/*.patch); bump the level
+# with every change there so the cached binary is rebuilt.
+FERRETDB_PATCHES="$INFRA_DIR/ferretdb-patches"
+FERRETDB_PATCH_LEVEL=p1
+FERRETDB_HOME="$INFRA_CACHE/ferretdb-$FERRETDB_VERSION-$FERRETDB_PATCH_LEVEL"
 FERRETDB_BIN="$FERRETDB_HOME/ferretdb"
 
 INFRA_RUN="${EVENT_PLATFORM_RUN:-$INFRA_CACHE/run}"
