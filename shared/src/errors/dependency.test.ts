@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
+import { MongoClientClosedError, MongoExpiredSessionError, MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 import { asUnavailable, isDependencyError } from './dependency.js';
 import { AppError } from './index.js';
 
@@ -12,6 +12,11 @@ describe('isDependencyError', () => {
     expect(isDependencyError(new MongoNetworkError('connection 1 closed'))).to.equal(true);
     expect(isDependencyError(new MongoServerSelectionError('no server', { type: 'Unknown', servers: new Map() } as never))).to.equal(true);
     expect(isDependencyError(Object.assign(new Error('retries exceeded'), { name: 'KafkaJSNumberOfRetriesExceeded' }))).to.equal(true);
+  });
+
+  it('treats operations cut off by this process closing its client (shutdown) as unavailable, not as bugs', () => {
+    expect(isDependencyError(new MongoClientClosedError())).to.equal(true);
+    expect(isDependencyError(new MongoExpiredSessionError())).to.equal(true);
   });
 
   it('recognises a bare socket error, as the driver throws when the server closes mid-write', () => {

@@ -24,7 +24,8 @@ function isNetworkError(err: Error): boolean {
 export function isDependencyError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   const name = err.name ?? '';
-  if (/^Mongo(ServerSelection|Network|NetworkTimeout|Topology|PoolCleared|NotConnected)/.test(name)) return true;
+  // ClientClosed / ExpiredSession: requests still running while this process shuts down and closes its client.
+  if (/^Mongo(ServerSelection|Network|NetworkTimeout|Topology|PoolCleared|NotConnected|ClientClosed|ExpiredSession)/.test(name)) return true;
   if (name.startsWith('Kafka')) return true;
   if (isNetworkError(err)) return true;
   return err.cause instanceof Error && err.cause !== err && isNetworkError(err.cause);
