@@ -22,6 +22,16 @@ function expectThrottled(res: { status: number; headers: Headers; body: any }, m
   return retryAfter;
 }
 
+/**
+ * Windows are aligned to the clock (a per-minute budget refills at each full
+ * minute): a test that counts a budget out waits, if need be, until the
+ * current window has `room` seconds left, so it cannot straddle two windows.
+ */
+async function roomInWindow(seconds: number, room: number): Promise<void> {
+  const left = seconds * 1000 - (Date.now() % (seconds * 1000));
+  if (left < room * 1000) await new Promise((r) => setTimeout(r, left + 50));
+}
+
 describe('rate limits shared through MongoDB', function () {
   this.timeout(120_000);
 
@@ -41,6 +51,7 @@ describe('rate limits shared through MongoDB', function () {
     it('answers the 101st request within a minute with 429, counting both processes together', async () => {
       const acct = await createAccount(a.url);
       const other = await createAccount(b.url);
+      await roomInWindow(60, 40);
       for (let i = 1; i <= 100; i++) {
         const res = await call(i % 2 ? a.url : b.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': acct.apiKey } });
         expect(res.status, `request ${i}: ${JSON.stringify(res.body)}`).to.equal(200);
@@ -73,6 +84,7 @@ describe('rate limits shared through MongoDB', function () {
     const api = await startTestApi({ MONGO_DB: ownDb(), SESSION_LIMIT_PER_MINUTE: '3' });
     try {
       const acct = await createAccount(api.url, { withApiKey: false });
+      await roomInWindow(60, 10);
       for (let i = 0; i < 3; i++) expect((await call(api.url, 'GET', '/api/auth/me', { headers: bearer(acct.token) })).status).to.equal(200);
       expectThrottled(await call(api.url, 'GET', '/api/auth/me', { headers: bearer(acct.token) }), 60);
     } finally {
@@ -84,6 +96,7 @@ describe('rate limits shared through MongoDB', function () {
     it('throttles the 11th signup from one IP, and a forged X-Forwarded-For does not help', async () => {
       const api = await startTestApi({ MONGO_DB: ownDb(), SIGNUP_LIMIT_PER_HOUR: '10' });
       try {
+        await roomInWindow(3600, 30);
         // Rejected bodies do not spend the budget.
         expect((await call(api.url, 'POST', '/api/auth/signup', { body: { email: 'bad' } })).status).to.equal(400);
         for (let i = 1; i <= 10; i++) {
@@ -107,6 +120,7 @@ describe('rate limits shared through MongoDB', function () {
       const api = await startTestApi({ MONGO_DB: ownDb(), SIGNUP_LIMIT_PER_HOUR: '2', TRUST_PROXY: 'true' });
       try {
         const from = (xff: string) => call(api.url, 'POST', '/api/auth/signup', { body: signupBody(), headers: { 'x-forwarded-for': xff } });
+        await roomInWindow(3600, 10);
         expect((await from('192.0.2.1, 198.51.100.7')).status).to.equal(201);
         expect((await from('192.0.2.2, 198.51.100.7')).status).to.equal(201);
         expectThrottled(await from('192.0.2.3, 198.51.100.7'), 3600);
@@ -123,6 +137,7 @@ describe('rate limits shared through MongoDB', function () {
     try {
       const acct = await createAccount(api.url, { withApiKey: false });
       const attempt = (password: string) => call(api.url, 'POST', '/api/auth/login', { body: { email: acct.email, password } });
+      await roomInWindow(60, 10);
       expect((await attempt('wrong-password-1')).status).to.equal(401);
       expect((await attempt('wrong-password-2')).status).to.equal(401);
       expect((await attempt(acct.password)).status).to.equal(200);
@@ -154,6 +169,28 @@ describe('rate limits shared through MongoDB', function () {
         expect(indexes.map((i) => i.name)).to.not.include('key_unique');
       } finally {
         await api.close();
+      }
+    });
+
+    it('counts a burst of simultaneous requests with one write per in-flight window, admitting exactly the budget', async () => {
+      const config = testApiConfig({ MONGO_DB: ownDb() });
+      const mongo = createMongo({ ...config, mongo: { ...config.mongo, slowMs: 60_000 } }, { log: createLogger('test', 'silent') });
+      let writes = 0;
+      mongo.client.on('commandStarted', (e) => {
+        if (e.commandName === 'findAndModify') writes++;
+      });
+      try {
+        const limiter = new SharedLimiter(mongo, 'burst', 10, 60, '10 per minute', createLogger('test', 'silent'));
+        await roomInWindow(60, 5);
+        const results = await Promise.all(Array.from({ length: 30 }, () => limiter.consume('k').then((s) => s, (e: unknown) => e)));
+        const admitted = results.filter((r): r is { remaining: number } => !(r instanceof Error));
+        expect(admitted.map((r) => r.remaining).sort((x, y) => x - y)).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        for (const r of results.filter((r) => r instanceof Error)) expect(r).to.include({ code: 'rate_limited', status: 429 });
+        expect(writes, 'one write for the first request, one for all that waited on it').to.equal(2);
+        const [window] = await mongo.collections.rateLimits.find({ key: 'burst:k' }).toArray();
+        expect(window?.points).to.equal(30);
+      } finally {
+        await mongo.close();
       }
     });
 

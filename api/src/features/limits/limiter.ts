@@ -30,6 +30,13 @@ export function setRateHeaders(ctx: Context, state: RateState): void {
   ctx.set(rateHeaders(state));
 }
 
+interface SubjectQueue {
+  /** A counter write for this subject is in flight. */
+  writing: boolean;
+  /** Requests to count with the next write. */
+  waiting: { resolve(state: RateState): void; reject(err: unknown): void }[];
+}
+
 /**
  * A fixed-window limit whose counters live in MongoDB, so every API process
  * draws from the same budget. Over the limit: 429 with Retry-After and the
@@ -62,16 +69,55 @@ export class SharedLimiter {
     );
   }
 
-  async consume(subject: string): Promise<RateState> {
-    let res: RateLimiterRes;
+  /**
+   * Counts one request of `subject`. Requests of one subject that arrive
+   * while its counter write is in flight are counted together by the next
+   * write (one `$inc` of n), and admitted by their place in the returned
+   * total: request k of the n is over the limit exactly when it would have
+   * been with n separate writes. A lone request is written at once, so
+   * nothing waits when traffic is light; a burst (a dashboard's or an
+   * agent's many long-polls coming back together) costs one write, not one
+   * per request.
+   */
+  consume(subject: string): Promise<RateState> {
+    return new Promise<RateState>((resolve, reject) => {
+      let queue = this.queues.get(subject);
+      if (!queue) {
+        queue = { writing: false, waiting: [] };
+        this.queues.set(subject, queue);
+      }
+      queue.waiting.push({ resolve, reject });
+      if (!queue.writing) void this.write(subject, queue);
+    });
+  }
+
+  private readonly queues = new Map<string, SubjectQueue>();
+
+  private async write(subject: string, queue: SubjectQueue): Promise<void> {
+    const batch = queue.waiting.splice(0);
+    queue.writing = true;
+    let res: RateLimiterRes | null = null;
     try {
-      res = await this.store.consume(subject);
+      res = await this.store.consume(subject, batch.length);
     } catch (err) {
-      if (err instanceof RateLimiterRes) throw this.exceeded(err);
-      this.log.warn({ err, limiter: this.name }, 'rate limit store unavailable');
-      throw unavailable('Rate limiting');
+      if (err instanceof RateLimiterRes) res = err;
+      else {
+        this.log.warn({ err, limiter: this.name }, 'rate limit store unavailable');
+        for (const w of batch) w.reject(unavailable('Rate limiting'));
+      }
     }
-    return { limit: this.points, remaining: res.remainingPoints, resetSeconds: seconds(res.msBeforeNext) };
+    if (res) {
+      const before = res.consumedPoints - batch.length;
+      const resetSeconds = seconds(res.msBeforeNext);
+      batch.forEach((w, i) => {
+        const used = before + i + 1;
+        if (used <= this.points) w.resolve({ limit: this.points, remaining: this.points - used, resetSeconds });
+        else w.reject(this.exceeded(res));
+      });
+    }
+    queue.writing = false;
+    if (queue.waiting.length > 0) void this.write(subject, queue);
+    else this.queues.delete(subject);
   }
 
   private exceeded(res: RateLimiterRes): AppError {
