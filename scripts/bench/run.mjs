@@ -53,6 +53,8 @@ const ctx = {
   runId,
   services,
   db: `bench_${runId}`,
+  /** Databases a scenario made besides `db`, dropped with it. */
+  extraDatabases: [],
   scratch: scratchDir,
   quick: opts.quick,
   runs,
@@ -155,7 +157,7 @@ async function describeMachine({ MONGO_URL }) {
 async function cleanup() {
   const client = new MongoClient(services.MONGO_URL, { serverSelectionTimeoutMS: 5000 });
   try {
-    await client.db(ctx.db).dropDatabase();
+    for (const db of [ctx.db, ...ctx.extraDatabases]) await client.db(db).dropDatabase();
   } finally {
     await client.close();
   }

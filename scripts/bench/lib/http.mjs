@@ -1,7 +1,8 @@
 // Small HTTP helpers for the parent process (setup and checks, not load).
-export async function call(base, method, path, { body, headers = {} } = {}) {
+export async function call(base, method, path, { body, headers = {}, timeoutMs } = {}) {
   const res = await fetch(base + path, {
     method,
+    signal: timeoutMs ? AbortSignal.timeout(timeoutMs) : undefined,
     headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
     body: body !== undefined ? JSON.stringify(body) : undefined,
   });
