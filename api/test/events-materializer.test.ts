@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { encodeCursor, type Position } from '../../shared/src/cursor.js';
 import { buildEnvelope } from '../../shared/src/eventlog/envelope.js';
 import { EventLog } from '../../shared/src/eventlog/event-log.js';
-import { createKafka, topicCatalog } from '../../shared/src/eventlog/kafka.js';
+import { createConsumer, createKafka, topicCatalog, type Consumer } from '../../shared/src/eventlog/kafka.js';
 import { createLogger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
@@ -137,5 +137,38 @@ describe('materializer crash safety', function () {
     expect(Number(stopped.offset)).to.be.below(before.get(stopped.partition)!);
     expect((await watermarks()).get(stopped.partition)).to.equal(before.get(stopped.partition));
     expect(await mongo.collections.events.countDocuments({})).to.equal(total);
+  });
+
+  it('replaces a consumer that shows no sign of life (a kafkajs restart that never came back), and the new one writes on', async () => {
+    const groupId = `${config.events.materializerGroupId}-stall`;
+    let made = 0;
+    const m = new Materializer({
+      kafka,
+      events: mongo.collections.events,
+      watermarks: mongo.collections.watermarks,
+      topic,
+      groupId,
+      log,
+      stallMs: 1500,
+      // The first consumer stands in for the hung one: it connects, "runs", and is never heard from again.
+      newConsumer: (k, g) => {
+        made += 1;
+        if (made > 1) return createConsumer(k, g);
+        const real = createConsumer(k, g);
+        return Object.assign(Object.create(real) as Consumer, { connect: async () => {}, subscribe: async () => {}, run: async () => {}, disconnect: async () => {}, on: () => () => {} });
+      },
+    });
+    running.push(m);
+    const envelopes = Array.from({ length: 20 }, (_, i) => buildEnvelope({ account_id: fakeAccountId(), type: 'call.started', data: { i } }, new Date()));
+    const positions = await eventLog.publish(envelopes);
+    await m.start();
+    // The other tests' materializers have left: only this one (its second consumer) can write these.
+    await eventually(async () => {
+      const now = await watermarks();
+      return positions.every((p) => (now.get(p.partition) ?? -1) >= Number(p.offset)) || undefined;
+    }, 30_000);
+    expect(m.replaced).to.equal(1);
+    expect(made).to.equal(2);
+    expect(await mongo.collections.events.countDocuments({ _id: { $in: envelopes.map((e) => e.id) } })).to.equal(20);
   });
 });
