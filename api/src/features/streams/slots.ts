@@ -40,7 +40,10 @@ export class StreamSlots {
   async acquire(accountId: string): Promise<StreamLease> {
     const ids = Array.from({ length: this.opts.max }, (_, n) => `${accountId}:${n}`);
     const now = this.opts.clock();
-    const taken = new Map((await this.slots.find({ _id: { $in: ids } }).toArray()).map((d) => [d._id, d]));
+    // One lookup per slot by _id, not one find with $in: FerretDB (the test server) answers only a
+    // plain _id equality from its index, and scans the whole collection for anything else.
+    const found = await Promise.all(ids.map((_id) => this.slots.findOne({ _id })));
+    const taken = new Map(found.filter((d): d is StreamSlotDoc => d !== null).map((d) => [d._id, d]));
     const free = ids.filter((id) => !taken.has(id));
     const expired = ids.filter((id) => (taken.get(id)?.expires_at.getTime() ?? Infinity) <= now.getTime());
     const leaseId = randomBytes(9).toString('base64url');
@@ -53,14 +56,32 @@ export class StreamSlots {
     throw new AppError('too_many_streams', `At most ${this.opts.max} concurrent streams per account`, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
   }
 
-  /** Extends the lease; false when it is gone (expired and taken over), and the stream must end. */
+  /**
+   * Extends the lease; false when it is gone (expired and taken over), and the
+   * stream must end. Every open stream renews each heartbeat, so this is read
+   * and written by `_id` alone (see acquire): the lease is checked by a read,
+   * then extended. Within that one round trip the slot can only change hands
+   * if our lease had already run out, and the new holder then keeps a lease
+   * extended by us, which is harmless; we end at our next renewal.
+   */
   async renew(lease: StreamLease): Promise<boolean> {
-    const res = await this.slots.updateOne({ _id: lease.slotId, lease_id: lease.leaseId }, { $set: { expires_at: this.expiry() } });
+    if (!(await this.holds(lease))) return false;
+    const res = await this.slots.updateOne({ _id: lease.slotId }, { $set: { expires_at: this.expiry() } });
     return res.matchedCount === 1;
   }
 
+  /**
+   * Frees the slot if this lease still holds it. The delete stays filtered by
+   * the lease too (a scan on FerretDB, once per stream), so it can never
+   * remove a slot another holder has taken over; the `_id` read first skips
+   * it when there is nothing of ours to free.
+   */
   async release(lease: StreamLease): Promise<void> {
-    await this.slots.deleteOne({ _id: lease.slotId, lease_id: lease.leaseId });
+    if (await this.holds(lease)) await this.slots.deleteOne({ _id: lease.slotId, lease_id: lease.leaseId });
+  }
+
+  private async holds(lease: StreamLease): Promise<boolean> {
+    return (await this.slots.findOne({ _id: lease.slotId }, { projection: { lease_id: 1 } }))?.lease_id === lease.leaseId;
   }
 
   private async tryInsert(slotId: string, accountId: string, leaseId: string): Promise<boolean> {
