@@ -57,7 +57,7 @@ export async function run(ctx) {
     return r;
   });
   const releasedAfter = Date.now() - sent.sentAt;
-  const got = await Promise.all(workers.map((w) => w.child.request('probed', { probe })));
+  const got = await Promise.all(workers.map((w) => w.child.request('probed', { marker: probe })));
   const releaseStats = await a.child.request('stats', { reset: true });
   const sum = (kind, field) => got.reduce((s, g) => s + g[field][kind], 0);
   ctx.log(`released: ${sum('longpoll', 'got')}/${sum('longpoll', 'total')} long-polls, ${sum('stream', 'got')}/${sum('stream', 'total')} streams within ${releasedAfter.toFixed(0)} ms; loop delay p99 during release ${releaseStats.eld.p99} ms`);
@@ -138,7 +138,7 @@ async function waitHeld(ctx, workers, api, streams, timeoutMs, longPolls = 0, se
 async function waitProbe(workers, probe, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const got = await Promise.all(workers.map((w) => w.child.request('probed', { probe })));
+    const got = await Promise.all(workers.map((w) => w.child.request('probed', { marker: probe })));
     const missing = got.reduce((s, g) => s + (g.total.longpoll - g.got.longpoll) + (g.total.stream - g.got.stream), 0);
     if (missing === 0 || Date.now() > deadline) return;
     await sleep(100);

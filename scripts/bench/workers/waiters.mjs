@@ -165,13 +165,16 @@ serve({
     latency = { longpoll: [], stream: [] };
     return { latency: out, ...counters };
   },
-  /** How many readers of each kind have seen `probe`. */
-  probed({ probe }) {
+  /**
+   * How many readers of each kind have seen the event marked `marker` (not
+   * named `probe`: that field of a request names the handler, see serve.mjs).
+   */
+  probed({ marker }) {
     const got = { longpoll: 0, stream: 0 };
     const total = { longpoll: 0, stream: 0 };
     for (const r of readers) {
       total[r.kind]++;
-      if (r.probes.has(probe)) got[r.kind]++;
+      if (r.probes.has(marker)) got[r.kind]++;
     }
     return { got, total };
   },
