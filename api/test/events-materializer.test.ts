@@ -21,7 +21,7 @@ describe('materializer crash safety', function () {
   let eventLog: EventLog;
   const running: Materializer[] = [];
 
-  const materializer = (hook?: MaterializerOptions['afterWrite'], groupId = config.events.materializerGroupId): Materializer => {
+  const materializer = (hook?: MaterializerOptions['afterWrite'], groupId = config.events.materializerGroupId, more: Partial<MaterializerOptions> = {}): Materializer => {
     const m = new Materializer({
       kafka,
       events: mongo.collections.events,
@@ -31,6 +31,7 @@ describe('materializer crash safety', function () {
       log,
       chunkSize: 20,
       afterWrite: hook,
+      ...more,
     });
     running.push(m);
     return m;
@@ -140,15 +141,8 @@ describe('materializer crash safety', function () {
   });
 
   it('replaces a consumer that shows no sign of life (a kafkajs restart that never came back), and the new one writes on', async () => {
-    const groupId = `${config.events.materializerGroupId}-stall`;
     let made = 0;
-    const m = new Materializer({
-      kafka,
-      events: mongo.collections.events,
-      watermarks: mongo.collections.watermarks,
-      topic,
-      groupId,
-      log,
+    const m = materializer(undefined, `${config.events.materializerGroupId}-stall`, {
       stallMs: 1500,
       // The first consumer stands in for the hung one: it connects, "runs", and is never heard from again.
       newConsumer: (k, g) => {
@@ -158,7 +152,6 @@ describe('materializer crash safety', function () {
         return Object.assign(Object.create(real) as Consumer, { connect: async () => {}, subscribe: async () => {}, run: async () => {}, disconnect: async () => {}, on: () => () => {} });
       },
     });
-    running.push(m);
     const envelopes = Array.from({ length: 20 }, (_, i) => buildEnvelope({ account_id: fakeAccountId(), type: 'call.started', data: { i } }, new Date()));
     const positions = await eventLog.publish(envelopes);
     await m.start();
