@@ -10,7 +10,7 @@
 import { expect } from 'chai';
 import { call } from '../support/api.js';
 import type { TestAccount } from '../support/accounts.js';
-import { apiUrl, Cluster, newAccount, pollAll, sleep, tally, until } from './support/cluster.js';
+import { apiUrl, Cluster, newAccount, sleep, until, untilAllPollable } from './support/cluster.js';
 import { recordFigures } from './support/figures.js';
 import { IngestLoad, type TimedOutcome } from './support/load.js';
 import type { ServiceProcess } from './support/processes.js';
@@ -108,17 +108,7 @@ describe('fault: Kafka broker hung, then stopped, during steady ingest', functio
     expect(slowest, 'slowest ingest answer (ms)').to.be.below(MAX_REQUEST_MS);
     expect(await until('readyz 200 again', async () => (await api.ready()) || undefined, 60_000)).to.equal(true);
 
-    let result!: ReturnType<typeof tally>;
-    await until(
-      'every acknowledged event pollable',
-      async () => {
-        const found = (await Promise.all(accounts.map((a) => pollAll(base, a.apiKey)))).flat().map((e) => e.id);
-        result = tally(load.acked.keys(), found);
-        return result.missing.length === 0 || undefined;
-      },
-      90_000,
-      1000,
-    );
+    const result = await untilAllPollable(base, accounts, load.acked.keys(), 90_000);
     recordFigures('kafka-broker-hung-then-stopped', {
       requests: load.outcomes.length,
       answered_202: statuses.get(202) ?? 0,

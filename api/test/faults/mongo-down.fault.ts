@@ -8,7 +8,7 @@
 import { expect } from 'chai';
 import { call, type JsonResponse } from '../support/api.js';
 import type { TestAccount } from '../support/accounts.js';
-import { apiUrl, Cluster, newAccount, pollAll, sleep, tally, until } from './support/cluster.js';
+import { apiUrl, Cluster, newAccount, sleep, until, untilAllPollable } from './support/cluster.js';
 import { recordFigures } from './support/figures.js';
 import { IngestLoad } from './support/load.js';
 import type { ServiceProcess } from './support/processes.js';
@@ -118,17 +118,7 @@ describe('fault: MongoDB stopped during ingest and polling', function () {
 
       // The materializer catches up: every acknowledged event, exactly once.
       const catchUpStarted = Date.now();
-      let result!: ReturnType<typeof tally>;
-      await until(
-        'every acknowledged event pollable',
-        async () => {
-          const found = (await Promise.all(accounts.map((a) => pollAll(base, a.apiKey)))).flat().map((e) => e.id);
-          result = tally(load.acked.keys(), found);
-          return result.missing.length === 0 || undefined;
-        },
-        120_000,
-        1000,
-      );
+      const result = await untilAllPollable(base, accounts, load.acked.keys(), 120_000);
       expect(await api.ready(), 'readyz after recovery').to.equal(true);
       recordFigures('mongo-stopped', {
         events_acknowledged: result.expected,

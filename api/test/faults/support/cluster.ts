@@ -170,6 +170,26 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+/**
+ * Polls every account until each acknowledged id is readable, then returns
+ * the tally (missing, duplicated) of what polling found.
+ */
+export async function untilAllPollable(base: string, accounts: { apiKey: string }[], acked: Iterable<string>, timeoutMs: number): Promise<ReturnType<typeof tally>> {
+  const ids = [...acked];
+  let result!: ReturnType<typeof tally>;
+  await until(
+    'every acknowledged event pollable',
+    async () => {
+      const found = (await Promise.all(accounts.map((a) => pollAll(base, a.apiKey)))).flat().map((e) => e.id);
+      result = tally(ids, found);
+      return result.missing.length === 0 || undefined;
+    },
+    timeoutMs,
+    1000,
+  );
+  return result;
+}
+
 export async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs: number, everyMs = 250): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
