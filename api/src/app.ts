@@ -4,20 +4,16 @@ import { authRoutes } from './features/auth/routes.js';
 import { dashboardRoutes } from './features/dashboard/routes.js';
 import { eventRoutes } from './features/events/routes.js';
 import { healthRoutes } from './features/health/routes.js';
-import { ingestAuth } from './features/ingest/auth.js';
 import { ingestRoutes } from './features/ingest/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
 import { metricsRoutes } from './features/metrics/routes.js';
 import { openApiRoutes } from './features/openapi/routes.js';
-import { MCP_PATH, mcpRoutes } from './features/mcp/routes.js';
+import { mcpRoutes } from './features/mcp/routes.js';
 import { streamRoutes } from './features/streams/routes.js';
 import { webhookRoutes } from './features/webhooks/routes.js';
-import { jsonBody } from './middleware/body.js';
 import { errorMiddleware } from './middleware/errors.js';
 import { httpMetrics } from './middleware/metrics.js';
 import { requestContext } from './middleware/request-context.js';
-
-export const INGEST_PREFIX = '/internal/';
 
 /** Builds the Koa app from its dependencies; no I/O happens here. */
 export function createApp(deps: ApiDeps): Koa {
@@ -28,10 +24,10 @@ export function createApp(deps: ApiDeps): Koa {
   app.use(httpMetrics(deps.metrics));
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));
-  app.use(ingestAuth({ token: deps.config.ingestToken, prefix: INGEST_PREFIX }));
-  app.use(jsonBody({ limit: deps.config.http.bodyLimit, ingestLimit: deps.config.http.ingestBodyLimit, ingestPrefix: INGEST_PREFIX, ownParserPaths: [MCP_PATH] }));
+  // No guard or body parser here: each route carries its own (middleware/route.ts), so what a
+  // path may do never depends on how it is spelled.
 
-  for (const router of [healthRoutes(deps), metricsRoutes(deps), openApiRoutes(deps), dashboardRoutes(), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), mcpRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), metricsRoutes(deps), openApiRoutes(deps), dashboardRoutes(deps), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), mcpRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

@@ -44,19 +44,19 @@ describe('api foundation', () => {
   });
 
   it('answers malformed JSON with a 400 JSON error', async () => {
-    const res = await call(api.url, 'POST', '/healthz', { raw: '{"a":' });
+    const res = await call(api.url, 'POST', '/api/auth/login', { raw: '{"a":' });
     expect(res.status).to.equal(400);
     expect(res.body.error.code).to.equal('invalid_json');
   });
 
   it('answers a body over the 1 MB limit with 413', async () => {
-    const res = await call(api.url, 'POST', '/healthz', { raw: JSON.stringify({ big: 'x'.repeat(1_100_000) }) });
+    const res = await call(api.url, 'POST', '/api/auth/login', { raw: JSON.stringify({ big: 'x'.repeat(1_100_000) }) });
     expect(res.status).to.equal(413);
     expect(res.body.error.code).to.equal('payload_too_large');
   });
 
   it('refuses a non-JSON body with 415', async () => {
-    const res = await call(api.url, 'POST', '/healthz', { raw: 'a=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const res = await call(api.url, 'POST', '/api/auth/login', { raw: 'a=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
     expect(res.status).to.equal(415);
     expect(res.body.error.code).to.equal('unsupported_media_type');
   });

@@ -228,11 +228,14 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
     expect(res.body.error.code).to.equal(-32000);
   });
 
-  it('serves exactly /api/mcp (no trailing slash or case variants)', async () => {
-    for (const path of ['/api/mcp/', '/API/MCP']) {
+  it('serves /api/mcp with or without one trailing slash, and no case variant (routes are case-sensitive)', async () => {
+    for (const path of ['/API/MCP', '/Api/Mcp', '/api/MCP/']) {
       const res = await call(base, 'POST', path, { body: { jsonrpc: '2.0', id: 1, method: 'ping' } });
       expect(res.status, path).to.equal(404);
     }
+    const slash = await call(base, 'POST', '/api/mcp/', { body: { jsonrpc: '2.0', id: 1, method: 'ping' } });
+    expect(slash.status).to.equal(200);
+    expect(slash.body).to.deep.include({ jsonrpc: '2.0', id: 1 });
   });
 
   it('answers DELETE with 405 (no sessions to end)', async () => {

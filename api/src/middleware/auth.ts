@@ -1,10 +1,11 @@
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import { unauthorized } from '../../../shared/src/errors/index.js';
 import type { ApiDeps } from '../deps.js';
 import { findUser } from '../features/auth/service.js';
 import { verifySessionToken } from '../features/auth/tokens.js';
 import { consumeApiKeyRate, looksLikeApiKey, resolveApiKey } from '../features/keys/service.js';
 import { setRateHeaders, type RateState } from '../features/limits/limiter.js';
+import { guard, type Guard } from './route.js';
 
 /** Who is calling; set on `ctx.state.auth` by `authenticate`. Account id = user id (one user per account). */
 export interface AuthContext {
@@ -76,12 +77,11 @@ export async function authenticateRequest(deps: ApiDeps, ctx: Context): Promise<
   return auth;
 }
 
-/** Koa middleware for every authenticated route: sets `ctx.state.auth`. */
-export function authenticate(deps: ApiDeps) {
-  return async function requireAuth(ctx: Context, next: Next): Promise<void> {
+/** The guard of every account route (session token or API key): sets `ctx.state.auth`. */
+export function authenticate(deps: ApiDeps): Guard {
+  return guard('account', async (ctx) => {
     ctx.state.auth = await authenticateRequest(deps, ctx);
-    await next();
-  };
+  });
 }
 
 /** The caller of a route behind `authenticate`. */

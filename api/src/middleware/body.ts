@@ -16,23 +16,22 @@ function parser(limit: string) {
   });
 }
 
+const parsers = new Map<string, (ctx: Context, next: Next) => Promise<void>>();
+
 /**
- * JSON bodies only. A body of another type is refused with 415 rather than
- * silently read as empty. The ingest prefix gets the larger batch limit.
- * `ownParserPaths` are left unread for their routes.
+ * JSON bodies only, mounted per route after its guard (see route.ts). A body of
+ * another type is refused with 415 rather than silently read as empty.
  */
-export function jsonBody(opts: { limit: string; ingestLimit: string; ingestPrefix: string; ownParserPaths?: readonly string[] }) {
-  const normal = parser(opts.limit);
-  const ingest = parser(opts.ingestLimit);
-  return async function parseJson(ctx: Context, next: Next): Promise<void> {
+export function jsonParser(limit: string): (ctx: Context, next: Next) => Promise<void> {
+  const cached = parsers.get(limit);
+  if (cached) return cached;
+  const run = parser(limit);
+  const parseJson = async (ctx: Context, next: Next): Promise<void> => {
     if (!METHODS_WITH_BODY.has(ctx.method)) return next();
-    // Routes that must answer a bad body in their own protocol (MCP's JSON-RPC -32700) read it themselves.
-    if (opts.ownParserPaths?.includes(ctx.path)) return next();
     const hasBody = Number(ctx.get('Content-Length') || '0') > 0 || ctx.get('Transfer-Encoding') !== '';
     if (hasBody && !ctx.is('application/json', 'application/*+json')) {
       throw new AppError('unsupported_media_type', 'Request body must be application/json');
     }
-    const run = ctx.path.startsWith(opts.ingestPrefix) ? ingest : normal;
     let parsed = false;
     try {
       await run(ctx, () => {
@@ -46,6 +45,8 @@ export function jsonBody(opts: { limit: string; ingestLimit: string; ingestPrefi
       throw new AppError('bad_request', 'Request body could not be decoded as its Content-Encoding says');
     }
   };
+  parsers.set(limit, parseJson);
+  return parseJson;
 }
 
 function hasHttpStatus(err: unknown): boolean {

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import Router from '@koa/router';
+import type Router from '@koa/router';
+import type { ApiDeps } from '../../deps.js';
+import { newRouter, publicRoute, route } from '../../middleware/route.js';
 
 const STATIC_DIR = join(dirname(fileURLToPath(import.meta.url)), 'static');
 
@@ -15,11 +17,11 @@ const FILES: Record<string, { file: string; type: string }> = {
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /** The dashboard: three small static files, read once at boot. */
-export function dashboardRoutes(): Router {
-  const router = new Router();
+export function dashboardRoutes(deps: ApiDeps): Router {
+  const router = newRouter();
   const cache = new Map(Object.entries(FILES).map(([path, f]) => [path, { body: readFileSync(join(STATIC_DIR, f.file)), type: f.type }]));
   for (const [path, { body, type }] of cache) {
-    router.get(path, (ctx) => {
+    route(router, deps.config.http, { method: 'get', path: path, guard: publicRoute() }, (ctx) => {
       ctx.type = type;
       ctx.set('Content-Security-Policy', CSP);
       ctx.set('X-Content-Type-Options', 'nosniff');
@@ -28,6 +30,6 @@ export function dashboardRoutes(): Router {
       ctx.body = body;
     });
   }
-  router.get('/dashboard/', (ctx) => ctx.redirect('/dashboard'));
+  route(router, deps.config.http, { method: 'get', path: '/dashboard/', guard: publicRoute() }, (ctx) => ctx.redirect('/dashboard'));
   return router;
 }

@@ -1,18 +1,19 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
 import type { WaitInput } from './schemas.js';
 import { listEvents, waitForEvent } from './service.js';
+import { newRouter, route } from '../../middleware/route.js';
 
 /** Cursor polling and long-poll over the caller's account's events. */
 export function eventRoutes(deps: ApiDeps): Router {
-  const router = new Router({ prefix: '/api/v1/events' });
+  const router = newRouter('/api/v1/events');
 
-  router.get('/', authenticate(deps), async (ctx) => {
+  route(router, deps.config.http, { method: 'get', path: '/', guard: authenticate(deps) }, async (ctx) => {
     ctx.body = await listEvents(deps, authOf(ctx).accountId, ctx.query);
   });
 
-  router.post('/wait', authenticate(deps), async (ctx) => {
+  route(router, deps.config.http, { method: 'post', path: '/wait', guard: authenticate(deps) }, async (ctx) => {
     // A client that goes away frees its waiter at once. (The request's own 'close'
     // fires as soon as its body has been read; the response's fires on disconnect.)
     const abort = new AbortController();

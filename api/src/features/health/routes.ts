@@ -1,7 +1,8 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import { AppError } from '../../../../shared/src/errors/index.js';
 import { pingMongo } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
+import { newRouter, publicRoute, route } from '../../middleware/route.js';
 
 const CHECK_TIMEOUT_MS = 2000;
 
@@ -21,15 +22,15 @@ async function check(deps: ApiDeps, name: string, fn: () => Promise<void>): Prom
 }
 
 export function healthRoutes(deps: ApiDeps): Router {
-  const router = new Router();
+  const router = newRouter();
 
   // Liveness: the process is up and its event loop turns.
-  router.get('/healthz', (ctx) => {
+  route(router, deps.config.http, { method: 'get', path: '/healthz', guard: publicRoute() }, (ctx) => {
     ctx.body = { status: 'ok' };
   });
 
   // Readiness: MongoDB and Kafka answer; otherwise 503 so a balancer routes elsewhere.
-  router.get('/readyz', async (ctx) => {
+  route(router, deps.config.http, { method: 'get', path: '/readyz', guard: publicRoute() }, async (ctx) => {
     const [mongo, kafka] = await Promise.all([
       check(deps, 'mongo', () => pingMongo(deps.mongo, CHECK_TIMEOUT_MS)),
       check(deps, 'kafka', () => deps.kafkaProbe.check(CHECK_TIMEOUT_MS)),

@@ -1,12 +1,14 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
+import { newRouter, route } from '../../middleware/route.js';
+import { ingestGuard } from './auth.js';
 import { parseIngestBody } from './schemas.js';
 import { ingestEvents } from './service.js';
 
-/** POST /internal/v1/events: how producers put events into the log (INGEST_TOKEN, checked in app.ts). */
+/** POST /internal/v1/events: how producers put events into the log (INGEST_TOKEN, the route's guard). */
 export function ingestRoutes(deps: ApiDeps): Router {
-  const router = new Router({ prefix: '/internal/v1' });
-  router.post('/events', async (ctx) => {
+  const router = newRouter('/internal/v1');
+  route(router, deps.config.http, { method: 'post', path: '/events', guard: ingestGuard(deps.config.ingestToken), body: 'ingest' }, async (ctx) => {
     const events = parseIngestBody(ctx.request.body, { maxBatch: deps.config.events.ingestMaxBatch, maxDataBytes: deps.config.events.ingestMaxDataBytes });
     ctx.body = await ingestEvents(deps, events);
     ctx.status = 202;

@@ -4,12 +4,13 @@
  * pod answers any request and no Mcp-Session-Id is issued. Responses are
  * application/json; there is no server-initiated stream, so GET is 405.
  */
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { AppError, unavailable } from '../../../../shared/src/errors/index.js';
 import { isDependencyError } from '../../../../shared/src/errors/dependency.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ApiDeps } from '../../deps.js';
+import { newRouter, publicRoute, route, type RouteSpec } from '../../middleware/route.js';
 import { resolveToolCaller } from './caller.js';
 import { dispatch } from './dispatch.js';
 import { classify, errorResponse, LATEST_PROTOCOL_VERSION, type Message, type ProtocolVersion, type RequestId, type Response, RPC } from './protocol.js';
@@ -32,15 +33,20 @@ export const MCP_PATH = '/api/mcp';
 export const MAX_BATCH = 50;
 
 export function mcpRoutes(deps: ApiDeps): Router {
-  // Exactly /api/mcp: the body middleware leaves only that path unread for us.
-  const router = new Router({ strict: true, sensitive: true });
+  const router = newRouter();
+  // Open at the HTTP level (initialize, tools/list and ping need no credential); tools/call
+  // resolves its API key in resolveToolCaller before any tool runs. The body is read here, so a
+  // malformed one is answered in JSON-RPC.
+  const at = (method: RouteSpec['method']): RouteSpec => ({ method, path: MCP_PATH, guard: publicRoute('mcp_tool_key'), body: 'own' });
+  // A CORS preflight carries no credential by design; it only answers which methods and headers are allowed.
+  const preflight: RouteSpec = { method: 'options', path: MCP_PATH, guard: publicRoute(), body: 'none' };
   const limit = byteLimit(deps.config.http.bodyLimit);
   const tools = createTools(deps.config);
   const guard = { allowed: deps.config.mcp.allowedOrigins, log: deps.log };
 
-  router.post(MCP_PATH, (ctx) => guarded(ctx, guard, false, () => post(ctx, deps, tools, limit)));
+  route(router, deps.config.http, at('post'), (ctx) => guarded(ctx, guard, false, () => post(ctx, deps, tools, limit)));
 
-  router.options(MCP_PATH, (ctx) =>
+  route(router, deps.config.http, preflight, (ctx) =>
     guarded(ctx, guard, true, async () => {
       ctx.set('Allow', 'POST, OPTIONS');
       ctx.body = null;
@@ -49,7 +55,7 @@ export function mcpRoutes(deps: ApiDeps): Router {
   );
 
   // No server-initiated SSE stream (GET) and no sessions to end (DELETE): the transport spec's 405.
-  router.all(MCP_PATH, (ctx) =>
+  route(router, deps.config.http, at('all'), (ctx) =>
     guarded(ctx, guard, false, async () => {
       ctx.set('Allow', 'POST, OPTIONS');
       throw new HttpRefusal(405, {

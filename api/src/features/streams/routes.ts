@@ -1,19 +1,20 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
 import { resolveSince } from '../events/service.js';
 import { parseTypes, streamQuery } from './schemas.js';
 import { createStreamToken, prepareStream } from './service.js';
 import { verifyStreamToken } from './tokens.js';
+import { guard, newRouter, route } from '../../middleware/route.js';
 
 /**
  * POST /api/v1/events/stream-token (session or API key) and
  * GET /api/v1/events/stream?token=svcst_…[&types=a,b][&since=cursor] (server-sent events).
  */
 export function streamRoutes(deps: ApiDeps): Router {
-  const router = new Router({ prefix: '/api/v1/events' });
+  const router = newRouter('/api/v1/events');
 
-  router.post('/stream-token', authenticate(deps), (ctx) => {
+  route(router, deps.config.http, { method: 'post', path: '/stream-token', guard: authenticate(deps) }, (ctx) => {
     ctx.status = 201;
     // The URL the caller reached us at (X-Forwarded-Proto/Host count behind TRUST_PROXY); relative without a Host.
     const base = ctx.host ? `${ctx.protocol}://${ctx.host}` : '';
@@ -21,9 +22,12 @@ export function streamRoutes(deps: ApiDeps): Router {
     ctx.set('Cache-Control', 'no-store');
   });
 
-  router.get('/stream', async (ctx) => {
-    // The token first: without a valid one nothing else about the request is looked at.
-    const accountId = verifyStreamToken(deps.streams.tokenKey, ctx.query.token, deps.clock());
+  // The token is the guard: without a valid one nothing else about the request is looked at.
+  const streamToken = guard('stream_token', (ctx) => {
+    ctx.state.streamAccountId = verifyStreamToken(deps.streams.tokenKey, ctx.query.token, deps.clock());
+  });
+  route(router, deps.config.http, { method: 'get', path: '/stream', guard: streamToken }, async (ctx) => {
+    const accountId = ctx.state.streamAccountId as string;
     const q = streamQuery({ ...ctx.query });
     const types = parseTypes(q.types);
     // EventSource sends Last-Event-ID when it reconnects by itself; it wins over a `since` left in the URL.

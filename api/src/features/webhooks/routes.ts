@@ -1,45 +1,46 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
 import { attemptsQuery, createWebhookBody } from './schemas.js';
 import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret } from './service.js';
+import { newRouter, route } from '../../middleware/route.js';
 
 /** Webhook subscriptions of the caller's account (SPEC.md section 4, Webhooks). */
 export function webhookRoutes(deps: ApiDeps): Router {
-  const router = new Router({ prefix: '/api/v1/webhooks' });
+  const router = newRouter('/api/v1/webhooks');
   const auth = authenticate(deps);
 
-  router.get('/', auth, async (ctx) => {
+  route(router, deps.config.http, { method: 'get', path: '/', guard: auth }, async (ctx) => {
     ctx.body = await listWebhooks(deps, authOf(ctx).accountId);
   });
 
-  router.post('/', auth, async (ctx) => {
+  route(router, deps.config.http, { method: 'post', path: '/', guard: auth }, async (ctx) => {
     const input = createWebhookBody(ctx.request.body);
     ctx.status = 201;
     ctx.body = await createWebhook(deps, authOf(ctx).accountId, input);
     ctx.set('Cache-Control', 'no-store'); // the secret is in this body
   });
 
-  router.get('/:id', auth, async (ctx) => {
+  route(router, deps.config.http, { method: 'get', path: '/:id', guard: auth }, async (ctx) => {
     ctx.body = await getWebhook(deps, authOf(ctx).accountId, ctx.params.id as string);
   });
 
-  router.delete('/:id', auth, async (ctx) => {
+  route(router, deps.config.http, { method: 'delete', path: '/:id', guard: auth }, async (ctx) => {
     await deleteWebhook(deps, authOf(ctx).accountId, ctx.params.id as string);
     ctx.status = 204;
   });
 
-  router.post('/:id/secret', auth, async (ctx) => {
+  route(router, deps.config.http, { method: 'post', path: '/:id/secret', guard: auth }, async (ctx) => {
     ctx.body = await revealSecret(deps, authOf(ctx).accountId, ctx.params.id as string);
     ctx.set('Cache-Control', 'no-store');
   });
 
-  router.post('/:id/ping', auth, async (ctx) => {
+  route(router, deps.config.http, { method: 'post', path: '/:id/ping', guard: auth }, async (ctx) => {
     ctx.status = 202;
     ctx.body = await pingWebhook(deps, authOf(ctx).accountId, ctx.params.id as string);
   });
 
-  router.get('/:id/deliveries', auth, async (ctx) => {
+  route(router, deps.config.http, { method: 'get', path: '/:id/deliveries', guard: auth }, async (ctx) => {
     const query = attemptsQuery({ ...ctx.query });
     ctx.body = await listDeliveries(deps, authOf(ctx).accountId, ctx.params.id as string, query);
   });
