@@ -25,8 +25,8 @@ const argv = process.argv.slice(2);
 const mode = new Set(argv.filter((a) => MODES.includes(a)));
 const extra = argv.filter((a) => !MODES.includes(a));
 
-const UNIT = ['{shared,api,delivery}/src/**/*.test.ts'];
-const TESTS = ['{shared,api,delivery}/src/**/*.test.ts', '{shared,api,delivery}/test/**/*.test.ts'];
+const UNIT = ['{shared,api,delivery}/src/**/*.test.ts', 'scripts/test/**/*.test.ts'];
+const TESTS = [...UNIT, '{shared,api,delivery}/test/**/*.test.ts'];
 const FAULTS = ['api/test/faults/**/*.fault.ts'];
 const SOAK = ['api/test/faults/soak.fault.ts'];
 const DEFAULT_SPECS = mode.has('--unit') ? UNIT : mode.has('--soak') ? SOAK : mode.has('--faults') || mode.has('--full') ? FAULTS : mode.has('--quick') ? TESTS : [...TESTS, ...FAULTS];
@@ -36,7 +36,7 @@ const specs = named.length > 0 ? [] : DEFAULT_SPECS;
 // The unit tests need no services; every other run needs Kafka and FerretDB, and Chromium
 // when the dashboard's browser tests are part of it.
 const services = mode.has('--unit') ? {} : await ensureServices();
-const needsBrowser = named.length > 0 ? named.some((a) => a.includes('dashboard-browser')) : specs === TESTS || specs.includes(TESTS[1]);
+const needsBrowser = named.length > 0 ? named.some((a) => a.includes('dashboard-browser')) : specs.includes(TESTS[TESTS.length - 1]);
 let chromium = {};
 if (needsBrowser) {
   try {

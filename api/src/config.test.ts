@@ -11,7 +11,7 @@ describe('api config', () => {
     expect(() => loadApiConfig({ JWT_SECRET: 'short' })).to.throw(/JWT_SECRET must be at least 32 characters/);
   });
 
-  it('uses the SPEC.md limits by default and takes overrides', () => {
+  it('uses the docs/spec.md limits by default and takes overrides', () => {
     const c = loadApiConfig({});
     expect(c.limits).to.deep.equal({ apiKeyPerMinute: 100, sessionPerMinute: 600, signupPerHour: 10, loginPerMinute: 30 });
     expect(c.http).to.include({ trustProxy: false, proxyHops: 1 });
@@ -20,7 +20,7 @@ describe('api config', () => {
     expect(() => loadApiConfig({ TRUST_PROXY_HOPS: 'two' })).to.throw(/TRUST_PROXY_HOPS must be an integer/);
   });
 
-  it('uses the event log limits of SPEC.md section 8 by default', () => {
+  it('uses the event log limits of docs/spec.md section 8 by default', () => {
     const c = loadApiConfig({ EVENTS_TOPIC: 'ev' });
     expect(c.events).to.include({ ingestMaxBatch: 1000, ingestMaxDataBytes: 65536, longPollMaxMs: 55_000, longPollDefaultMs: 30_000, materializerGroupId: 'ev.materializer.event_platform', fanoutGroupPrefix: 'ev.fanout' });
     expect(c.streams).to.include({ durationMs: 50_000, heartbeatMs: 15_000, retryMs: 3000, tokenTtlSeconds: 120, maxPerAccount: 6 });

@@ -1,6 +1,6 @@
 /**
  * Every Prometheus metric of the API process, on one registry per app (built
- * with the deps). Served at GET /metrics; README "Operations" lists them.
+ * with the deps). Served at GET /metrics; docs/operations.md lists them.
  */
 import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, type Registry } from '../../shared/src/metrics.js';
 

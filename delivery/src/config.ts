@@ -33,7 +33,7 @@ export interface DeliveryConfig extends BaseConfig {
   };
 }
 
-/** SPEC.md section 6: an attempt times out after 4 seconds. */
+/** docs/spec.md section 6: an attempt times out after 4 seconds. */
 export const ATTEMPT_TIMEOUT_MS = 4000;
 
 function readCa(env: Env): string | null {

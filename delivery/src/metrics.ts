@@ -1,7 +1,7 @@
 /**
  * Every Prometheus metric of the delivery process, and the small HTTP server
- * that exposes them (GET /metrics on METRICS_PORT; no other route). README
- * "Operations" lists them.
+ * that exposes them (GET /metrics on METRICS_PORT; no other route). docs/operations.md
+ * lists them.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

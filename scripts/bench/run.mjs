@@ -12,7 +12,7 @@
 //   npm run bench -- --runner dist     run the compiled dist/ (npm run build) instead of tsx
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -20,6 +20,7 @@ import { MongoClient } from 'mongodb';
 import { ensureServices } from '../infra/services.mjs';
 import { dropKafka, KAFKA_VERSION } from './lib/kafka.mjs';
 import { resultsFile, root, scratchDir } from './lib/paths.mjs';
+import { renderResults, withResults } from './lib/results-table.mjs';
 import { stopAll } from './lib/proc.mjs';
 import { printTable, judge } from './lib/report.mjs';
 
@@ -130,6 +131,12 @@ const out = full ? resultsFile : join(root, 'bench', 'last-run.tmp');
 writeFileSync(out, JSON.stringify(report, null, 2) + '\n');
 printTable(rows, report);
 ctx.log(`wrote ${out}`);
+if (full) {
+  // The published figures: docs/performance.md's table is regenerated from them, never hand-copied.
+  const doc = join(root, 'docs', 'performance.md');
+  writeFileSync(doc, withResults(readFileSync(doc, 'utf8'), renderResults(report)));
+  ctx.log(`rewrote the results table of ${doc}`);
+}
 process.exit(failed ? 1 : 0);
 
 async function describeMachine({ MONGO_URL }) {

@@ -1,14 +1,20 @@
 #!/usr/bin/env node
-// Prints bench/results.json (or the file given) as the Markdown table the README carries.
-import { readFileSync } from 'node:fs';
-import { tableLines } from './lib/report.mjs';
+// Prints bench/results.json (or the file given) as the Markdown table of docs/performance.md;
+// with --write, replaces the table in docs/performance.md (the docs never carry hand-copied figures).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { resultsFile } from './lib/paths.mjs';
+import { renderResults, withResults } from './lib/results-table.mjs';
 
-const report = JSON.parse(readFileSync(process.argv[2] ?? resultsFile, 'utf8'));
-const m = report.machine;
-const lines = tableLines(report.rows);
-console.log(`Measured ${report.generated_at.slice(0, 16).replace('T', ' ')} UTC with \`${report.command}\` (${report.seconds} s): ${m.cpus} × ${m.cpuModel}, ${m.memoryGb} GB, ${m.os}; Node ${m.node}; ${m.kafka}; ${m.mongo}; load average ${m.loadAverageAtStart.join(' / ')} at the start, ${m.loadAverageAtEnd.join(' / ')} at the end. Each figure is the median of ${report.runs_per_figure} runs unless its notes in results.json say otherwise.\n`);
-for (const [i, l] of lines.entries()) {
-  console.log('| ' + l.map((c) => c.replace(/\|/g, '\\|')).join(' | ') + ' |');
-  if (i === 0) console.log('|' + l.map(() => '---').join('|') + '|');
+const args = process.argv.slice(2);
+const write = args.includes('--write');
+const file = args.find((a) => !a.startsWith('--')) ?? resultsFile;
+const block = renderResults(JSON.parse(readFileSync(file, 'utf8')));
+if (write) {
+  const doc = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'docs', 'performance.md');
+  writeFileSync(doc, withResults(readFileSync(doc, 'utf8'), block));
+  console.log(`docs/performance.md: results table rewritten from ${file}`);
+} else {
+  console.log(block);
 }

@@ -14,7 +14,7 @@ export interface AuthContext {
   via: 'session' | 'api_key';
 }
 
-/** Stream tokens are valid only as the `token` query parameter of the stream URL (SPEC.md 5.5). */
+/** Stream tokens are valid only as the `token` query parameter of the stream URL (docs/spec.md 5.5). */
 const STREAM_TOKEN_PREFIX = 'svcst_';
 const MAX_CREDENTIAL_LENGTH = 4096;
 

@@ -1,4 +1,4 @@
-/** The event types of SPEC.md section 6. */
+/** The event types of docs/spec.md section 6. */
 export const EVENT_TYPES = [
   'call.started',
   'call.ended',

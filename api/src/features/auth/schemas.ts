@@ -28,7 +28,7 @@ export const validateSignup = bodyValidator<SignupInput>({
 });
 
 /**
- * "Same body shape as signup" (SPEC.md): name, phone and plan are allowed
+ * "Same body shape as signup" (docs/spec.md): name, phone and plan are allowed
  * and ignored; unknown fields are still refused. No minimum on the password
  * here: a short one simply fails to match.
  */

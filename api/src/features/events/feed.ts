@@ -1,7 +1,7 @@
 /**
  * One reader's view of an account's events: what it missed since its cursor,
  * read from MongoDB, then live events from the fan-out, with no gap and no
- * duplicate (DESIGN.md "The event log", the resume handoff). Transport-free:
+ * duplicate (docs/architecture.md "The event log", the resume handoff). Transport-free:
  * long-poll and SSE both read through a Feed, and the unit tests drive it
  * with in-memory stand-ins.
  */

@@ -3,7 +3,7 @@ import { bodyValidator, queryValidator } from '../../validation.js';
 
 export const LIST_MAX_LIMIT = 500;
 export const LIST_DEFAULT_LIMIT = 100;
-/** SPEC.md section 8; LONG_POLL_MAX_MS may lower it, never raise it. */
+/** docs/spec.md section 8; LONG_POLL_MAX_MS may lower it, never raise it. */
 export const LONG_POLL_CEILING_MS = 55_000;
 
 export interface ListEventsInput {

@@ -22,7 +22,7 @@ export interface NewApiKey extends KeySummary {
 
 export const hashApiKey = (raw: string): string => createHash('sha256').update(raw, 'utf8').digest('hex');
 
-/** `svc_…` + the last 8 characters, as the dashboard shows it (SPEC.md). */
+/** `svc_…` + the last 8 characters, as the dashboard shows it (docs/spec.md). */
 export const keyPreview = (raw: string): string => `${API_KEY_PREFIX}…${raw.slice(-8)}`;
 
 export const looksLikeApiKey = (value: string): boolean => value.startsWith(API_KEY_PREFIX);

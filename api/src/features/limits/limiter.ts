@@ -131,11 +131,11 @@ export class SharedLimiter {
 }
 
 export interface RateLimits {
-  /** Per account's API key, SPEC.md: 100 per minute. */
+  /** Per account's API key, docs/spec.md: 100 per minute. */
   apiKey: SharedLimiter;
   /** Per user, for session-token traffic (our decision: 600 per minute). */
   session: SharedLimiter;
-  /** Per client IP (IPv6 per /64), SPEC.md: 10 signups per hour. */
+  /** Per client IP (IPv6 per /64), docs/spec.md: 10 signups per hour. */
   signup: SharedLimiter;
   /** Per client IP, every login attempt (our decision: 30 per minute). */
   login: SharedLimiter;

@@ -8,7 +8,7 @@ import type { ToolCaller } from './tools.js';
 
 /**
  * The account behind the tool calls of one POST. Only a platform API key
- * (`Authorization: Bearer svc_…`, or `X-API-Key`) is accepted: SPEC.md 5.6.
+ * (`Authorization: Bearer svc_…`, or `X-API-Key`) is accepted: docs/spec.md 5.6.
  * The key is resolved and rate-limited by the same code as every other API
  * request; each tools/call of a batch counts as one request against the
  * key's 100 per minute. Throws 401 / 429 / 503 as AppErrors.

@@ -5,7 +5,7 @@ import { attemptsQuery, createWebhookBody } from './schemas.js';
 import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret } from './service.js';
 import { newRouter, route } from '../../middleware/route.js';
 
-/** Webhook subscriptions of the caller's account (SPEC.md section 4, Webhooks). */
+/** Webhook subscriptions of the caller's account (docs/spec.md section 4, Webhooks). */
 export function webhookRoutes(deps: ApiDeps): Router {
   const router = newRouter('/api/v1/webhooks');
   const auth = authenticate(deps);

@@ -1,7 +1,7 @@
 /**
  * The figures a fault test proves its promise with (events acknowledged vs
  * found, duplicates, RSS growth): printed in the test output and merged into
- * test-artifacts/faults.json, one entry per test, for the README's Guarantees
+ * test-artifacts/faults.json, one entry per test, for docs/guarantees.md
  * table.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

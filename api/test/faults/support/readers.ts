@@ -71,7 +71,7 @@ export class Readers {
     }
   }
 
-  /** Loops the wait from its last cursor, as SPEC.md's clients do. */
+  /** Loops the wait from its last cursor, as docs/spec.md's clients do. */
   private async longPoll(account: TestAccount): Promise<void> {
     let since: string | undefined;
     while (this.running) {

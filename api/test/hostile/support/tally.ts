@@ -1,6 +1,6 @@
 /**
  * Counts what the hostile suite checked, prints it in the test output and
- * keeps test-artifacts/hostile.json current (the README's "Guarantees" figures
+ * keeps test-artifacts/hostile.json current (the figures of docs/guarantees.md
  * come from it). One module instance per mocha run, shared by every file.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';

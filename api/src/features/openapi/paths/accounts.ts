@@ -4,7 +4,7 @@ import { bodySchema, type SchemaObject } from '../convert.js';
 
 const jsonBody = (schema: SchemaObject, required = true): SchemaObject => ({ required, content: { 'application/json': { schema } } });
 
-/** Accounts and authentication (SPEC.md section 4, Account). */
+/** Accounts and authentication (docs/spec.md section 4, Account). */
 export function accountPaths(): Record<string, SchemaObject> {
   return {
     '/api/auth/signup': {

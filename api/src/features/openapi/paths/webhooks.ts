@@ -54,7 +54,7 @@ export const webhookSchemas: Record<string, SchemaObject> = {
   DeliveryAttemptList: { type: 'object', required: ['attempts'], properties: { attempts: { type: 'array', items: ref('DeliveryAttempt'), description: 'Newest first' } } },
 };
 
-/** Webhook subscriptions (SPEC.md section 4, Webhooks), plus the attempt log. */
+/** Webhook subscriptions (docs/spec.md section 4, Webhooks), plus the attempt log. */
 export function webhookPaths(config: ApiConfig): Record<string, SchemaObject> {
   const op = (operationId: string, summary: string, rest: SchemaObject): SchemaObject => ({ operationId, tags: ['webhooks'], summary, security: USER_SECURITY, ...rest });
   return {
