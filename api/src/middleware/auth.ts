@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
 import { unauthorized } from '../../../shared/src/errors/index.js';
+import type { AuthContext } from '../auth-context.js';
 import type { ApiDeps } from '../deps.js';
 import { findUser } from '../features/auth/service.js';
 import { verifySessionToken } from '../features/auth/tokens.js';
@@ -7,12 +8,7 @@ import { consumeApiKeyRate, looksLikeApiKey, resolveApiKey } from '../features/k
 import { setRateHeaders, type RateState } from '../features/limits/limiter.js';
 import { guard, type Guard } from './route.js';
 
-/** Who is calling; set on `ctx.state.auth` by `authenticate`. Account id = user id (one user per account). */
-export interface AuthContext {
-  accountId: string;
-  userId: string;
-  via: 'session' | 'api_key';
-}
+export type { AuthContext } from '../auth-context.js';
 
 /** Stream tokens are valid only as the `token` query parameter of the stream URL (docs/spec.md 5.5). */
 const STREAM_TOKEN_PREFIX = 'svcst_';

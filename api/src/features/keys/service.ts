@@ -3,7 +3,7 @@ import { notFound } from '../../../../shared/src/errors/index.js';
 import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import type { ApiKeyDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
-import type { AuthContext } from '../../middleware/auth.js';
+import type { AuthContext } from '../../auth-context.js';
 import type { RateState } from '../limits/limiter.js';
 
 export const API_KEY_PREFIX = 'svc_';

@@ -5,7 +5,7 @@
  */
 import type { ApiConfig } from '../../config.js';
 import type { ApiDeps } from '../../deps.js';
-import type { AuthContext } from '../../middleware/auth.js';
+import type { AuthContext } from '../../auth-context.js';
 import { valueValidator, type Validator } from '../../validation.js';
 import { profile } from '../auth/service.js';
 import type { WaitInput } from '../events/schemas.js';
