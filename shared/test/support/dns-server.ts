@@ -35,11 +35,12 @@ export class DnsServer {
     private readonly holdMs: number,
   ) {}
 
-  static async start(opts: { holdMs?: number } = {}): Promise<DnsServer> {
+  /** `port`: listen there (53, for a measurement in a private network namespace); default any free port. */
+  static async start(opts: { holdMs?: number; port?: number } = {}): Promise<DnsServer> {
     const socket = dgram.createSocket('udp4');
     await new Promise<void>((resolve, reject) => {
       socket.once('error', reject);
-      socket.bind(0, '127.0.0.1', () => resolve());
+      socket.bind(opts.port ?? 0, '127.0.0.1', () => resolve());
     });
     const server = new DnsServer(socket, (socket.address() as AddressInfo).port, opts.holdMs ?? 30_000);
     socket.on('message', (msg, rinfo) => server.handle(msg, rinfo));
