@@ -11,6 +11,12 @@
  * The DNS here is a real server on loopback (shared/test/support/dns-server.ts)
  * the API process is pointed at by configuration (DNS_SERVERS).
  */
+import { execFileSync } from 'node:child_process';
+import { randomFill } from 'node:crypto';
+import { closeSync, constants, mkdtempSync, openSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import { DnsServer } from '../../shared/test/support/dns-server.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
@@ -85,5 +91,33 @@ describe('webhook URL checks with a slow DNS server', function () {
       expect(JSON.stringify(res.body)).to.not.include('10.0.0.7');
       if (res.status === 400) expect(res.body.error.message).to.match(/resolves to a private or internal address/);
     }
+  });
+
+  it('checks a webhook URL while every threadpool thread is held (its DNS never queues for the pool)', async () => {
+    const acct = await createAccount(api.url);
+    // Opening a FIFO for reading blocks a threadpool thread until a writer comes: hold them all.
+    const threads = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
+    const dir = mkdtempSync(join(tmpdir(), 'pool-'));
+    const fifos = Array.from({ length: threads }, (_, i) => join(dir, `f${i}`));
+    for (const f of fifos) execFileSync('mkfifo', [f]);
+    const readers: Promise<FileHandle>[] = fifos.map((f) => open(f, 'r'));
+    let poolFree = false;
+    randomFill(Buffer.alloc(8), () => (poolFree = true)); // queued behind the held threads
+    const release = async (): Promise<void> => {
+      // Writers opened from this thread (O_NONBLOCK: the readers are already waiting) free the pool.
+      for (const f of fifos) closeSync(openSync(f, constants.O_WRONLY | constants.O_NONBLOCK));
+      for (const r of await Promise.all(readers)) await r.close();
+    };
+    let res: JsonResponse | 'waiting';
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      const waited = new Promise<'waiting'>((r) => setTimeout(() => r('waiting'), 10_000));
+      res = await Promise.race([subscribe(acct, 'https://healthy.hooks.test/pool'), waited]);
+      expect(poolFree, 'the threadpool was held during the check').to.equal(false);
+    } finally {
+      await release();
+    }
+    expect(res, 'the URL check waited for the threadpool').to.not.equal('waiting');
+    expect((res as JsonResponse).status, JSON.stringify((res as JsonResponse).body)).to.equal(201);
   });
 });
