@@ -11,15 +11,10 @@
  * The DNS here is a real server on loopback (shared/test/support/dns-server.ts)
  * the API process is pointed at by configuration (DNS_SERVERS).
  */
-import { execFileSync } from 'node:child_process';
-import { randomFill } from 'node:crypto';
-import { closeSync, constants, mkdtempSync, openSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import { DnsServer } from '../../shared/test/support/dns-server.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
+import { holdThreadpool, within } from '../../shared/test/support/threadpool.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, startTestApi, type JsonResponse } from './support/api.js';
@@ -95,27 +90,13 @@ describe('webhook URL checks with a slow DNS server', function () {
 
   it('checks a webhook URL while every threadpool thread is held (its DNS never queues for the pool)', async () => {
     const acct = await createAccount(api.url);
-    // Opening a FIFO for reading blocks a threadpool thread until a writer comes: hold them all.
-    const threads = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
-    const dir = mkdtempSync(join(tmpdir(), 'pool-'));
-    const fifos = Array.from({ length: threads }, (_, i) => join(dir, `f${i}`));
-    for (const f of fifos) execFileSync('mkfifo', [f]);
-    const readers: Promise<FileHandle>[] = fifos.map((f) => open(f, 'r'));
-    let poolFree = false;
-    randomFill(Buffer.alloc(8), () => (poolFree = true)); // queued behind the held threads
-    const release = async (): Promise<void> => {
-      // Writers opened from this thread (O_NONBLOCK: the readers are already waiting) free the pool.
-      for (const f of fifos) closeSync(openSync(f, constants.O_WRONLY | constants.O_NONBLOCK));
-      for (const r of await Promise.all(readers)) await r.close();
-    };
+    const pool = await holdThreadpool();
     let res: JsonResponse | 'waiting';
     try {
-      await new Promise((r) => setTimeout(r, 100));
-      const waited = new Promise<'waiting'>((r) => setTimeout(() => r('waiting'), 10_000));
-      res = await Promise.race([subscribe(acct, 'https://healthy.hooks.test/pool'), waited]);
-      expect(poolFree, 'the threadpool was held during the check').to.equal(false);
+      res = await within(subscribe(acct, 'https://healthy.hooks.test/pool'), 10_000);
+      expect(pool.free(), 'the threadpool was held during the check').to.equal(false);
     } finally {
-      await release();
+      await pool.release();
     }
     expect(res, 'the URL check waited for the threadpool').to.not.equal('waiting');
     expect((res as JsonResponse).status, JSON.stringify((res as JsonResponse).body)).to.equal(201);

@@ -12,6 +12,7 @@ import { expect } from 'chai';
 import { DnsServer } from '../../shared/test/support/dns-server.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
+import { holdThreadpool, within } from '../../shared/test/support/threadpool.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 /** More hostile names than libuv has threads (4). */
@@ -84,5 +85,20 @@ describe('webhook delivery with a slow DNS server', function () {
     const stored = await db.until(async () => ((await db.webhook(sub._id))?.last_error ? db.webhook(sub._id) : null), 20_000, 'last_error');
     expect(stored!.last_error).to.equal('blocked_address');
     expect(receiver.received('/meta')).to.have.length(0);
+  });
+
+  it('delivers while every threadpool thread is held (resolving and connecting never queue for the pool)', async () => {
+    const account = newAccountId();
+    await db.subscribe(account, `https://healthy.webhooks.test:${receiver.port}/pool`, ['*']);
+    const pool = await holdThreadpool();
+    let got: unknown;
+    try {
+      await log.publish([envelope(account, 'call.started')]);
+      got = await within(receiver.waitFor('/pool', 1, 20_000), 15_000);
+      expect(pool.free(), 'the threadpool was held during the delivery').to.equal(false);
+    } finally {
+      await pool.release();
+    }
+    expect(got, 'the delivery waited for the threadpool').to.not.equal('waiting');
   });
 });
