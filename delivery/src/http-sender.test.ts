@@ -113,7 +113,9 @@ describe('http sender (real HTTPS receiver)', () => {
 
   it('reports an untrusted certificate as tls, a refused port as connect, a missing name as dns', async () => {
     expect(await make({ caPem: null }).send(receiver.url('/tls'), '{}', {})).to.include({ outcome: 'tls' });
-    expect(await make().send('https://127.0.0.1:1/x', '{}', {})).to.include({ outcome: 'connect' });
+    const refused = await make().send('https://127.0.0.1:1/x', '{}', {});
+    expect(refused).to.include({ outcome: 'connect' });
+    expect(refused.error).to.match(/ECONNREFUSED/).and.not.match(/127\.0\.0\.1/); // no inside address in a stored error
     const nx: Resolver = async (n) => {
       throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${n}`), { code: 'ENOTFOUND' });
     };

@@ -17,6 +17,7 @@ import https from 'node:https';
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type Got } from 'got';
+import { LOOKUP_LIMIT } from '../../shared/src/dns.js';
 import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
 import { checkResolved, precheckUrl, redactAddresses, type LookupContext, type Resolver, type SafetyPolicy } from '../../shared/src/url-safety.js';
 import { parseRetryAfter } from './retry-policy.js';
@@ -76,7 +77,7 @@ export function safeLookup(resolve: Resolver, policy: SafetyPolicy, ctx: LookupC
 }
 
 const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|EPROTO$|HOSTNAME_MISMATCH)/;
-const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA', 'ETIMEOUT', 'EREFUSED', 'ECANCELLED', 'ELOOKUPLIMIT']);
+const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA', 'ETIMEOUT', 'EREFUSED', 'ECANCELLED', LOOKUP_LIMIT]);
 
 /** Maps a failed request to the outcome codes we store. */
 export function classifyError(err: unknown): { outcome: AttemptOutcome; error: string } {

@@ -167,7 +167,7 @@ export class DnsResolver {
     }
     if (transient) {
       const code = timedOut || transient === 'ECANCELLED' ? (this.closed ? 'ECANCELLED' : 'ETIMEOUT') : transient;
-      const why = code === 'ETIMEOUT' ? `no answer within ${this.config.timeoutMs} ms` : code;
+      const why = code === 'ETIMEOUT' ? 'no answer in time' : code;
       return { expires: now + Math.min(TRANSIENT_TTL_S, this.config.negativeTtlS) * 1000, error: new DnsError(code, `DNS lookup of ${name} failed: ${why}`) };
     }
     return { expires: now + this.config.negativeTtlS * 1000, error: new DnsError('ENOTFOUND', `DNS lookup of ${name} failed: no such name`) };
