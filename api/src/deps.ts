@@ -3,7 +3,8 @@ import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
-import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
+import { DnsResolver } from '../../shared/src/dns.js';
+import type { Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
 import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
@@ -26,7 +27,7 @@ export interface ApiDeps {
   clock: () => Date;
   /** Request budgets shared by every API process through MongoDB. */
   limits: RateLimits;
-  /** DNS for webhook URL checks (tests inject a fake). */
+  /** DNS for webhook URL checks: c-ares with a cache and a per-account cap (tests inject a fake). */
   resolveHost: Resolver;
   /** Seals webhook signing secrets at rest. */
   secretBox: SecretBox;
@@ -57,6 +58,9 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
     knownWatermark: (p) => events.watermarks.cached(p),
   });
   const streams = createStreamsRuntime(config, mongo, clock);
+  // c-ares, not dns.lookup: a slow DNS server must not hold the threadpool logins need (shared/src/dns.ts).
+  const dns = new DnsResolver(config.webhooks.dns);
+  lifecycle.onStop('dns', () => dns.close());
   return {
     config,
     log,
@@ -68,7 +72,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
     limits,
     events,
     streams,
-    resolveHost: systemResolver,
+    resolveHost: dns.resolve,
     secretBox: new SecretBox(config.webhooks.secretKey),
     metrics,
   };

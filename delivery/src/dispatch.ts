@@ -187,7 +187,7 @@ async function send(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc):
     'X-Service-Event': delivery.event_type,
     'X-Service-Delivery': delivery._id,
   };
-  const result = await deps.sender.send(sub.url, delivery.body, headers);
+  const result = await deps.sender.send(sub.url, delivery.body, headers, { account: sub.account_id });
   const number = delivery.attempts + 1;
   const delay = result.outcome === 'ok' ? null : nextDelay(number, deps.retrySchedule, result);
   const finished = new Date(at.getTime() + result.durationMs);

@@ -11,7 +11,8 @@ describe('http sender (real HTTPS receiver)', () => {
 
   const make = (over: { allowPrivate?: boolean; resolve?: Resolver; caPem?: string | null; timeoutMs?: number } = {}): Sender => {
     const s = createSender({
-      policy: { allowPrivate: over.allowPrivate ?? true },
+      // The receiver's port is allowed, so the rules under test are the address rules.
+      policy: { allowPrivate: over.allowPrivate ?? true, allowedPorts: [[receiver.port, receiver.port]] },
       resolve: over.resolve ?? (async () => ['127.0.0.1']),
       caPem: over.caPem === undefined ? ca : over.caPem,
       timeoutMs: over.timeoutMs ?? 4000,
@@ -64,8 +65,40 @@ describe('http sender (real HTTPS receiver)', () => {
       {},
     );
     expect(res).to.include({ status: null, outcome: 'blocked_address' });
-    expect(res.error).to.match(/127\.0\.0\.1/);
+    // The rule, not the inside address the name pointed at.
+    expect(res.error).to.match(/resolves to a private or internal address/);
+    expect(res.error).to.not.match(/127\.0\.0\.1/);
     expect(receiver.received('/rebind')).to.have.length(0);
+  });
+
+  it('refuses a port outside 443, 8443 and WEBHOOK_ALLOWED_PORTS before any lookup', async () => {
+    let lookups = 0;
+    const resolve: Resolver = async () => (lookups++, ['93.184.216.34']);
+    const res = await make({ allowPrivate: false, resolve }).send('https://hooks.example.com:25/x', '{}', {});
+    expect(res).to.include({ status: null, outcome: 'blocked_address' });
+    expect(res.error).to.match(/port 25 is not allowed/);
+    expect(lookups).to.equal(0);
+    // Allowed by the list: it gets as far as dialling the (public, unreachable here) address.
+    const listed = createSender({ policy: { allowPrivate: false, allowedPorts: [[25, 25]] }, resolve, caPem: ca, timeoutMs: 300, userAgent: 'x' });
+    senders.push(listed);
+    expect((await listed.send('https://hooks.example.com:25/x', '{}', {})).outcome).to.not.equal('blocked_address');
+    expect(lookups).to.equal(1);
+  });
+
+  it('refuses an inside address spelled with trailing dots, without a lookup', async () => {
+    let lookups = 0;
+    const s = make({ allowPrivate: false, resolve: async () => (lookups++, ['93.184.216.34']) });
+    expect(await s.send(`https://127.0.0.1..:${receiver.port}/dots`, '{}', {})).to.include({ outcome: 'blocked_address' });
+    expect(await s.send(`https://localhost..:${receiver.port}/dots`, '{}', {})).to.include({ outcome: 'blocked_address' });
+    expect(lookups).to.equal(0);
+    expect(receiver.received('/dots')).to.have.length(0);
+  });
+
+  it('tells the resolver whose lookup it is (the per-account cap)', async () => {
+    const asked: unknown[] = [];
+    const s = make({ resolve: async (_n, ctx) => (asked.push(ctx), ['127.0.0.1']) });
+    expect(await s.send(receiver.url('/ctx', 'ctx.webhooks.test'), '{}', {}, { account: 'acct_x' })).to.include({ outcome: 'ok' });
+    expect(asked).to.deep.equal([{ account: 'acct_x' }]);
   });
 
   it('refuses a literal inside address and a local name before any lookup', async () => {
@@ -80,7 +113,9 @@ describe('http sender (real HTTPS receiver)', () => {
 
   it('reports an untrusted certificate as tls, a refused port as connect, a missing name as dns', async () => {
     expect(await make({ caPem: null }).send(receiver.url('/tls'), '{}', {})).to.include({ outcome: 'tls' });
-    expect(await make().send('https://127.0.0.1:1/x', '{}', {})).to.include({ outcome: 'connect' });
+    const refused = await make().send('https://127.0.0.1:1/x', '{}', {});
+    expect(refused).to.include({ outcome: 'connect' });
+    expect(refused.error).to.match(/ECONNREFUSED/).and.not.match(/127\.0\.0\.1/); // no inside address in a stored error
     const nx: Resolver = async (n) => {
       throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${n}`), { code: 'ENOTFOUND' });
     };

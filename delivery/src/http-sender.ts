@@ -6,14 +6,20 @@
  * our own lookup, which refuses the whole attempt if any address it got is
  * not allowed (so a name re-pointed at an inside address after the
  * subscription was created, DNS rebinding, never reaches it). Redirects are
- * not followed: a 3xx is a failed attempt.
+ * not followed: a 3xx is a failed attempt. The resolver is c-ares
+ * (shared/src/dns.ts), never dns.lookup: a slow DNS server must not hold
+ * threads of the pool other work needs.
+ *
+ * Stored errors never name an address a name resolved to unless it is a
+ * public one we were allowed to dial.
  */
 import https from 'node:https';
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type Got } from 'got';
+import { LOOKUP_LIMIT } from '../../shared/src/dns.js';
 import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
-import { checkAddress, checkHostName, hostKind, parseWebhookUrl, type Resolver, type SafetyPolicy } from '../../shared/src/url-safety.js';
+import { checkResolved, precheckUrl, redactAddresses, type LookupContext, type Resolver, type SafetyPolicy } from '../../shared/src/url-safety.js';
 import { parseRetryAfter } from './retry-policy.js';
 
 export interface SendResult {
@@ -34,7 +40,8 @@ export interface SenderOptions {
 }
 
 export interface Sender {
-  send(url: string, body: string, headers: Record<string, string>): Promise<SendResult>;
+  /** `ctx.account`: whose lookup this is (the per-account cap on DNS queries in flight). */
+  send(url: string, body: string, headers: Record<string, string>, ctx?: LookupContext): Promise<SendResult>;
   close(): void;
 }
 
@@ -48,19 +55,19 @@ class BlockedAddressError extends Error {
 type LookupCallback = (err: NodeJS.ErrnoException | null, address?: string | LookupAddress[], family?: number) => void;
 
 /** A dns.lookup replacement for the socket: resolve, check every address, hand back only checked ones. */
-export function safeLookup(resolve: Resolver, policy: SafetyPolicy) {
+export function safeLookup(resolve: Resolver, policy: SafetyPolicy, ctx: LookupContext = {}) {
   return (hostname: string, options: LookupOneOptions & { all?: boolean }, callback: LookupCallback): void => {
-    resolve(hostname).then(
+    resolve(hostname, ctx).then(
       (addresses) => {
         for (const address of addresses) {
-          const verdict = checkAddress(address, policy);
-          if (!verdict.ok) return callback(new BlockedAddressError(`${hostname}: ${verdict.message}`));
+          const verdict = checkResolved(hostname, address, policy);
+          if (!verdict.ok) return callback(new BlockedAddressError(verdict.message));
         }
         const all: LookupAddress[] = addresses
           .map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
           .filter((a) => !options.family || a.family === options.family);
         const first = all[0];
-        if (!first) return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }));
+        if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }));
         if (options.all) return callback(null, all);
         callback(null, first.address, first.family);
       },
@@ -70,13 +77,13 @@ export function safeLookup(resolve: Resolver, policy: SafetyPolicy) {
 }
 
 const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|EPROTO$|HOSTNAME_MISMATCH)/;
-const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA']);
+const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA', 'ETIMEOUT', 'EREFUSED', 'ECANCELLED', LOOKUP_LIMIT]);
 
 /** Maps a failed request to the outcome codes we store. */
 export function classifyError(err: unknown): { outcome: AttemptOutcome; error: string } {
   const e = err as { code?: string; name?: string; message?: string };
   const code = e.code ?? '';
-  const error = `${code || e.name || 'error'}: ${e.message ?? ''}`.slice(0, 200);
+  const error = redactAddresses(`${code || e.name || 'error'}: ${e.message ?? ''}`).slice(0, 200);
   if (code === 'ERR_BLOCKED_ADDRESS') return { outcome: 'blocked_address', error };
   if (e.name === 'TimeoutError' || code === 'ETIMEDOUT') return { outcome: 'timeout', error };
   if (DNS_CODES.has(code)) return { outcome: 'dns', error };
@@ -91,13 +98,10 @@ function outcomeOf(status: number): AttemptOutcome {
   return 'http_5xx';
 }
 
-/** Checks done before any socket is opened: scheme, host name rules, literal IP. */
+/** Checks done before any socket is opened: scheme, port, host name rules, literal IP. */
 function precheck(url: string, policy: SafetyPolicy): string | null {
-  const parsed = parseWebhookUrl(url);
-  if ('verdict' in parsed) return parsed.verdict.message;
-  const host = hostKind(parsed.url.hostname);
-  const verdict = host.kind === 'ip' ? checkAddress(host.address, policy) : checkHostName(host.name, policy);
-  return verdict.ok ? null : verdict.message;
+  const checked = precheckUrl(url, policy);
+  return 'verdict' in checked ? checked.verdict.message : null;
 }
 
 export function createSender(opts: SenderOptions): Sender {
@@ -110,7 +114,6 @@ export function createSender(opts: SenderOptions): Sender {
   const agent = new https.Agent({ keepAlive: true, maxFreeSockets: 64, scheduling: 'lifo', timeout: 30_000, ...(secureContext ? { secureContext } : {}) });
   const client: Got = got.extend({
     agent: { https: agent },
-    dnsLookup: safeLookup(opts.resolve, opts.policy) as never,
     timeout: { request: opts.timeoutMs },
     retry: { limit: 0 },
     followRedirect: false,
@@ -120,14 +123,18 @@ export function createSender(opts: SenderOptions): Sender {
     headers: { 'user-agent': opts.userAgent },
   });
 
-  async function send(url: string, body: string, headers: Record<string, string>): Promise<SendResult> {
+  async function send(url: string, body: string, headers: Record<string, string>, ctx: LookupContext = {}): Promise<SendResult> {
     const started = performance.now();
     const elapsed = (): number => Math.round(performance.now() - started);
     const blocked = precheck(url, opts.policy);
     if (blocked) return { status: null, outcome: 'blocked_address', error: blocked, retryAfterMs: null, durationMs: elapsed() };
     return new Promise<SendResult>((resolve) => {
       let settled = false;
-      const stream = client.stream.post(url, { body, headers: { 'content-type': 'application/json', ...headers } });
+      const stream = client.stream.post(url, {
+        body,
+        headers: { 'content-type': 'application/json', ...headers },
+        dnsLookup: safeLookup(opts.resolve, opts.policy, ctx) as never,
+      });
       stream.on('response', (res: { statusCode: number; headers: Record<string, string | string[] | undefined> }) => {
         settled = true;
         const retryAfter = res.headers['retry-after'];

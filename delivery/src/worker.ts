@@ -3,7 +3,8 @@ import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
-import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
+import { DnsResolver } from '../../shared/src/dns.js';
+import type { Resolver } from '../../shared/src/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
 import { countQueue, type AttemptRecord } from './deliveries.js';
@@ -51,9 +52,12 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   await admin.disconnect();
 
   const wh = config.webhooks;
+  // c-ares, not dns.lookup: a slow DNS server must not hold the threadpool (shared/src/dns.ts).
+  const dns = new DnsResolver(wh.dns);
+  lifecycle.onStop('dns', () => dns.close());
   const sender = createSender({
-    policy: { allowPrivate: wh.allowPrivateTargets },
-    resolve: opts.resolve ?? systemResolver,
+    policy: { allowPrivate: wh.allowPrivateTargets, allowedPorts: wh.allowedPorts },
+    resolve: opts.resolve ?? dns.resolve,
     caPem: wh.caPem,
     timeoutMs: ATTEMPT_TIMEOUT_MS,
     userAgent: USER_AGENT,

@@ -211,6 +211,8 @@ describe('delivery leases and safety', function () {
   it('blocks a name that resolved to a public address at creation but resolves inside at delivery', async () => {
     const strictEnv = deliveryTestEnv(receiver.caFile, {
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false',
+      // The receiver's port is allowed: the rule under test is the address rule.
+      WEBHOOK_ALLOWED_PORTS: String(receiver.port),
       EVENTS_TOPIC: `${env.EVENTS_TOPIC}-rebind`,
       MONGO_DB: `${env.MONGO_DB}_rebind`,
     });
@@ -227,7 +229,9 @@ describe('delivery leases and safety', function () {
       return list.length > 0 && list;
     }, 20_000, 'blocked attempt');
     expect(attempt).to.include({ outcome: 'blocked_address', status: null });
-    expect(attempt.error).to.match(/127\.0\.0\.1/);
+    // The rule it broke, never the inside address the name pointed at.
+    expect(attempt.error).to.match(/resolves to a private or internal address/);
+    expect(attempt.error).to.not.match(/127\.0\.0\.1/);
     expect(lookups).to.include('rebind.webhooks.test');
     const w = await strictDb.until(async () => (await strictDb.webhook(sub._id))?.last_error && strictDb.webhook(sub._id), 10_000, 'last_error');
     expect(w).to.include({ last_status: null, last_error: 'blocked_address' });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { checkAddress, checkWebhookUrl, classifyAddress, type Resolver } from './url-safety.js';
+import { checkAddress, checkWebhookUrl, classifyAddress, redactAddresses, type Resolver } from './url-safety.js';
 
 const strict = { allowPrivate: false };
 const dev = { allowPrivate: true };
@@ -103,6 +103,22 @@ describe('url safety', () => {
       ['https://[2002:7f00:1::]/x', 'loopback'],
       ['https://localhost/x', 'local_name'],
       ['https://LOCALHOST./x', 'local_name'],
+      ['https://localhost../x', 'local_name'],
+      ['https://localhost.../x', 'local_name'],
+      ['https://api.localhost../x', 'local_name'],
+      ['https://metadata.google.internal../x', 'local_name'],
+      ['https://intranet../x', 'local_name'],
+      ['https://127.0.0.1./x', 'loopback'],
+      ['https://127.0.0.1../x', 'loopback'],
+      ['https://127.1../x', 'loopback'],
+      ['https://0x7f000001.../x', 'loopback'],
+      ['https://169.254.169.254../x', 'link_local'],
+      ['https://./x', 'invalid_url'],
+      ['https://..../x', 'invalid_url'],
+      ['https://hooks.example.com:8080/x', 'port'],
+      ['https://hooks.example.com:80/x', 'port'],
+      ['https://93.184.216.34:22/x', 'port'],
+      ['https://hooks.example.com:0/x', 'port'],
       ['https://loc%61lhost/x', 'local_name'],
       ['https://api.localhost/x', 'local_name'],
       ['https://printer.local/x', 'local_name'],
@@ -129,10 +145,46 @@ describe('url safety', () => {
       expect(await checkWebhookUrl('https://93.184.216.34/in', strict, dns)).to.deep.equal({ ok: true });
     });
 
-    it('names the offending address in the message', async () => {
-      const v = await checkWebhookUrl('https://half.example.com/x', strict, dns);
-      expect(v.ok).to.equal(false);
-      if (!v.ok) expect(v.message).to.match(/10\.1\.2\.3/).and.match(/private/);
+    it('says which rule a resolved name broke, never the address it resolved to', async () => {
+      for (const [url, address] of [
+        ['https://half.example.com/x', '10.1.2.3'],
+        ['https://inside.example.com/x', '127.0.0.1'],
+        ['https://metadata.example.com/x', '169.254.169.254'],
+        ['https://v6local.example.com/x', '::1'],
+      ] as const) {
+        const v = await checkWebhookUrl(url, strict, dns);
+        expect(v.ok, url).to.equal(false);
+        if (!v.ok) {
+          expect(v.message, url).to.match(/resolves to a private or internal address/);
+          expect(v.message, url).to.not.include(address);
+        }
+      }
+    });
+
+    it('strips every trailing dot of a name before resolving it', async () => {
+      const seen: string[] = [];
+      const spy: Resolver = async (name) => (seen.push(name), ['93.184.216.34']);
+      expect(await checkWebhookUrl('https://hooks.example.com.../x', strict, spy)).to.deep.equal({ ok: true });
+      expect(seen).to.deep.equal(['hooks.example.com']);
+    });
+
+    it('allows 443, 8443 and the configured ports only; the development setting admits any port', async () => {
+      const listed = { allowPrivate: false, allowedPorts: [[9443, 9443], [10000, 10100]] as [number, number][] };
+      expect(await checkWebhookUrl('https://hooks.example.com:443/x', strict, dns)).to.deep.equal({ ok: true });
+      expect(await checkWebhookUrl('https://hooks.example.com:8443/x', strict, dns)).to.deep.equal({ ok: true });
+      expect(await checkWebhookUrl('https://hooks.example.com:9443/x', strict, dns)).to.include({ ok: false, reason: 'port' });
+      expect(await checkWebhookUrl('https://hooks.example.com:9443/x', listed, dns)).to.deep.equal({ ok: true });
+      expect(await checkWebhookUrl('https://hooks.example.com:10050/x', listed, dns)).to.deep.equal({ ok: true });
+      const v = await checkWebhookUrl('https://hooks.example.com:10101/x', listed, dns);
+      expect(v).to.include({ ok: false, reason: 'port' });
+      if (!v.ok) expect(v.message).to.match(/port 10101 is not allowed/);
+      expect(await checkWebhookUrl('https://127.0.0.1:3999/x', dev, dns)).to.deep.equal({ ok: true });
+    });
+
+    it('passes who asks to the resolver (the per-account cap)', async () => {
+      let ctx: unknown;
+      await checkWebhookUrl('https://hooks.example.com/x', strict, async (_n, c) => ((ctx = c), ['93.184.216.34']), { account: 'acct_1' });
+      expect(ctx).to.deep.equal({ account: 'acct_1' });
     });
 
     it('with the development setting admits loopback and private targets but never metadata or multicast', async () => {
@@ -156,6 +208,12 @@ describe('url safety', () => {
       }
       expect(thrown).to.have.property('code', 'EAI_AGAIN');
     });
+  });
+
+  it('redacts non-public addresses from error texts, keeps public ones and other colons', () => {
+    expect(redactAddresses('connect ECONNREFUSED 10.0.0.7:443')).to.equal('connect ECONNREFUSED <internal address>:443');
+    expect(redactAddresses('connect ECONNREFUSED [::ffff:127.0.0.1]:443 and fe80::1')).to.equal('connect ECONNREFUSED <internal address>:443 and <internal address>');
+    expect(redactAddresses('connect ETIMEDOUT 93.184.216.34:443 at 12:34:56')).to.equal('connect ETIMEDOUT 93.184.216.34:443 at 12:34:56');
   });
 
   it('checkAddress applies the same policy to a dialled address', () => {

@@ -9,22 +9,26 @@
  * IPv6 address global unicast (2000::/3) outside every special range.
  * Tunnelled/translated IPv6 forms (IPv4-mapped, IPv4-compatible, 6to4, NAT64)
  * are judged by the IPv4 address they carry.
+ *
+ * Messages say which rule a URL broke, never which address a name resolved
+ * to: the API is not an oracle for what names mean inside our network.
  */
-import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 
-/** Resolves a host name to every address it has (tests inject a fake). */
-export type Resolver = (hostname: string) => Promise<string[]>;
+/** Who asks (the per-account cap on lookups in flight) and when to stop waiting. */
+export interface LookupContext {
+  account?: string;
+  signal?: AbortSignal;
+}
 
-export const systemResolver: Resolver = async (hostname) => {
-  const found = await lookup(hostname, { all: true, verbatim: true });
-  return found.map((a) => a.address);
-};
+/** Resolves a host name to every address it has (shared/src/dns.ts; tests inject a fake). */
+export type Resolver = (hostname: string, ctx?: LookupContext) => Promise<string[]>;
 
 export type BlockReason =
   | 'invalid_url'
   | 'scheme'
   | 'credentials'
+  | 'port'
   | 'local_name'
   | 'unresolvable'
   | 'loopback'
@@ -44,7 +48,16 @@ export interface SafetyPolicy {
    * Link-local (cloud metadata), multicast, reserved and the rest stay blocked.
    */
   allowPrivate: boolean;
+  /**
+   * Ports allowed besides 443 and 8443 (inclusive ranges; WEBHOOK_ALLOWED_PORTS).
+   * The development setting allowPrivate admits any port (local receivers listen
+   * where they can).
+   */
+  allowedPorts?: readonly (readonly [number, number])[];
 }
+
+/** Ports every policy allows: HTTPS and its common alternative. */
+export const DEFAULT_PORTS: readonly number[] = [443, 8443];
 
 export type Verdict = { ok: true } | { ok: false; reason: BlockReason; message: string };
 
@@ -52,6 +65,7 @@ const DESCRIBE: Record<BlockReason, string> = {
   invalid_url: 'not a valid URL',
   scheme: 'not https',
   credentials: 'contains credentials',
+  port: 'not an allowed port',
   local_name: 'a local or internal name',
   unresolvable: 'does not resolve',
   loopback: 'a loopback address',
@@ -151,18 +165,80 @@ function verdict(reason: BlockReason | null, policy: SafetyPolicy, subject: stri
   return { ok: false, reason, message: `${subject} is ${DESCRIBE[reason]}` };
 }
 
-/** Checks an address about to be connected to. */
+/** Checks a literal address (from the URL itself, so the message may name it). */
 export function checkAddress(ip: string, policy: SafetyPolicy): Verdict {
   return verdict(classifyAddress(ip), policy, `address ${ip}`);
 }
 
-export type HostKind = { kind: 'ip'; address: string } | { kind: 'name'; name: string };
+/**
+ * Checks an address a name resolved to. The message names the rule only:
+ * which inside address a name points at is not the caller's business.
+ */
+export function checkResolved(name: string, ip: string, policy: SafetyPolicy): Verdict {
+  const v = verdict(classifyAddress(ip), policy, '');
+  return v.ok ? v : { ok: false, reason: v.reason, message: `url host ${name} resolves to a private or internal address` };
+}
 
-/** The URL parser already turns 2130706433, 0x7f000001, 0177.0.0.1 and 127.1 into 127.0.0.1. */
+/** Anything in a text that looks like an IPv4 or IPv6 address (checked with the real parser below). */
+const ADDRESS_LIKE = /\[?[0-9a-f]*:[0-9a-f:.]*[0-9a-f]\]?|\b\d{1,3}(?:\.\d{1,3}){3}\b/gi;
+
+/** Replaces every non-public address in a text (an error we store or show) with "<internal address>". */
+export function redactAddresses(text: string): string {
+  return text.replace(ADDRESS_LIKE, (found) => {
+    const ip = found.replace(/^\[|\]$/g, '');
+    const valid = ipaddr.IPv4.isValidFourPartDecimal(ip) || (ip.includes(':') && ipaddr.IPv6.isValid(ip));
+    return valid && classifyAddress(ip) !== null ? '<internal address>' : found;
+  });
+}
+
+export type HostKind = { kind: 'ip'; address: string } | { kind: 'name'; name: string } | { kind: 'invalid' };
+
+/**
+ * The URL parser already turns 2130706433, 0x7f000001, 0177.0.0.1 and 127.1
+ * into 127.0.0.1, and drops one trailing dot of an address; every trailing dot
+ * is stripped here (`localhost..`, `127.0.0.1..` are the same hosts) and the
+ * rest parsed again, so no spelling gets past the rules as an unknown name.
+ */
 export function hostKind(hostname: string): HostKind {
   if (hostname.startsWith('[')) return { kind: 'ip', address: hostname.slice(1, -1) };
-  if (ipaddr.IPv4.isValidFourPartDecimal(hostname)) return { kind: 'ip', address: hostname };
-  return { kind: 'name', name: hostname.toLowerCase().replace(/\.$/, '') };
+  const stripped = hostname.toLowerCase().replace(/\.+$/, '');
+  if (stripped === '') return { kind: 'invalid' };
+  let host = stripped;
+  if (stripped !== hostname.toLowerCase()) {
+    try {
+      host = new URL(`https://${stripped}/`).hostname;
+    } catch {
+      return { kind: 'invalid' };
+    }
+    if (host.startsWith('[')) return { kind: 'ip', address: host.slice(1, -1) };
+  }
+  if (ipaddr.IPv4.isValidFourPartDecimal(host)) return { kind: 'ip', address: host };
+  return { kind: 'name', name: host };
+}
+
+function portAllowed(port: number, policy: SafetyPolicy): boolean {
+  if (policy.allowPrivate || DEFAULT_PORTS.includes(port)) return true;
+  return (policy.allowedPorts ?? []).some(([lo, hi]) => port >= lo && port <= hi);
+}
+
+/** The URL's port (443 when it has none) must be 443, 8443 or a configured one. */
+export function checkPort(url: URL, policy: SafetyPolicy): Verdict {
+  const port = url.port === '' ? 443 : Number(url.port);
+  if (portAllowed(port, policy)) return { ok: true };
+  return { ok: false, reason: 'port', message: `url port ${port} is not allowed (443, 8443 or one in WEBHOOK_ALLOWED_PORTS)` };
+}
+
+/** Every check that needs no DNS: scheme, credentials, port, literal address or name rules. */
+export function precheckUrl(raw: string, policy: SafetyPolicy): { url: URL; host: HostKind & { kind: 'name' | 'ip' } } | { verdict: Verdict & { ok: false } } {
+  const parsed = parseWebhookUrl(raw);
+  if ('verdict' in parsed) return parsed;
+  const host = hostKind(parsed.url.hostname);
+  if (host.kind === 'invalid') return { verdict: { ok: false, reason: 'invalid_url', message: 'url has no valid host' } };
+  const v = host.kind === 'ip' ? verdict(classifyAddress(host.address), policy, `url host ${host.address}`) : checkHostName(host.name, policy);
+  if (!v.ok) return { verdict: v };
+  const port = checkPort(parsed.url, policy);
+  if (!port.ok) return { verdict: port };
+  return { url: parsed.url, host };
 }
 
 function isLocalName(name: string): boolean {
@@ -195,16 +271,14 @@ export function parseWebhookUrl(raw: string): { url: URL } | { verdict: Verdict 
  * The full check at subscription time: static rules, then the literal
  * address or every address the name resolves to.
  */
-export async function checkWebhookUrl(raw: string, policy: SafetyPolicy, resolve: Resolver): Promise<Verdict> {
-  const parsed = parseWebhookUrl(raw);
-  if ('verdict' in parsed) return parsed.verdict;
-  const host = hostKind(parsed.url.hostname);
-  if (host.kind === 'ip') return verdict(classifyAddress(host.address), policy, `url host ${host.address}`);
-  const named = checkHostName(host.name, policy);
-  if (!named.ok) return named;
+export async function checkWebhookUrl(raw: string, policy: SafetyPolicy, resolve: Resolver, ctx: LookupContext = {}): Promise<Verdict> {
+  const checked = precheckUrl(raw, policy);
+  if ('verdict' in checked) return checked.verdict;
+  const { host } = checked;
+  if (host.kind === 'ip') return { ok: true };
   let addresses: string[];
   try {
-    addresses = await resolve(host.name);
+    addresses = await resolve(host.name, ctx);
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code && !['ENOTFOUND', 'ENODATA', 'ENONAME', 'EAI_NONAME', 'EAI_NODATA'].includes(code)) throw err;
@@ -212,7 +286,7 @@ export async function checkWebhookUrl(raw: string, policy: SafetyPolicy, resolve
   }
   if (addresses.length === 0) return { ok: false, reason: 'unresolvable', message: `url host ${host.name} does not resolve` };
   for (const address of addresses) {
-    const v = verdict(classifyAddress(address), policy, `url host ${host.name} resolves to ${address}, which`);
+    const v = checkResolved(host.name, address, policy);
     if (!v.ok) return v;
   }
   return { ok: true };

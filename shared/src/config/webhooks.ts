@@ -1,3 +1,5 @@
+import type { DnsConfig } from '../dns.js';
+import { loadDnsConfig } from './dns.js';
 import { ConfigError, type Env, bool, optionalStr } from './env.js';
 
 /** Webhook settings both processes read: the API checks and seals, the delivery process checks and signs. */
@@ -9,6 +11,27 @@ export interface WebhookConfig {
    * addresses (a receiver on this machine). Refused when NODE_ENV=production.
    */
   allowPrivateTargets: boolean;
+  /** Ports allowed besides 443 and 8443 (inclusive ranges; WEBHOOK_ALLOWED_PORTS). */
+  allowedPorts: [number, number][];
+  /** How webhook host names are resolved (c-ares, cached, capped per account). */
+  dns: DnsConfig;
+}
+
+/** `9443,10000-10100`: single ports and inclusive ranges. */
+function parsePorts(env: Env): [number, number][] {
+  const raw = optionalStr(env, 'WEBHOOK_ALLOWED_PORTS');
+  if (raw === undefined) return [];
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const m = /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(entry);
+      const lo = Number(m?.[1]);
+      const hi = m?.[2] === undefined ? lo : Number(m[2]);
+      if (!m || lo < 1 || hi > 65535 || lo > hi) throw new ConfigError('WEBHOOK_ALLOWED_PORTS', `has a bad entry "${entry}" (want a port or a range like 10000-10100)`);
+      return [lo, hi];
+    });
 }
 
 // base64 of the 32 ASCII bytes "dev-only-webhook-key-change-me!!".
@@ -26,5 +49,5 @@ export function loadWebhookConfig(env: Env, production: boolean): WebhookConfig 
   if (allowPrivateTargets && production) {
     throw new ConfigError('WEBHOOK_ALLOW_PRIVATE_TARGETS', 'is a development setting and is refused when NODE_ENV=production');
   }
-  return { secretKey: key, allowPrivateTargets };
+  return { secretKey: key, allowPrivateTargets, allowedPorts: parsePorts(env), dns: loadDnsConfig(env) };
 }

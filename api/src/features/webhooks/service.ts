@@ -9,7 +9,8 @@ import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
 import type { AttemptDoc, WebhookDoc } from '../../../../shared/src/mongo/index.js';
 import { newWebhookSecret } from '../../../../shared/src/signing.js';
-import { checkWebhookUrl, parseWebhookUrl } from '../../../../shared/src/url-safety.js';
+import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
+import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '../../../../shared/src/url-safety.js';
 import type { ApiDeps } from '../../deps.js';
 import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput } from './schemas.js';
 
@@ -40,9 +41,6 @@ export interface Attempt {
   at: string;
   next_attempt_at: string | null;
 }
-
-/** How long a URL check may wait for DNS before answering 503. */
-const RESOLVE_TIMEOUT_MS = 5000;
 
 export function toWebhook(doc: WebhookDoc): Webhook {
   return {
@@ -98,21 +96,24 @@ export async function getWebhook(deps: WebhookDeps, accountId: string, id: strin
   return toWebhook(await findOwned(deps, accountId, id));
 }
 
-/** Resolves and checks the URL; 400 naming the reason, 503 when DNS cannot answer now. */
-async function assertSafeUrl(deps: WebhookDeps, url: string): Promise<string> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(unavailable('DNS resolution')), RESOLVE_TIMEOUT_MS);
-  });
+/**
+ * Resolves and checks the URL; 400 naming the rule it broke (never the
+ * address a name resolved to), 429 when the account has its cap of DNS
+ * lookups in flight, 503 when DNS cannot answer now (the resolver's own
+ * timeout, DNS_TIMEOUT_MS, bounds the wait).
+ */
+async function assertSafeUrl(deps: WebhookDeps, accountId: string, url: string): Promise<string> {
+  const wh = deps.config.webhooks;
+  let verdict: Verdict;
   try {
-    const verdict = await Promise.race([checkWebhookUrl(url, { allowPrivate: deps.config.webhooks.allowPrivateTargets }, deps.resolveHost), timeout]);
-    if (!verdict.ok) throw validationFailed([{ path: 'url', message: verdict.message }], `url is not allowed: ${verdict.message}`);
+    verdict = await checkWebhookUrl(url, { allowPrivate: wh.allowPrivateTargets, allowedPorts: wh.allowedPorts }, deps.resolveHost, { account: accountId });
   } catch (err) {
-    if (err instanceof AppError) throw err;
+    if ((err as { code?: string }).code === LOOKUP_LIMIT) {
+      throw new AppError('rate_limited', `Too many webhook URL checks in flight for this account (at most ${wh.dns.maxLookupsPerAccount}); try again shortly`, undefined, { 'Retry-After': '1' });
+    }
     throw unavailable('DNS resolution');
-  } finally {
-    clearTimeout(timer);
   }
+  if (!verdict.ok) throw validationFailed([{ path: 'url', message: verdict.message }], `url is not allowed: ${verdict.message}`);
   // Store the parser's canonical form: what was checked is exactly what will be dialled.
   const parsed = parseWebhookUrl(url);
   return 'url' in parsed ? parsed.url.href : url;
@@ -139,7 +140,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
   const full = (): AppError => new AppError('conflict', `An account may have at most ${cap} webhooks; delete one first`);
   const taken = await storage(webhooks.find({ account_id: accountId }, { projection: { slot: 1 } }).toArray());
   if (taken.length >= cap) throw full();
-  const url = await assertSafeUrl(deps, input.url);
+  const url = await assertSafeUrl(deps, accountId, input.url);
 
   const id = 'wh_' + randomBytes(12).toString('hex');
   const secret = newWebhookSecret();

@@ -61,7 +61,7 @@ export function webhookPaths(config: ApiConfig): Record<string, SchemaObject> {
     '/api/v1/webhooks': {
       get: op('listWebhooks', 'List the account\'s subscriptions', { responses: { '200': authedJson('The subscriptions', ref('WebhookList')), ...errors(401, 429, 503) } }),
       post: op('createWebhook', 'Subscribe an HTTPS endpoint', {
-        description: `The URL must be HTTPS and resolve only to public addresses (loopback, private, link-local, CGNAT, multicast and reserved addresses are refused, here and again at every delivery). \`events\` is exactly \`["*"]\` or a list of types. At most ${config.webhooks.maxPerAccount} per account (409). The secret is in this response; it can be shown again with POST …/secret.`,
+        description: `The URL must be HTTPS and resolve only to public addresses (loopback, private, link-local, CGNAT, multicast and reserved addresses are refused, here and again at every delivery), on port 443, 8443 or one the deployment allows (WEBHOOK_ALLOWED_PORTS); a refusal names the rule broken, never the address a name resolved to. 429 when the account already has ${config.webhooks.dns.maxLookupsPerAccount} URL checks waiting for DNS. \`events\` is exactly \`["*"]\` or a list of types. At most ${config.webhooks.maxPerAccount} per account (409). The secret is in this response; it can be shown again with POST …/secret.`,
         requestBody: { required: true, content: { 'application/json': { schema: bodySchema(createWebhookBody) } } },
         responses: { '201': authedJson('The subscription, with its signing secret', ref('WebhookWithSecret')), ...errors(400, 401, 409, 413, 415, 429, 503) },
       }),
