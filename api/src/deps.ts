@@ -5,7 +5,7 @@ import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
-import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
+import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { startWindowSweeper } from './features/limits/window-store.js';
@@ -37,7 +37,7 @@ export interface ApiDeps {
   metrics: ApiMetrics;
 }
 
-export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
+export function createDeps(config: ApiConfig, overrides: { log?: Logger; events?: EventsRuntimeOverrides } = {}): ApiDeps {
   const log = overrides.log ?? createLogger('api', config.logLevel).child({ instance: config.instanceId });
   const mongo = createMongo(config, { log });
   const kafka = createKafka(config, log);
@@ -49,7 +49,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
   const clock = (): Date => new Date();
   const metrics = createApiMetrics();
-  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag);
+  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag, overrides.events);
   metrics.watchMaterializer({
     partitions: () => events.fanout.partitions(),
     endOffset: (p) => maxOf(events.fanout.position(p), metrics.consumerLag.highWatermark(p) ?? 0n),
