@@ -6,7 +6,7 @@ import { call } from '../../support/api.js';
 
 export interface OpenStream {
   status: number;
-  /** Event ids received so far (the `id:` of each event; an id-only message, a resume point, is not an event). */
+  /** Event ids received so far (the `id:` of each event; a resume point is not an event). */
   ids: string[];
   /** The last `id:` seen, event or resume point: where EventSource would reconnect from. */
   lastId: string | null;
@@ -48,7 +48,7 @@ export async function openStream(base: string, apiKey: string, query = ''): Prom
           const line = buffer.slice(0, cut);
           buffer = buffer.slice(cut + 1);
           if (line.startsWith('id: ')) id = line.slice(4);
-          else if (line.startsWith('data:')) isEvent = true;
+          else if (line.startsWith('event: ')) isEvent = line !== 'event: resume';
           else if (line === '') {
             if (id !== null) stream.lastId = id;
             if (id !== null && isEvent) ids.push(id);
