@@ -183,6 +183,7 @@ export class FanOut {
     const { partition } = batch;
     for (const message of batch.messages) {
       const offset = BigInt(message.offset);
+      if (!this.positions.has(partition)) this.positions.set(partition, offset); // a partition unknown at startup
       const next = this.position(partition);
       if (offset < next) {
         resolveOffset(message.offset); // already dispatched
