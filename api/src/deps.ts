@@ -6,7 +6,7 @@ import { SecretBox } from '../../shared/src/secrets.js';
 import { DnsResolver } from '../../shared/src/dns.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
-import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
+import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { startWindowSweeper } from './features/limits/window-store.js';
@@ -38,7 +38,7 @@ export interface ApiDeps {
   metrics: ApiMetrics;
 }
 
-export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
+export function createDeps(config: ApiConfig, overrides: { log?: Logger; events?: EventsRuntimeOverrides } = {}): ApiDeps {
   const log = overrides.log ?? createLogger('api', config.logLevel).child({ instance: config.instanceId });
   const mongo = createMongo(config, { log });
   const kafka = createKafka(config, log);
@@ -50,7 +50,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
   const clock = (): Date => new Date();
   const metrics = createApiMetrics();
-  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag);
+  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag, overrides.events);
   metrics.watchMaterializer({
     partitions: () => events.fanout.partitions(),
     endOffset: (p) => maxOf(events.fanout.position(p), metrics.consumerLag.highWatermark(p) ?? 0n),

@@ -120,14 +120,15 @@ describe('server-sent events', function () {
   it('frames the stream: retry hint first, SSE headers, one event per id/event/data block', async () => {
     const account = await createAccount(a.url);
     const sent = await ingest(a, [{ account_id: account.userId, type: 'call.takeover', data: { agent: 'x' } }]);
-    const { res, text, close } = await rawStream(await streamUrl(b, account), { headers: { 'Last-Event-ID': zeroCursorOf(sent[0]!.cursor) }, until: /\n\n.*\n\n/s });
+    const { res, text, close } = await rawStream(await streamUrl(b, account), { headers: { 'Last-Event-ID': zeroCursorOf(sent[0]!.cursor) }, until: /event: call\.takeover[^]*\n\n/ });
     close();
     expect(res.status).to.equal(200);
     expect(res.headers.get('content-type')).to.match(/^text\/event-stream/);
     expect(res.headers.get('cache-control')).to.match(/no-cache/);
     expect(res.headers.get('x-accel-buffering')).to.equal('no');
     expect(text.startsWith('retry: 3000\n\n')).to.equal(true);
-    const block = text.split('\n\n')[1]!;
+    expect(text.split('\n\n')[1], 'a resume point (where it started) comes first').to.match(/^id: [^\n]+\nevent: resume\ndata: \{"cursor":"[^"]+"\}$/);
+    const block = text.split('\n\n').find((b) => !b.includes('event: resume') && b.startsWith('id: '))!;
     const [id, event, data] = block.split('\n');
     expect(id).to.equal(`id: ${sent[0]!.cursor}`);
     expect(event).to.equal('event: call.takeover');
@@ -250,6 +251,35 @@ describe('server-sent events over time (short-lived streams)', function () {
       await client.until((c) => c.events.length >= 12, 15_000);
       await sleep(300);
       expect(client.opens).to.be.at.least(2);
+      expect(client.events.map((e) => e.id)).to.deep.equal(sent);
+    } finally {
+      client.close();
+    }
+  });
+  it('gives an idle stream a resume point: events ingested while EventSource reconnects are delivered', async () => {
+    const account = await createAccount(api.url);
+    await ingest(api, [{ account_id: account.userId, type: 'call.started' }]); // before the stream: not for it
+    const { text } = await rawStream(await streamUrl(api, account), { until: /\n\n[^]*\n\n/, maxMs: 5000 });
+    expect(text, 'the stream opens with a resume point').to.match(/^retry: \d+\n\nid: [^\n]+\nevent: resume\n/);
+
+    let reconnecting!: () => void;
+    const reconnectSeen = new Promise<void>((resolve) => (reconnecting = resolve));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const client = new StreamClient(await streamUrl(api, account), {
+      beforeReconnect: async () => {
+        reconnecting();
+        await gate;
+      },
+    });
+    try {
+      await client.until((c) => c.opens === 1);
+      // The server ends the idle stream (STREAM_DURATION_MS); while EventSource is away, events arrive.
+      await reconnectSeen;
+      const sent = (await ingest(api, [1, 2, 3].map((i) => ({ account_id: account.userId, type: 'message.received', data: { i } })))).map((e) => e.cursor);
+      release();
+      await client.until((c) => c.events.length >= 3, 15_000).catch(() => undefined);
+      expect(client.reconnects[0], 'the reconnect named a resume point').to.be.a('string');
       expect(client.events.map((e) => e.id)).to.deep.equal(sent);
     } finally {
       client.close();

@@ -183,4 +183,43 @@ describe('long-poll at shutdown', function () {
     expect(res.body).to.include({ event: null, timed_out: true });
     await closing;
   });
+
+  it('returns a cursor no later than what it checked: events ingested during the shutdown reach a client looping on it on another process', async () => {
+    const [a, b] = await sharedApis();
+    const acct = await createAccount(a.url);
+    const partition = a.deps.events.log.partitionOf(acct.userId);
+    let other = fakeAccountId();
+    while (a.deps.events.log.partitionOf(other) !== partition) other = fakeAccountId();
+    const [first] = await ingest(a, [{ account_id: acct.userId, type: 'call.started' }]);
+    await ingest(a, [{ account_id: other, type: 'call.started' }]); // the cursor is now behind the partition's end
+    // A process started now cannot vouch for offsets before it started: resuming from `first` waits for the
+    // materializer. That wait is held open (the test's gate) while the process shuts down and events arrive.
+    const api = await startTestApi({ INSTANCE_ID: 'test-shutdown-cursor' });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const watermarks = api.deps.events.watermarks;
+    const waitFor = watermarks.waitFor.bind(watermarks);
+    let held = 0;
+    watermarks.waitFor = async (p, offset, timeoutMs) => {
+      held += 1;
+      await gate;
+      return waitFor(p, offset, timeoutMs);
+    };
+    const pending = call(api.url, 'POST', '/api/v1/events/wait', { headers: { 'x-api-key': acct.apiKey }, body: { timeout_ms: 50_000, since: first!.cursor } });
+    await eventually(async () => (held > 0 ? true : undefined));
+    const closing = api.close(); // graceful: waiters are closed first, the consumers stop later
+    await eventually(async () => (api.deps.events.registry.size === 0 || api.deps.lifecycle.isStopping ? true : undefined));
+    const during = await ingest(b, [{ account_id: acct.userId, type: 'message.received', data: { during: 'shutdown' } }]);
+    const offset = decodeCursor(during[0]!.cursor).offset;
+    await eventually(async () => (api.deps.events.fanout.position(partition) > offset ? true : undefined), 20_000);
+    release();
+    const res = await pending;
+    await closing;
+    expect(res.status).to.equal(200);
+    expect(res.body).to.include({ event: null, timed_out: true });
+    expect(decodeCursor(res.body.cursor).offset < offset, `the returned cursor ${res.body.cursor} is before the event at ${offset}`).to.equal(true);
+    // The client loops on the cursor against another process: it gets the event.
+    const next = await call(b.url, 'POST', '/api/v1/events/wait', { headers: { 'x-api-key': acct.apiKey }, body: { timeout_ms: 5000, since: res.body.cursor } });
+    expect(next.body.event?.id, 'the event ingested during the shutdown').to.equal(during[0]!.id);
+  });
 });

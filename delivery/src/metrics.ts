@@ -114,8 +114,12 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-/** GET /metrics on its own port (METRICS_TOKEN as bearer when set); anything else is a JSON 404. */
-export async function startMetricsServer(opts: { registry: Registry; host: string; port: number; token: string | null; log: Logger }): Promise<MetricsServer> {
+/**
+ * GET /metrics on its own port (METRICS_TOKEN as bearer when set) and GET
+ * /readyz (open, no detail: 200, or 503 while the consumer is dead and not
+ * yet replaced); anything else is a JSON 404.
+ */
+export async function startMetricsServer(opts: { registry: Registry; host: string; port: number; token: string | null; log: Logger; ready?: () => boolean }): Promise<MetricsServer> {
   const authorized = metricsAuthorizer(opts.token);
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -124,6 +128,9 @@ export async function startMetricsServer(opts: { registry: Registry; host: strin
     };
     const error = (status: number, code: string, message: string, headers: Record<string, string> = {}): void =>
       send(status, 'application/json', JSON.stringify({ error: { code, message, request_id: '' } }), headers);
+    if (path === '/readyz' && opts.ready && (req.method === 'GET' || req.method === 'HEAD')) {
+      return opts.ready() ? send(200, 'application/json', JSON.stringify({ status: 'ready' })) : error(503, 'unavailable', 'The delivery consumer is not running', { 'Retry-After': '5' });
+    }
     if (path !== '/metrics') return error(404, 'not_found', `No route for ${req.method} ${path}`);
     if (req.method !== 'GET' && req.method !== 'HEAD') return error(405, 'method_not_allowed', 'Only GET', { Allow: 'GET, HEAD' });
     if (!authorized(req.headers.authorization)) return error(401, 'unauthorized', 'A valid metrics token is required', { 'WWW-Authenticate': 'Bearer' });

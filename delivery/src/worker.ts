@@ -1,4 +1,5 @@
-import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer } from '../../shared/src/eventlog/kafka.js';
+import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
+import { SupervisedConsumer } from '../../shared/src/eventlog/supervised-consumer.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
@@ -17,7 +18,8 @@ import { RetryScheduler } from './retry-scheduler.js';
 export interface RunningDelivery {
   log: Logger;
   mongo: Mongo;
-  consumer: Consumer;
+  /** The delivery consumer under its watchdog (replaced when silent past its bound). */
+  consumer: SupervisedConsumer;
   dispatcher: Dispatcher;
   scheduler: RetryScheduler;
   metrics: DeliveryMetrics;
@@ -30,6 +32,10 @@ export interface DeliveryOptions {
   log?: Logger;
   /** DNS for receiver names; tests inject a fake to play DNS rebinding. */
   resolve?: Resolver;
+  /** A consumer silent this long is replaced (default 60 s). */
+  stallMs?: number;
+  /** Makes the consumers (tests stand in a hung one). */
+  newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
 }
 
 export const USER_AGENT = 'event-platform-webhooks/1.0';
@@ -85,20 +91,29 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: wh.retentionMs, intervalMs: 10 * 60_000, clock });
   lifecycle.onStop('retention-sweeper', stopSweeper);
 
-  const consumer = createConsumer(kafka, config.groupId);
-  await consumer.connect();
-  lifecycle.onStop('consumer', () => consumer.disconnect());
-  await consumer.subscribe({ topic: config.kafka.eventsTopic, fromBeginning: true });
-  await consumer.run({
-    eachBatchAutoResolve: false,
-    autoCommit: true,
-    partitionsConsumedConcurrently: 4,
-    eachBatch: metrics.consumerLag.track('delivery', consumer, config.kafka.eventsTopic, eachBatchHandler({ ...shared, dispatcher })),
+  const consumer = new SupervisedConsumer({
+    name: 'delivery',
+    groupId: config.groupId,
+    log,
+    stallMs: opts.stallMs,
+    newConsumer: () => (opts.newConsumer ?? createConsumer)(kafka, config.groupId),
+    run: async (c) => {
+      await c.connect();
+      await c.subscribe({ topic: config.kafka.eventsTopic, fromBeginning: true });
+      await c.run({
+        eachBatchAutoResolve: false,
+        autoCommit: true,
+        partitionsConsumedConcurrently: 4,
+        eachBatch: metrics.consumerLag.track('delivery', c, config.kafka.eventsTopic, eachBatchHandler({ ...shared, dispatcher })),
+      });
+    },
   });
+  await consumer.start();
+  lifecycle.onStop('consumer', () => consumer.stop());
 
   let metricsUrl: string | null = null;
   if (config.metrics.port !== 0) {
-    const server = await startMetricsServer({ registry: metrics.registry, host: config.metrics.host, port: config.metrics.port, token: config.metrics.token, log });
+    const server = await startMetricsServer({ registry: metrics.registry, host: config.metrics.host, port: config.metrics.port, token: config.metrics.token, log, ready: () => consumer.health().alive });
     lifecycle.onStop('metrics server', () => server.close());
     metricsUrl = server.url;
   }

@@ -14,10 +14,18 @@ export class StreamClient {
   private readonly es: EventSource;
   private waiters: (() => void)[] = [];
 
-  constructor(url: string, opts: { lastEventId?: string; types?: readonly string[] } = {}) {
+  /** The Last-Event-ID each reconnect sent (null: none, the stream restarts at the live end). */
+  readonly reconnects: (string | null)[] = [];
+
+  /** @param opts.beforeReconnect held before each reconnect's request (a test widens the reconnect gap with it) */
+  constructor(url: string, opts: { lastEventId?: string; types?: readonly string[]; beforeReconnect?: () => Promise<void> } = {}) {
     this.es = new EventSource(url, {
-      fetch: (input, init) => {
+      fetch: async (input, init) => {
         const headers: Record<string, string> = { ...(init?.headers as Record<string, string>) };
+        if (this.opens > 0) {
+          this.reconnects.push(headers['Last-Event-ID'] ?? null);
+          await opts.beforeReconnect?.();
+        }
         // Only for the first connection: EventSource sends its own Last-Event-ID on reconnects.
         if (opts.lastEventId && this.opens === 0 && !headers['Last-Event-ID']) headers['Last-Event-ID'] = opts.lastEventId;
         return fetch(input, { ...init, headers });

@@ -97,11 +97,14 @@ async function streamOnce(base, account, reader) {
       buf = buf.slice(cut + 2);
       let id = null;
       let data = null;
+      let resume = false;
       for (const line of frame.split('\n')) {
         if (line.startsWith('id: ')) id = line.slice(4);
         else if (line.startsWith('data: ')) data = line.slice(6);
+        else if (line === 'event: resume') resume = true;
       }
-      if (data) {
+      if (resume && id) reader.lastId = id; // a resume point, not an event
+      else if (data) {
         record(reader, JSON.parse(data));
         if (id) reader.lastId = id;
       }

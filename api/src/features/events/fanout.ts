@@ -1,18 +1,40 @@
 /**
  * The fan-out consumer: every API process reads every partition (its own
  * group, committing nothing) and hands each event to this process's waiters
- * of that account. It pins where it starts: the end offsets read at startup,
- * sought right after joining, so the fan-out position P of every partition
- * (the next offset not yet dispatched) is known from the first moment and
- * only moves forward one offset at a time.
+ * of that account. The fan-out position P of a partition (the next offset
+ * not yet dispatched) is pinned at startup to the end offsets and then only
+ * moves forward one dispatched offset at a time; the consumer is made to
+ * follow P, never the other way round:
+ * - on every group join (start, session timeout, coordinator move, broker
+ *   restart, kafkajs restart, watchdog replacement) each assigned partition
+ *   is sought to P, since a group that commits nothing would otherwise
+ *   resume at the partition's end and skip what was written meanwhile;
+ * - a batch that starts after P is sought back to P;
+ * - offsets the broker no longer has (P below the partition's low watermark)
+ *   are read from MongoDB (every event below the materializer's watermark is
+ *   stored there) and dispatched in order: a gap is filled, never skipped.
  */
 import { randomBytes } from 'node:crypto';
 import { decodeEnvelope, toRecord } from '../../../../shared/src/eventlog/envelope.js';
 import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '../../../../shared/src/eventlog/kafka.js';
+import { SupervisedConsumer, type ConsumerHealth } from '../../../../shared/src/eventlog/supervised-consumer.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../../shared/src/metrics.js';
 import { RecentAccounts } from './recent-accounts.js';
-import type { WaiterRegistry } from './waiters.js';
+import type { LiveEvent, WaiterRegistry } from './waiters.js';
+
+/** A stored event of any account, for filling a gap the broker can no longer serve. */
+export interface StoredEvent extends LiveEvent {
+  accountId: string;
+}
+
+/** What the fan-out reads from MongoDB to fill a gap below the broker's low watermark. */
+export interface FanOutHistory {
+  /** Resolves true once the partition's materialized offset is at least `offset`, false after `timeoutMs`. */
+  waitForWatermark(partition: number, offset: bigint, timeoutMs: number): Promise<boolean>;
+  /** Stored events of every account with offsets in [from, before), oldest first, at most `limit`. */
+  readPartition(partition: number, from: bigint, before: bigint, limit: number): Promise<StoredEvent[]>;
+}
 
 export interface FanOutOptions {
   kafka: Kafka;
@@ -25,24 +47,42 @@ export interface FanOutOptions {
   lag?: ConsumerLag;
   /** Accounts remembered per partition for RecentAccounts (default 20,000, about 2 MB). */
   recentAccountsPerPartition?: number;
+  /** Where a gap below the broker's low watermark is read from. */
+  history: FanOutHistory;
+  /** A consumer showing no sign of life this long is replaced (default 60 s). */
+  stallMs?: number;
+  /** Makes the consumers (tests stand in a hung one). */
+  newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
 }
+
+const GAP_PAGE = 500;
 
 export class FanOut {
   readonly groupId: string;
   private readonly positions = new Map<number, bigint>();
-  /** The position a gap was last repaired from, per partition, so a repair is tried once. */
-  private readonly repairs = new Map<number, bigint>();
-  private consumer: Consumer | null = null;
+  /** Work on one partition (a batch, a gap fill) runs one at a time, in order. */
+  private readonly lanes = new Map<number, Promise<void>>();
+  private readonly supervised: SupervisedConsumer;
   /** Which accounts had events among the offsets dispatched (lets a resuming feed skip MongoDB). */
   readonly recent: RecentAccounts;
+  /** Group joins seen (for tests and logs). */
+  joins = 0;
 
   constructor(private readonly opts: FanOutOptions) {
     this.recent = new RecentAccounts(opts.recentAccountsPerPartition ?? 20_000);
     this.groupId = `${opts.groupPrefix}.${opts.instanceId}.${randomBytes(3).toString('hex')}`;
+    this.supervised = new SupervisedConsumer({
+      name: 'fan-out',
+      groupId: this.groupId,
+      log: opts.log,
+      stallMs: opts.stallMs,
+      newConsumer: () => (opts.newConsumer ?? createConsumer)(opts.kafka, this.groupId),
+      run: (consumer) => this.runConsumer(consumer),
+    });
   }
 
   async start(): Promise<void> {
-    const { kafka, topic, log } = this.opts;
+    const { kafka, topic } = this.opts;
     const admin = kafka.admin();
     await admin.connect();
     try {
@@ -53,12 +93,17 @@ export class FanOut {
     } finally {
       await admin.disconnect();
     }
-    const consumer = createConsumer(kafka, this.groupId);
-    this.consumer = consumer;
+    await this.supervised.start();
+  }
+
+  private async runConsumer(consumer: Consumer): Promise<void> {
+    const { topic, log } = this.opts;
+    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => this.onJoin(consumer, payload.memberAssignment[topic] ?? []));
     await consumer.connect();
     await consumer.subscribe({ topic, fromBeginning: false });
-    const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(payload);
+    const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(consumer, payload);
     await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: this.opts.lag?.track('fanout', consumer, topic, eachBatch) ?? eachBatch });
+    // The first join may have come before run() let seeks in: pin every partition once more.
     for (const [partition, offset] of this.positions) consumer.seek({ topic, partition, offset: offset.toString() });
     log.info({ group: this.groupId }, 'fan-out started');
   }
@@ -75,11 +120,19 @@ export class FanOut {
     return [...this.positions.keys()];
   }
 
+  health(): ConsumerHealth {
+    return this.supervised.health();
+  }
+
+  /** Consumers replaced because they stalled. */
+  get replaced(): number {
+    return this.supervised.replaced;
+  }
+
   async stop(): Promise<void> {
-    const consumer = this.consumer;
-    this.consumer = null;
-    if (!consumer) return;
-    await consumer.disconnect();
+    const wasRunning = this.supervised.consumer !== null;
+    await this.supervised.stop();
+    if (!wasRunning) return;
     // The group held only this process and committed nothing: remove it so groups do not pile up.
     const admin = this.opts.kafka.admin();
     try {
@@ -92,16 +145,63 @@ export class FanOut {
     }
   }
 
-  private async handleBatch({ batch, resolveOffset }: EachBatchPayload): Promise<void> {
+  /**
+   * A (re)join: the group commits nothing, so kafkajs would resume each
+   * partition at its end. Seek every assigned partition to P right away
+   * (applied before the next fetch); then, for a partition whose P the broker
+   * no longer has, fill the gap from MongoDB (a quiet partition brings no
+   * batch that would reveal it).
+   */
+  private onJoin(consumer: Consumer, assigned: number[]): void {
+    this.joins += 1;
+    const { topic, log } = this.opts;
+    for (const partition of assigned) {
+      const position = this.positions.get(partition);
+      if (position !== undefined) consumer.seek({ topic, partition, offset: position.toString() });
+    }
+    log.info({ group: this.groupId, partitions: assigned, joins: this.joins }, 'fan-out joined its group; resuming every partition at its own position');
+    void this.lowWatermarks()
+      .then((lows) => {
+        for (const partition of assigned) {
+          const low = lows.get(partition);
+          if (low === undefined) continue;
+          void this.inLane(partition, async () => {
+            if (this.position(partition) >= low || this.supervised.consumer !== consumer) return;
+            await this.fillFromStore(partition, low, () => this.supervised.consumer === consumer);
+            consumer.seek({ topic, partition, offset: this.position(partition).toString() });
+          }).catch((err: unknown) => log.error({ err, partition }, 'fan-out could not fill a gap from MongoDB'));
+        }
+      })
+      .catch((err: unknown) => log.warn({ err }, 'fan-out could not read the low watermarks after joining'));
+  }
+
+  private handleBatch(consumer: Consumer, payload: EachBatchPayload): Promise<void> {
+    return this.inLane(payload.batch.partition, () => this.dispatchBatch(consumer, payload));
+  }
+
+  private async dispatchBatch(consumer: Consumer, { batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { partition } = batch;
     for (const message of batch.messages) {
       const offset = BigInt(message.offset);
-      const next = this.positions.get(partition) ?? offset;
+      if (!this.positions.has(partition)) this.positions.set(partition, offset); // a partition unknown at startup
+      const next = this.position(partition);
       if (offset < next) {
         resolveOffset(message.offset); // already dispatched
         continue;
       }
-      if (offset > next && this.repairGap(partition, next, offset)) return;
+      if (offset > next) {
+        // The consumer is ahead of P (reset to the end by a join whose seek came late, or out of range).
+        const low = (await this.lowWatermarks()).get(partition) ?? 0n;
+        if (next < low) {
+          const until = low < offset ? low : offset;
+          const current = (): boolean => this.supervised.consumer === consumer && isRunning() && !isStale();
+          if (!(await this.fillFromStore(partition, until, current, heartbeat))) return;
+        }
+        if (this.position(partition) < offset) {
+          consumer.seek({ topic: this.opts.topic, partition, offset: this.position(partition).toString() });
+          return;
+        }
+      }
       this.dispatch(partition, offset, message.key, message.value);
       this.positions.set(partition, offset + 1n);
       resolveOffset(message.offset);
@@ -109,19 +209,53 @@ export class FanOut {
   }
 
   /**
-   * The consumer jumped ahead of P (the pin was not applied yet, or the group
-   * was re-created after a long stall and reset to the end). Seek back once;
-   * if the broker still starts later, those offsets no longer exist.
+   * Dispatches the stored events of [P, until) in order and moves P to
+   * `until`: those offsets are gone from the broker. Waits for the
+   * materializer to have stored them (watermark at least until - 1), however
+   * long that takes: this partition's waiters wait rather than miss events.
+   * False when `current` says this consumer no longer owns the work.
    */
-  private repairGap(partition: number, next: bigint, offset: bigint): boolean {
-    if (this.repairs.get(partition) !== next && this.consumer) {
-      this.repairs.set(partition, next);
-      this.consumer.seek({ topic: this.opts.topic, partition, offset: next.toString() });
-      return true;
+  private async fillFromStore(partition: number, until: bigint, current: () => boolean, heartbeat?: () => Promise<void>): Promise<boolean> {
+    const { history, log } = this.opts;
+    const from = this.position(partition);
+    log.warn({ partition, from: from.toString(), until: until.toString() }, 'fan-out position is below what the broker still has; filling the gap from MongoDB');
+    while (!(await history.waitForWatermark(partition, until - 1n, 2000))) {
+      if (!current()) return false;
+      await heartbeat?.();
     }
-    this.opts.log.error({ partition, from: next.toString(), to: offset.toString() }, 'fan-out skipped offsets the broker no longer has');
-    this.recent.reset(partition, offset); // nothing is known of the skipped offsets
-    return false;
+    let next = from;
+    while (next < until) {
+      const page = await history.readPartition(partition, next, until, GAP_PAGE);
+      for (const stored of page) {
+        const offset = stored.position.offset;
+        this.recent.note(partition, stored.accountId, offset);
+        if (this.opts.registry.hasAccount(stored.accountId)) this.opts.registry.dispatch(stored.accountId, stored);
+        this.positions.set(partition, offset + 1n);
+      }
+      if (page.length < GAP_PAGE) break;
+      next = this.position(partition);
+      await heartbeat?.();
+    }
+    // Offsets without a stored event (not an event envelope) are known to hold nothing for anyone.
+    this.positions.set(partition, until);
+    log.info({ partition, from: from.toString(), until: until.toString() }, 'fan-out filled a gap from MongoDB');
+    return true;
+  }
+
+  private async lowWatermarks(): Promise<Map<number, bigint>> {
+    const admin = this.opts.kafka.admin();
+    await admin.connect();
+    try {
+      return new Map((await admin.fetchTopicOffsets(this.opts.topic)).map((o) => [o.partition, BigInt(o.low)]));
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+
+  private inLane(partition: number, work: () => Promise<void>): Promise<void> {
+    const run = (this.lanes.get(partition) ?? Promise.resolve()).then(work);
+    this.lanes.set(partition, run.catch(() => undefined));
+    return run;
   }
 
   private dispatch(partition: number, offset: bigint, key: Buffer | null, value: Buffer | null): void {

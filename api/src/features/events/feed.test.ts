@@ -238,4 +238,38 @@ describe('Feed (the resume handoff)', () => {
     ac.abort();
     expect(await pending).to.equal(null);
   });
+
+  it('a waiter closed by shutdown reports only what it saw, never events dispatched after it closed', async () => {
+    const f = new FakeLog();
+    f.append('a'); // 0
+    f.fanOut();
+    f.materialize();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 1, maxQueue: { events: 16, bytes: 1e9 } });
+    f.registry.closeAll('shutdown');
+    f.append('a'); // 1, 2: ingested during the shutdown, dispatched to nobody here
+    f.append('b');
+    f.fanOut();
+    expect(await feed.next(10)).to.equal(null);
+    // A client looping on this cursor (on another process) must still get offset 1.
+    expect(decodeCursor(feed.checkedCursor()!).offset).to.equal(0n);
+  });
+
+  it('a resume point never passes an event still queued or still to be read from MongoDB', async () => {
+    const f = new FakeLog();
+    for (let i = 0; i < 3; i++) f.append('a'); // 0, 1, 2
+    f.fanOut();
+    f.materialize();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 10, maxQueue: { events: 16, bytes: 1e9 } });
+    expect(decodeCursor(feed.checkedCursor()!).offset, 'nothing read yet: the cursor it came with').to.equal(0n);
+    expect((await feed.next(5))?.position.offset).to.equal(1n);
+    expect(decodeCursor(feed.checkedCursor()!).offset, 'one stored event taken, the next one read but not taken').to.equal(1n);
+    expect((await feed.next(5))?.position.offset).to.equal(2n);
+    f.append('b'); // 3
+    f.append('a'); // 4: queued, not taken
+    f.append('b'); // 5
+    f.fanOut();
+    expect(decodeCursor(feed.checkedCursor()!).offset, 'an event queued: just before it').to.equal(3n);
+    expect((await feed.next(5))?.position.offset).to.equal(4n);
+    expect(decodeCursor(feed.checkedCursor()!).offset, 'all taken: the fan-out position').to.equal(5n);
+  });
 });

@@ -83,12 +83,24 @@ export class Feed {
   }
 
   /**
-   * A cursor after which this feed has checked everything (for a reader that
-   * timed out and loops), or null when the partition is still empty.
+   * A cursor up to which the reader has everything this feed will ever give
+   * it (for a long-poll that timed out and loops, and an SSE resume point),
+   * or null when nothing is known yet (an empty partition). Never past an
+   * event the reader has not taken: while stored events are still to be
+   * read, it is the last one handed over; once live, the fan-out position
+   * only while the waiter is open with nothing queued (every event dispatched
+   * so far reached it); a closed waiter (shutdown, overflow) saw nothing
+   * after it closed, so only what it delivered counts.
    */
   checkedCursor(): string | null {
-    const live = this.ports.position(this.partition) - 1n;
-    const offset = live > this.waiter.checkedThrough ? live : this.waiter.checkedThrough;
+    let offset: bigint;
+    const pending = this.buffer[0];
+    if (pending) offset = pending.position.offset - 1n;
+    else if (!this.replayDone) offset = this.replayAfter;
+    else if (this.waiter.idle) {
+      const live = this.ports.position(this.partition) - 1n;
+      offset = live > this.waiter.deliveredThrough ? live : this.waiter.deliveredThrough;
+    } else offset = this.waiter.deliveredThrough;
     return offset >= 0n ? encodeCursor({ partition: this.partition, offset }) : null;
   }
 

@@ -11,6 +11,7 @@
 import { MongoBulkWriteError, MongoServerError, type Collection } from 'mongodb';
 import { decodeEnvelope, toEventDoc } from '../../../../shared/src/eventlog/envelope.js';
 import { createConsumer, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '../../../../shared/src/eventlog/kafka.js';
+import { SupervisedConsumer, type ConsumerHealth } from '../../../../shared/src/eventlog/supervised-consumer.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../../shared/src/metrics.js';
 import type { EventDoc, WatermarkDoc } from '../../../../shared/src/mongo/documents.js';
@@ -32,69 +33,44 @@ export interface MaterializerOptions {
    * return 'crash' to act as if the process died right there.
    */
   afterWrite?: (stage: 'events' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
-  /** A consumer showing no sign of life this long is replaced (default 60 s; see checkLiveness). */
+  /** A consumer showing no sign of life this long is replaced (default 60 s; see SupervisedConsumer). */
   stallMs?: number;
   /** Makes the consumers (tests stand in a hung one). */
   newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
 }
 
 const MAX_BACKOFF_MS = 5000;
-const DEFAULT_STALL_MS = 60_000;
 
 export class Materializer {
-  private consumer: Consumer | null = null;
   private crashed = false;
-  /** When the current consumer last fetched, heartbeated, joined or got a batch. */
-  private lastSignOfLife = Date.now();
-  private watchdog: NodeJS.Timeout | null = null;
-  private replacing = false;
+  private readonly supervised: SupervisedConsumer;
+
+  constructor(private readonly opts: MaterializerOptions) {
+    // A consumer silent for stallMs is replaced by a new member of the same group, which resumes from the committed offsets (the writes are idempotent).
+    this.supervised = new SupervisedConsumer({
+      name: 'materializer',
+      groupId: opts.groupId,
+      log: opts.log,
+      stallMs: opts.stallMs,
+      newConsumer: () => (opts.newConsumer ?? createConsumer)(opts.kafka, opts.groupId),
+      run: (consumer) => this.runConsumer(consumer),
+    });
+  }
+
   /** Consumers replaced because they stalled (for tests and logs). */
-  replaced = 0;
-
-  constructor(private readonly opts: MaterializerOptions) {}
-
-  async start(): Promise<void> {
-    const stallMs = this.opts.stallMs ?? DEFAULT_STALL_MS;
-    this.watchdog ??= setInterval(() => void this.checkLiveness(stallMs), Math.min(5000, Math.max(100, stallMs / 4)));
-    this.watchdog.unref();
-    await this.startConsumer();
+  get replaced(): number {
+    return this.supervised.replaced;
   }
 
-  /**
-   * kafkajs restarts a crashed consumer by itself, but after a broker restart
-   * we saw one such restart never come back (fault test, once under heavy
-   * load): no error, no fetch, no heartbeat, the watermarks frozen while
-   * ingest went on. A live consumer fetches every 100 ms and heartbeats every
-   * second, even with nothing to read; one silent for `stallMs` is
-   * disconnected and replaced by a new member of the same group, which
-   * resumes from the committed offsets (the writes are idempotent).
-   */
-  private async checkLiveness(stallMs: number): Promise<void> {
-    const stalled = this.consumer;
-    if (this.replacing || !stalled || Date.now() - this.lastSignOfLife < stallMs) return;
-    this.replacing = true;
-    this.opts.log.warn({ group: this.opts.groupId, silentMs: Date.now() - this.lastSignOfLife }, 'materializer consumer shows no sign of life; replacing it');
-    try {
-      await Promise.race([stalled.disconnect().catch(() => undefined), sleep(10_000)]);
-      if (this.consumer !== stalled) return; // stopped meanwhile
-      this.replaced += 1;
-      await this.startConsumer();
-    } catch (err) {
-      this.lastSignOfLife = Date.now(); // Kafka still away: try again after another stallMs
-      this.opts.log.warn({ err, group: this.opts.groupId }, 'could not replace the materializer consumer; will try again');
-    } finally {
-      this.replacing = false;
-    }
+  health(): ConsumerHealth {
+    return this.supervised.health();
   }
 
-  private async startConsumer(): Promise<void> {
-    const consumer = (this.opts.newConsumer ?? createConsumer)(this.opts.kafka, this.opts.groupId);
-    this.consumer = consumer;
-    this.lastSignOfLife = Date.now();
-    const alive = (): void => {
-      if (this.consumer === consumer) this.lastSignOfLife = Date.now();
-    };
-    for (const event of [consumer.events.FETCH, consumer.events.HEARTBEAT, consumer.events.GROUP_JOIN, consumer.events.START_BATCH_PROCESS]) consumer.on(event, alive);
+  start(): Promise<void> {
+    return this.supervised.start();
+  }
+
+  private async runConsumer(consumer: Consumer): Promise<void> {
     await consumer.connect();
     await consumer.subscribe({ topic: this.opts.topic, fromBeginning: true });
     const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(payload);
@@ -106,12 +82,8 @@ export class Materializer {
     this.opts.log.info({ group: this.opts.groupId }, 'materializer started');
   }
 
-  async stop(): Promise<void> {
-    if (this.watchdog) clearInterval(this.watchdog);
-    this.watchdog = null;
-    const consumer = this.consumer;
-    this.consumer = null;
-    await consumer?.disconnect();
+  stop(): Promise<void> {
+    return this.supervised.stop();
   }
 
   private async handleBatch(payload: EachBatchPayload): Promise<void> {

@@ -10,10 +10,10 @@ import type { Logger } from '../../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../../shared/src/metrics.js';
 import type { Mongo } from '../../../../shared/src/mongo/index.js';
 import type { ApiConfig } from '../../config.js';
-import { FanOut } from './fanout.js';
+import { FanOut, type FanOutOptions } from './fanout.js';
 import type { FeedPorts } from './feed.js';
-import { Materializer } from './materializer.js';
-import { readRange } from './store.js';
+import { Materializer, type MaterializerOptions } from './materializer.js';
+import { readPartition, readRange } from './store.js';
 import { WaiterRegistry } from './waiters.js';
 import { WatermarkReader } from './watermarks.js';
 
@@ -25,7 +25,13 @@ export interface EventsRuntime {
   fanout: FanOut;
 }
 
-export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Kafka, mongo: Mongo, lag?: ConsumerLag): EventsRuntime {
+/** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
+export interface EventsRuntimeOverrides {
+  fanout?: Partial<Pick<FanOutOptions, 'stallMs' | 'newConsumer'>>;
+  materializer?: Partial<Pick<MaterializerOptions, 'stallMs' | 'newConsumer'>>;
+}
+
+export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Kafka, mongo: Mongo, lag?: ConsumerLag, overrides: EventsRuntimeOverrides = {}): EventsRuntime {
   const topic = config.kafka.eventsTopic;
   const registry = new WaiterRegistry();
   const watermarks = WatermarkReader.forCollection(mongo.collections.watermarks, topic);
@@ -44,8 +50,22 @@ export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Ka
     log: logger.child({ component: 'materializer' }),
     onWatermark: (partition, offset) => watermarks.note(partition, offset),
     lag,
+    ...overrides.materializer,
   });
-  const fanout = new FanOut({ kafka, topic, groupPrefix: config.events.fanoutGroupPrefix, instanceId: config.instanceId, registry, log: logger.child({ component: 'fanout' }), lag });
+  const fanout = new FanOut({
+    kafka,
+    topic,
+    groupPrefix: config.events.fanoutGroupPrefix,
+    instanceId: config.instanceId,
+    registry,
+    log: logger.child({ component: 'fanout' }),
+    lag,
+    history: {
+      waitForWatermark: (partition, offset, timeoutMs) => watermarks.waitFor(partition, offset, timeoutMs),
+      readPartition: (partition, from, before, limit) => readPartition(mongo.collections.events, partition, from, before, limit),
+    },
+    ...overrides.fanout,
+  });
   return { log, registry, watermarks, materializer, fanout };
 }
 

@@ -4,6 +4,7 @@ import type { Position } from '../../../../shared/src/cursor.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventType } from '../../../../shared/src/eventlog/types.js';
 import type { EventDoc } from '../../../../shared/src/mongo/documents.js';
+import type { StoredEvent } from './fanout.js';
 import type { RangeQuery } from './feed.js';
 import type { LiveEvent } from './waiters.js';
 
@@ -38,4 +39,14 @@ export async function readRange(events: Collection<EventDoc>, q: RangeQuery): Pr
     .limit(q.limit)
     .toArray();
   return docs.map((doc) => ({ position: { partition: doc.partition, offset: BigInt(doc.offset) }, record: docToRecord(doc) }));
+}
+
+/** Events of every account in [from, before) of one partition, oldest first: the fan-out filling a gap the broker no longer has. */
+export async function readPartition(events: Collection<EventDoc>, partition: number, from: bigint, before: bigint, limit: number): Promise<StoredEvent[]> {
+  const docs = await events
+    .find({ partition, offset: { $gte: Number(from), $lt: Number(before) } })
+    .sort(SORT)
+    .limit(limit)
+    .toArray();
+  return docs.map((doc) => ({ accountId: doc.account_id, position: { partition: doc.partition, offset: BigInt(doc.offset) }, record: docToRecord(doc) }));
 }

@@ -43,9 +43,24 @@ export class Waiter {
     return this.closeReason;
   }
 
-  /** The highest offset this waiter has accounted for (taken, filtered out, or covered by its start). */
+  /** The highest offset this waiter has accounted for (queued, taken, filtered out, or covered by its start). */
   get checkedThrough(): bigint {
     return this.floor;
+  }
+
+  /**
+   * The highest offset up to which the reader has everything of this waiter:
+   * every matching event at or before it was taken (none is still queued).
+   * A closed waiter stops taking events, so this stops moving when it closes.
+   */
+  get deliveredThrough(): bigint {
+    const queued = this.queue[0];
+    return queued ? queued.position.offset - 1n : this.floor;
+  }
+
+  /** Open and nothing queued: every event the fan-out dispatches reaches this reader next. */
+  get idle(): boolean {
+    return this.closeReason === null && this.queue.length === 0;
   }
 
   offer(event: LiveEvent): void {

@@ -29,7 +29,7 @@ export function healthRoutes(deps: ApiDeps): Router {
     ctx.body = { status: 'ok' };
   });
 
-  // Readiness: MongoDB and Kafka answer; otherwise 503 so a balancer routes elsewhere.
+  // Readiness: MongoDB and Kafka answer and both event consumers are alive; otherwise 503 so a balancer routes elsewhere.
   route(router, deps.config.http, { method: 'get', path: '/readyz', guard: publicRoute() }, async (ctx) => {
     const [mongo, kafka] = await Promise.all([
       check(deps, 'mongo', () => pingMongo(deps.mongo, CHECK_TIMEOUT_MS)),
@@ -39,6 +39,10 @@ export function healthRoutes(deps: ApiDeps): Router {
       ...(mongo ? [{ path: 'mongo', message: mongo }] : []),
       ...(kafka ? [{ path: 'kafka', message: kafka }] : []),
     ];
+    // A consumer silent past its bound is dead until the watchdog has replaced it: this process serves stale or no events meanwhile.
+    for (const consumer of [deps.events.materializer.health(), deps.events.fanout.health()]) {
+      if (!consumer.alive) failed.push({ path: consumer.name, message: 'consumer not running' });
+    }
     if (deps.lifecycle.isStopping) failed.push({ path: 'process', message: 'shutting down' });
     if (failed.length > 0) throw new AppError('unavailable', 'Service is not ready', failed, { 'Retry-After': '5' });
     ctx.body = { status: 'ready', checks: { mongo: 'ok', kafka: 'ok' } };

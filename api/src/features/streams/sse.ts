@@ -2,6 +2,12 @@
  * Server-sent events on a raw Node response: the framing and flow control.
  * Each event is `id: <cursor>`, `event: <type>`, `data: <record JSON>`; JSON
  * never contains a raw newline, so one `data:` line always suffices.
+ * A resume point is `id: <cursor>`, `event: resume`, `data: {"cursor":…}`:
+ * it moves EventSource's lastEventId, so a stream that carried no event
+ * still reconnects exactly where it was, and fires only for a listener of
+ * `resume` (not onmessage, not the event types). It carries data because
+ * the `eventsource` npm client (eventsource-parser 3.x) ignores a message
+ * with only an `id:`, which browsers would honour.
  */
 import type { ServerResponse } from 'node:http';
 import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
@@ -16,6 +22,10 @@ export const SSE_HEADERS = {
 
 export function frameEvent(record: EventRecord): string {
   return `id: ${record.cursor}\nevent: ${record.type}\ndata: ${JSON.stringify(record)}\n\n`;
+}
+
+export function frameResume(cursor: string): string {
+  return `id: ${cursor}\nevent: resume\ndata: ${JSON.stringify({ cursor })}\n\n`;
 }
 
 export class SseWriter {
@@ -37,6 +47,16 @@ export class SseWriter {
 
   comment(text: string, deadline: number): Promise<void> {
     return this.write(`: ${text}\n\n`, deadline);
+  }
+
+  /** A heartbeat comment, after the resume point when there is one. */
+  heartbeat(cursor: string | null, deadline: number): Promise<void> {
+    return this.write(`${cursor ? frameResume(cursor) : ''}: heartbeat\n\n`, deadline);
+  }
+
+  /** Where a reconnect resumes (sets lastEventId; no event of any type the stream carries). */
+  resumePoint(cursor: string, deadline: number): Promise<void> {
+    return this.write(frameResume(cursor), deadline);
   }
 
   end(): void {

@@ -1,7 +1,10 @@
 /**
  * One open SSE stream: holds a stream slot, reads the account's feed and
  * writes it out, with heartbeats (which also renew the slot) until the
- * duration is up, the client leaves, or the process stops.
+ * duration is up, the client leaves, or the process stops. The stream opens
+ * with a resume point, each heartbeat carries one and so does a stream the
+ * server ends: the feed's checked cursor, which never passes an event not yet
+ * written to this stream.
  */
 import type { Logger } from '../../../../shared/src/log.js';
 import type { Feed } from '../events/feed.js';
@@ -18,13 +21,20 @@ export interface StreamTiming {
 export async function pumpStream(feed: Feed, sse: SseWriter, slots: StreamSlots, lease: StreamLease, timing: StreamTiming, signal: AbortSignal, log: Logger): Promise<StreamEnd> {
   const end = Date.now() + timing.durationMs;
   let nextBeat = Date.now() + timing.heartbeatMs;
+  const opened = feed.checkedCursor();
+  if (opened) await sse.resumePoint(opened, end);
+  const ended = async (why: StreamEnd): Promise<StreamEnd> => {
+    const at = feed.checkedCursor();
+    if (at && !sse.closed) await sse.resumePoint(at, Date.now() + 1000);
+    return why;
+  };
   for (;;) {
     if (signal.aborted || sse.closed) return 'client';
     const now = Date.now();
-    if (now >= end) return 'duration';
+    if (now >= end) return ended('duration');
     if (now >= nextBeat) {
       nextBeat += timing.heartbeatMs;
-      await sse.comment('heartbeat', end);
+      await sse.heartbeat(feed.checkedCursor(), end);
       if (!(await renew(slots, lease, log))) return 'lease_lost';
       continue;
     }
@@ -37,7 +47,7 @@ export async function pumpStream(feed: Feed, sse: SseWriter, slots: StreamSlots,
       return 'error';
     }
     if (next) await sse.event(next.record, end);
-    else if (feed.closedBy) return feed.closedBy;
+    else if (feed.closedBy) return feed.closedBy === 'closed' ? 'closed' : ended(feed.closedBy);
   }
 }
 
