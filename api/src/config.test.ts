@@ -1,10 +1,33 @@
 import { expect } from 'chai';
-import { loadApiConfig } from './config.js';
+import { loadApiConfig as load, DEV_INGEST_TOKEN } from './config.js';
+import type { Env } from '../../shared/src/config/index.js';
+
+/** Development mode (`npm start`): the only one where missing secrets fall back to their defaults. */
+const loadApiConfig = (env: Env) => load({ NODE_ENV: 'development', ...env });
+const SECRETS = { JWT_SECRET: 'j'.repeat(40), INGEST_TOKEN: 'i'.repeat(30), WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString('base64') };
 
 describe('api config', () => {
-  it('requires real secrets in production', () => {
-    expect(() => loadApiConfig({ NODE_ENV: 'production' })).to.throw(/JWT_SECRET is required when NODE_ENV=production/);
-    expect(() => loadApiConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(40) })).to.throw(/INGEST_TOKEN is required/);
+  it('requires every secret outside an explicit NODE_ENV=development, naming the missing one', () => {
+    for (const mode of [{}, { NODE_ENV: 'production' }, { NODE_ENV: 'test' }]) {
+      expect(() => load({ ...mode })).to.throw(/JWT_SECRET is required/);
+      expect(() => load({ ...mode, JWT_SECRET: SECRETS.JWT_SECRET })).to.throw(/INGEST_TOKEN is required/);
+      expect(() => load({ ...mode, JWT_SECRET: SECRETS.JWT_SECRET, INGEST_TOKEN: SECRETS.INGEST_TOKEN })).to.throw(/WEBHOOK_SECRET_KEY is required/);
+      expect(load({ ...mode, ...SECRETS }).auth.jwtSecret).to.equal(SECRETS.JWT_SECRET);
+    }
+    // An unset NODE_ENV is production, not development.
+    expect(load(SECRETS).production).to.equal(true);
+  });
+
+  it('uses the development defaults only in development mode on a loopback HOST', () => {
+    expect(loadApiConfig({}).ingestToken).to.equal(DEV_INGEST_TOKEN);
+    expect(loadApiConfig({ HOST: '::1' }).ingestToken).to.equal(DEV_INGEST_TOKEN);
+    expect(() => loadApiConfig({ HOST: '0.0.0.0' })).to.throw(/JWT_SECRET is the public development default and is refused with HOST=0.0.0.0/);
+    expect(() => loadApiConfig({ HOST: '0.0.0.0', JWT_SECRET: SECRETS.JWT_SECRET })).to.throw(/INGEST_TOKEN is the public development default/);
+    expect(() => loadApiConfig({ HOST: '192.168.1.5', JWT_SECRET: SECRETS.JWT_SECRET, INGEST_TOKEN: SECRETS.INGEST_TOKEN })).to.throw(/WEBHOOK_SECRET_KEY is the public development default/);
+    expect(loadApiConfig({ HOST: '0.0.0.0', ...SECRETS }).http.host).to.equal('0.0.0.0');
+    // Set explicitly to a known default: refused off loopback, and in production anywhere.
+    expect(() => load({ NODE_ENV: 'test', ...SECRETS, HOST: '0.0.0.0', INGEST_TOKEN: DEV_INGEST_TOKEN })).to.throw(/INGEST_TOKEN is the public development default/);
+    expect(() => load({ NODE_ENV: 'production', ...SECRETS, INGEST_TOKEN: DEV_INGEST_TOKEN })).to.throw(/INGEST_TOKEN is the public development default and is refused when NODE_ENV=production/);
   });
 
   it('refuses a short secret', () => {

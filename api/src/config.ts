@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
 import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
-import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
+import { isDevWebhookKey, loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
 
 export interface ApiConfig extends BaseConfig {
   instanceId: string;
@@ -92,7 +92,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       proxyHops: read.int(env, 'TRUST_PROXY_HOPS', 1, 1, 10),
     },
     auth: {
-      jwtSecret: read.secret(env, 'JWT_SECRET', base.production, DEV_JWT_SECRET, 32),
+      jwtSecret: read.secret(env, 'JWT_SECRET', base.development, DEV_JWT_SECRET, 32),
       sessionTtlSeconds: 30 * 24 * 3600,
     },
     limits: {
@@ -101,7 +101,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       signupPerHour: read.int(env, 'SIGNUP_LIMIT_PER_HOUR', 10, 1, 1_000_000),
       loginPerMinute: read.int(env, 'LOGIN_LIMIT_PER_MINUTE', 30, 1, 1_000_000),
     },
-    ingestToken: read.secret(env, 'INGEST_TOKEN', base.production, DEV_INGEST_TOKEN, 24),
+    ingestToken: read.secret(env, 'INGEST_TOKEN', base.development, DEV_INGEST_TOKEN, 24),
     events: {
       ingestMaxBatch: read.int(env, 'INGEST_MAX_BATCH', 1000, 1, 10_000),
       ingestMaxDataBytes: read.int(env, 'INGEST_MAX_DATA_BYTES', 64 * 1024, 1024, 512 * 1024),
@@ -132,6 +132,10 @@ export function loadApiConfig(env: Env): ApiConfig {
     },
     metrics: loadMetricsConfig(env),
   };
+  // A public development default serves a loopback development process only.
+  read.refuseDevDefault('JWT_SECRET', config.auth.jwtSecret === DEV_JWT_SECRET, base.production, config.http.host);
+  read.refuseDevDefault('INGEST_TOKEN', config.ingestToken === DEV_INGEST_TOKEN, base.production, config.http.host);
+  read.refuseDevDefault('WEBHOOK_SECRET_KEY', isDevWebhookKey(config.webhooks.secretKey), base.production, config.http.host);
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);
   }

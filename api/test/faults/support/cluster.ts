@@ -3,7 +3,7 @@
  * and a database of the private infra instance, plus the client calls the
  * tests make against it (accounts, ingest, polling every event).
  */
-import { uniqueName } from '../../../../shared/test/support/env.js';
+import { TEST_SECRETS, uniqueName } from '../../../../shared/test/support/env.js';
 import { call } from '../../support/api.js';
 import { createAccount, type TestAccount } from '../../support/accounts.js';
 import { privateInfra, type PrivateInfra } from './infra.js';
@@ -50,6 +50,7 @@ export class Cluster {
       EVENTS_TOPIC: this.topic,
       EVENTS_PARTITIONS: '3',
       MONGO_DB: this.db,
+      ...TEST_SECRETS,
       INGEST_TOKEN,
       // Subscriptions point at the test's HTTPS receiver on 127.0.0.1 (development setting).
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
