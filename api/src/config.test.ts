@@ -36,7 +36,7 @@ describe('api config', () => {
 
   it('uses the SPEC.md limits by default and takes overrides', () => {
     const c = loadApiConfig({});
-    expect(c.limits).to.deep.equal({ apiKeyPerMinute: 100, sessionPerMinute: 600, signupPerHour: 10, loginPerMinute: 30 });
+    expect(c.limits).to.deep.equal({ apiKeyPerMinute: 100, sessionPerMinute: 600, signupPerHour: 10, loginPerMinute: 30, loginFailuresPerAccount: 10, loginAccountWindowSeconds: 900 });
     expect(c.http).to.include({ trustProxy: false, proxyHops: 1 });
     expect(loadApiConfig({ SIGNUP_LIMIT_PER_HOUR: '50' }).limits.signupPerHour).to.equal(50);
     expect(() => loadApiConfig({ API_KEY_LIMIT_PER_MINUTE: '0' })).to.throw(/API_KEY_LIMIT_PER_MINUTE must be between 1/);
@@ -50,6 +50,16 @@ describe('api config', () => {
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '60000' })).to.throw(/LONG_POLL_MAX_MS must be between 1000 and 55000/);
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '20000' })).to.throw(/LONG_POLL_DEFAULT_MS must not exceed LONG_POLL_MAX_MS/);
     expect(loadApiConfig({ LONG_POLL_MAX_MS: '20000', LONG_POLL_DEFAULT_MS: '10000' }).events.longPollMaxMs).to.equal(20_000);
+  });
+});
+
+describe('api config: password hashing', () => {
+  it('defaults to the OWASP scrypt floor, N=2^17, and refuses less in production', () => {
+    expect(loadApiConfig({}).auth).to.include({ scryptN: 131072, hashConcurrency: 2 });
+    expect(loadApiConfig({ PASSWORD_SCRYPT_N: '16384' }).auth.scryptN).to.equal(16384);
+    expect(() => loadApiConfig({ PASSWORD_SCRYPT_N: '100000' })).to.throw(/PASSWORD_SCRYPT_N must be a power of two/);
+    expect(() => load({ NODE_ENV: 'production', ...SECRETS, PASSWORD_SCRYPT_N: '16384' })).to.throw(/PASSWORD_SCRYPT_N must be at least 131072/);
+    expect(load({ NODE_ENV: 'production', ...SECRETS, PASSWORD_SCRYPT_N: '262144' }).auth.scryptN).to.equal(262144);
   });
 });
 

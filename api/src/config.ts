@@ -24,6 +24,10 @@ export interface ApiConfig extends BaseConfig {
   auth: {
     jwtSecret: string;
     sessionTtlSeconds: number;
+    /** scrypt cost of new hashes (r=8, p=1); at least the OWASP floor 2^17 in production. */
+    scryptN: number;
+    /** Password derivations run at once by this process; the others queue. */
+    hashConcurrency: number;
   };
   /** Budgets shared by every API process (state in MongoDB). */
   limits: {
@@ -31,6 +35,9 @@ export interface ApiConfig extends BaseConfig {
     sessionPerMinute: number;
     signupPerHour: number;
     loginPerMinute: number;
+    /** Failed logins per email (existing or not) in one window, from any address. */
+    loginFailuresPerAccount: number;
+    loginAccountWindowSeconds: number;
   };
   ingestToken: string;
   events: {
@@ -94,12 +101,16 @@ export function loadApiConfig(env: Env): ApiConfig {
     auth: {
       jwtSecret: read.secret(env, 'JWT_SECRET', base.development, DEV_JWT_SECRET, 32),
       sessionTtlSeconds: 30 * 24 * 3600,
+      scryptN: readScryptN(env, base.production),
+      hashConcurrency: read.int(env, 'PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
     },
     limits: {
       apiKeyPerMinute: read.int(env, 'API_KEY_LIMIT_PER_MINUTE', 100, 1, 1_000_000),
       sessionPerMinute: read.int(env, 'SESSION_LIMIT_PER_MINUTE', 600, 1, 1_000_000),
       signupPerHour: read.int(env, 'SIGNUP_LIMIT_PER_HOUR', 10, 1, 1_000_000),
       loginPerMinute: read.int(env, 'LOGIN_LIMIT_PER_MINUTE', 30, 1, 1_000_000),
+      loginFailuresPerAccount: read.int(env, 'LOGIN_FAILURES_PER_ACCOUNT', 10, 1, 1_000_000),
+      loginAccountWindowSeconds: read.int(env, 'LOGIN_ACCOUNT_WINDOW_S', 900, 10, 86_400),
     },
     ingestToken: read.secret(env, 'INGEST_TOKEN', base.development, DEV_INGEST_TOKEN, 24),
     events: {
@@ -140,6 +151,20 @@ export function loadApiConfig(env: Env): ApiConfig {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);
   }
   return config;
+}
+
+/** The OWASP floor for scrypt's N (with r=8, p=1). */
+const SCRYPT_N_FLOOR = 2 ** 17;
+
+/**
+ * PASSWORD_SCRYPT_N: a power of two. Lower values are for tests and local
+ * development only (fast signups); production refuses anything under the floor.
+ */
+function readScryptN(env: Env, production: boolean): number {
+  const n = read.int(env, 'PASSWORD_SCRYPT_N', SCRYPT_N_FLOOR, 1024, 2 ** 20);
+  if ((n & (n - 1)) !== 0) throw new ConfigError('PASSWORD_SCRYPT_N', `must be a power of two, got ${n}`);
+  if (production && n < SCRYPT_N_FLOOR) throw new ConfigError('PASSWORD_SCRYPT_N', `must be at least ${SCRYPT_N_FLOOR} (the OWASP floor) when NODE_ENV=production`);
+  return n;
 }
 
 /** Comma-separated origins, each normalised the way browsers send them (lower-case, no default port). */

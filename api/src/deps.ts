@@ -5,6 +5,7 @@ import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
+import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
 import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
@@ -35,6 +36,8 @@ export interface ApiDeps {
   streams: StreamsRuntime;
   /** Prometheus metrics of this process (its own registry). */
   metrics: ApiMetrics;
+  /** scrypt with the configured cost, a bounded number of derivations at once. */
+  passwords: PasswordHasher;
 }
 
 export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
@@ -71,6 +74,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
     resolveHost: systemResolver,
     secretBox: new SecretBox(config.webhooks.secretKey),
     metrics,
+    passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency),
   };
 }
 
