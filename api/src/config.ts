@@ -20,6 +20,12 @@ export interface ApiConfig extends BaseConfig {
      * written by the client and is ignored.
      */
     proxyHops: number;
+    /**
+     * PUBLIC_BASE_URL: where clients reach this API (`https://api.example.com`,
+     * maybe with a path prefix), for the URLs it hands out (`stream_url`).
+     * Null: those URLs are relative. Never taken from Host / X-Forwarded-Host.
+     */
+    publicBaseUrl: string | null;
   };
   auth: {
     jwtSecret: string;
@@ -97,6 +103,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       ingestBodyLimit: read.str(env, 'INGEST_BODY_LIMIT', '16mb'),
       trustProxy: read.bool(env, 'TRUST_PROXY', false),
       proxyHops: read.int(env, 'TRUST_PROXY_HOPS', 1, 1, 10),
+      publicBaseUrl: parsePublicBaseUrl(read.optionalStr(env, 'PUBLIC_BASE_URL')),
     },
     auth: {
       jwtSecret: read.secret(env, 'JWT_SECRET', base.development, DEV_JWT_SECRET, 32),
@@ -165,6 +172,20 @@ function readScryptN(env: Env, production: boolean): number {
   if ((n & (n - 1)) !== 0) throw new ConfigError('PASSWORD_SCRYPT_N', `must be a power of two, got ${n}`);
   if (production && n < SCRYPT_N_FLOOR) throw new ConfigError('PASSWORD_SCRYPT_N', `must be at least ${SCRYPT_N_FLOOR} (the OWASP floor) when NODE_ENV=production`);
   return n;
+}
+
+function parsePublicBaseUrl(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('PUBLIC_BASE_URL', `is not a URL: "${raw}" (want https://host[:port][/prefix])`);
+  }
+  if (!['http:', 'https:'].includes(url.protocol) || url.search || url.hash || url.username || url.password) {
+    throw new ConfigError('PUBLIC_BASE_URL', `must be http(s)://host[:port][/prefix] without query, fragment or credentials, got "${raw}"`);
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }
 
 /** Comma-separated origins, each normalised the way browsers send them (lower-case, no default port). */

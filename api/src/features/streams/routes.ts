@@ -16,9 +16,9 @@ export function streamRoutes(deps: ApiDeps): Router {
 
   route(router, deps.config.http, { method: 'post', path: '/stream-token', guard: authenticate(deps) }, (ctx) => {
     ctx.status = 201;
-    // The URL the caller reached us at (X-Forwarded-Proto/Host count behind TRUST_PROXY); relative without a Host.
-    const base = ctx.host ? `${ctx.protocol}://${ctx.host}` : '';
-    ctx.body = createStreamToken(deps, authOf(ctx).accountId, base);
+    // PUBLIC_BASE_URL, or a relative URL: never the request's Host or X-Forwarded-Host,
+    // which a client (or a cache keyed without them) could point anywhere.
+    ctx.body = createStreamToken(deps, authOf(ctx).accountId, deps.config.http.publicBaseUrl ?? '');
     ctx.set('Cache-Control', 'no-store');
   });
 
