@@ -12,6 +12,14 @@ export interface ApiConfig extends BaseConfig {
     bodyLimit: string;
     /** Larger limit for the producer ingest endpoint (batches of up to 1,000 events). */
     ingestBodyLimit: string;
+    /**
+     * Node's requestTimeout: the whole request (headers and body) must have
+     * arrived within this, or the connection gets 408 and is closed. It stops
+     * counting once the request is in, so long-polls and streams are not cut.
+     */
+    requestTimeoutMs: number;
+    /** Node's headersTimeout: the request line and headers must have arrived within this. */
+    headersTimeoutMs: number;
     /** Read the client IP from X-Forwarded-For (only behind a trusted proxy). */
     trustProxy: boolean;
     /**
@@ -56,6 +64,8 @@ export interface ApiConfig extends BaseConfig {
     /** How long an ingest may wait for Kafka's acknowledgement before it is answered 503. */
     produceTimeoutMs: number;
     longPollMaxMs: number;
+    /** Long-polls one account may hold open at once in one API process (429 beyond). */
+    maxLongPollsPerAccount: number;
     /** timeout_ms of a long-poll that gives none. */
     longPollDefaultMs: number;
     /** How long a resume may wait for the materializer to catch up before answering 503. */
@@ -101,6 +111,8 @@ export function loadApiConfig(env: Env): ApiConfig {
       port: read.int(env, 'PORT', 3000, 0, 65535),
       bodyLimit: read.str(env, 'BODY_LIMIT', '1mb'),
       ingestBodyLimit: read.str(env, 'INGEST_BODY_LIMIT', '16mb'),
+      requestTimeoutMs: read.int(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
+      headersTimeoutMs: read.int(env, 'HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000),
       trustProxy: read.bool(env, 'TRUST_PROXY', false),
       proxyHops: read.int(env, 'TRUST_PROXY_HOPS', 1, 1, 10),
       publicBaseUrl: parsePublicBaseUrl(read.optionalStr(env, 'PUBLIC_BASE_URL')),
@@ -126,6 +138,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 2, 0, 100),
       produceTimeoutMs: read.int(env, 'PRODUCE_TIMEOUT_MS', 10_000, 1000, 120_000),
       longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),
+      maxLongPollsPerAccount: read.int(env, 'MAX_LONG_POLLS_PER_ACCOUNT', 50, 1, 1_000_000),
       longPollDefaultMs: read.int(env, 'LONG_POLL_DEFAULT_MS', 30_000, 0, 55_000),
       handoffTimeoutMs: read.int(env, 'HANDOFF_TIMEOUT_MS', 5000, 100, 60_000),
       // One group per (topic, database): its committed offsets mean "written into
@@ -154,6 +167,9 @@ export function loadApiConfig(env: Env): ApiConfig {
   read.refuseDevDefault('JWT_SECRET', config.auth.jwtSecret === DEV_JWT_SECRET, base.production, config.http.host);
   read.refuseDevDefault('INGEST_TOKEN', config.ingestToken === DEV_INGEST_TOKEN, base.production, config.http.host);
   read.refuseDevDefault('WEBHOOK_SECRET_KEY', isDevWebhookKey(config.webhooks.secretKey), base.production, config.http.host);
+  if (config.http.headersTimeoutMs > config.http.requestTimeoutMs) {
+    throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', `must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.http.requestTimeoutMs})`);
+  }
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);
   }

@@ -37,10 +37,20 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   await startEventsRuntime(deps.events, lifecycle);
 
   const app = createApp(deps);
-  const server = http.createServer(app.callback());
-  // Long-polls last up to 55 s and streams about 50 s: no server timeout may cut them.
-  server.requestTimeout = 0;
-  server.headersTimeout = 20_000;
+  const { requestTimeoutMs, headersTimeoutMs } = config.http;
+  const server = http.createServer(
+    {
+      // A request (headers, then body) must arrive within these, so a client that
+      // trickles bytes (slowloris) cannot hold a connection and a parser for ever.
+      // requestTimeout stops counting once the request is in: long-polls (55 s)
+      // and streams (~50 s) answer for as long as they like.
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: headersTimeoutMs,
+      // How often Node looks for requests past those limits (its default is 30 s).
+      connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(headersTimeoutMs / 4))),
+    },
+    app.callback(),
+  );
   server.keepAliveTimeout = 65_000;
   server.timeout = 0;
   server.on('clientError', answerClientError(log));
