@@ -55,7 +55,7 @@ describe('api config', () => {
 
 describe('api config: password hashing', () => {
   it('defaults to the OWASP scrypt floor, N=2^17, and refuses less in production', () => {
-    expect(loadApiConfig({}).auth).to.include({ scryptN: 131072, hashConcurrency: 2 });
+    expect(loadApiConfig({}).auth).to.include({ scryptN: 131072, hashConcurrency: 2, hashQueue: 32 });
     expect(loadApiConfig({ PASSWORD_SCRYPT_N: '16384' }).auth.scryptN).to.equal(16384);
     expect(() => loadApiConfig({ PASSWORD_SCRYPT_N: '100000' })).to.throw(/PASSWORD_SCRYPT_N must be a power of two/);
     expect(() => load({ NODE_ENV: 'production', ...SECRETS, PASSWORD_SCRYPT_N: '16384' })).to.throw(/PASSWORD_SCRYPT_N must be at least 131072/);

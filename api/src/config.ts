@@ -42,6 +42,8 @@ export interface ApiConfig extends BaseConfig {
     scryptN: number;
     /** Password derivations run at once by this process; the others queue. */
     hashConcurrency: number;
+    /** Derivations that may queue; beyond, logins and signups get 503 with Retry-After. */
+    hashQueue: number;
   };
   /** Budgets shared by every API process (state in MongoDB). */
   limits: {
@@ -122,6 +124,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       sessionTtlSeconds: 30 * 24 * 3600,
       scryptN: readScryptN(env, base.production),
       hashConcurrency: read.int(env, 'PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
+      hashQueue: read.int(env, 'PASSWORD_HASH_QUEUE', 32, 0, 1_000_000),
     },
     limits: {
       apiKeyPerMinute: read.int(env, 'API_KEY_LIMIT_PER_MINUTE', 100, 1, 1_000_000),

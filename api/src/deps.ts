@@ -74,7 +74,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
     resolveHost: systemResolver,
     secretBox: new SecretBox(config.webhooks.secretKey),
     metrics,
-    passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency),
+    passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency, config.auth.hashQueue),
   };
 }
 

@@ -21,7 +21,7 @@ const GENEROUS_LIMITS: Record<string, string> = {
  * scrypt at 2^14 instead of the 2^17 default (~8x cheaper): the suite signs up
  * hundreds of accounts. api/test/passwords.test.ts runs the real default.
  */
-const FAST_HASHING: Record<string, string> = { PASSWORD_SCRYPT_N: '16384', PASSWORD_HASH_CONCURRENCY: '4' };
+const FAST_HASHING: Record<string, string> = { PASSWORD_SCRYPT_N: '16384', PASSWORD_HASH_CONCURRENCY: '4', PASSWORD_HASH_QUEUE: '100000' };
 
 export function testApiConfig(overrides: Record<string, string> = {}): ApiConfig {
   return loadApiConfig(baseTestEnv({ ...GENEROUS_LIMITS, ...FAST_HASHING, ...overrides }));

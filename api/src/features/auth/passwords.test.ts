@@ -79,4 +79,20 @@ describe('password hashing', () => {
     expect(peak).to.be.at.most(2);
     expect(hasher.load).to.deep.equal({ running: 0, waiting: 0 });
   });
+
+  it('refuses a derivation with 503 and Retry-After when maxWaiting are already queued', async () => {
+    const hasher = new PasswordHasher({ ...SCRYPT_PARAMS, N: 1024 }, 1, 2);
+    const queued = [hasher.hash('a'), hasher.hash('b'), hasher.hash('c')];
+    expect(hasher.load).to.deep.equal({ running: 1, waiting: 2 });
+    const refused = await hasher.verifyAgainstDummy('d').then(
+      () => null,
+      (err: unknown) => err as { status: number; headers: Record<string, string> },
+    );
+    expect(refused?.status).to.equal(503);
+    expect(refused?.headers['Retry-After']).to.equal('1');
+    await Promise.all(queued);
+    expect(await hasher.verify('a', await hasher.hash('a'))).to.equal(true);
+    // The refused first dummy does not poison later unknown-email logins.
+    expect(await hasher.verifyAgainstDummy('e')).to.equal(false);
+  });
 });

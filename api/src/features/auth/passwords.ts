@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { AppError } from '../../../../shared/src/errors/index.js';
 import type { PasswordHash } from '../../../../shared/src/mongo/index.js';
 
 export interface ScryptParams {
@@ -52,6 +53,8 @@ export class PasswordHasher {
   constructor(
     readonly params: ScryptParams = SCRYPT_PARAMS,
     readonly maxConcurrent = 2,
+    /** Derivations that may wait for a slot; one more is refused with 503 (at ~1.5 logins/s, 32 is ~20 s of queue). */
+    readonly maxWaiting = 32,
   ) {}
 
   /** Derivations running and waiting, for tests and metrics. */
@@ -60,7 +63,14 @@ export class PasswordHasher {
   }
 
   private async limited<T>(work: () => Promise<T>): Promise<T> {
-    if (this.running >= this.maxConcurrent) await new Promise<void>((resolve) => this.queue.push(resolve));
+    if (this.running >= this.maxConcurrent) {
+      // A flood of logins (from many addresses) would otherwise queue without end, each
+      // client waiting longer than it will; refuse early instead. Same for known and unknown emails.
+      if (this.queue.length >= this.maxWaiting) {
+        throw new AppError('unavailable', 'Too many sign-ins in progress, try again shortly', undefined, { 'Retry-After': '1' });
+      }
+      await new Promise<void>((resolve) => this.queue.push(resolve));
+    }
     else this.running++;
     try {
       return await work();
@@ -98,7 +108,11 @@ export class PasswordHasher {
    * attacker which emails have accounts.
    */
   async verifyAgainstDummy(password: string): Promise<false> {
-    this.dummy ??= this.hash(randomBytes(16).toString('hex'));
+    // A dummy that could not be made (refused while the queue was full) is made again next time.
+    this.dummy ??= this.hash(randomBytes(16).toString('hex')).catch((err: unknown) => {
+      this.dummy = null;
+      throw err;
+    });
     await this.verify(password, await this.dummy);
     return false;
   }

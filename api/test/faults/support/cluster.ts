@@ -21,6 +21,7 @@ const GENEROUS_LIMITS: Record<string, string> = {
   LOGIN_FAILURES_PER_ACCOUNT: '1000000',
   MAX_LONG_POLLS_PER_ACCOUNT: '100000',
   PASSWORD_SCRYPT_N: '16384',
+  PASSWORD_HASH_QUEUE: '100000',
 };
 
 export interface ClusterOptions {
