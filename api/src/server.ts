@@ -33,6 +33,9 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   });
   await indexes;
 
+  // The unknown-email login's dummy hash, made now so the first such login costs what any login does.
+  deps.passwords.prepareDummy().catch((err: unknown) => log.warn({ err }, 'could not prepare the dummy password hash; the first unknown-email login will'));
+
   // The fan-out's positions are pinned before the first request, so every waiter has a P.
   await startEventsRuntime(deps.events, lifecycle);
 

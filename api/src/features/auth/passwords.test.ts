@@ -67,6 +67,21 @@ describe('password hashing', () => {
     expect(await fast.verifyAgainstDummy('any password')).to.equal(false);
   });
 
+  it('makes the dummy hash once, ahead of the first unknown-email login', async () => {
+    const hasher = new PasswordHasher({ ...SCRYPT_PARAMS, N: 1024 });
+    const original = hasher.hash.bind(hasher);
+    let hashes = 0;
+    hasher.hash = (password) => {
+      hashes++;
+      return original(password);
+    };
+    await hasher.prepareDummy();
+    expect(hashes).to.equal(1);
+    expect(await hasher.verifyAgainstDummy('x')).to.equal(false);
+    expect(await hasher.verifyAgainstDummy('y')).to.equal(false);
+    expect(hashes).to.equal(1);
+  });
+
   it('runs at most maxConcurrent derivations at once and queues the rest', async () => {
     const hasher = new PasswordHasher({ ...SCRYPT_PARAMS, N: 1024 }, 2);
     let peak = 0;

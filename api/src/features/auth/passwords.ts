@@ -43,7 +43,11 @@ export function isWeaker(stored: PasswordHash, target: ScryptParams): boolean {
  * at most `maxConcurrent` derivations at once; the rest wait their turn.
  * Each derivation holds a libuv threadpool thread (shared with fs, dns.lookup
  * and zlib) and 128 MB for its whole run, so an unbounded burst of logins
- * would take every thread and N x 128 MB. See README "Security".
+ * would take every thread and N x 128 MB. Measured (scripts/bench/login.mjs,
+ * 2 cores): throughput is CPU-bound at ~1.5-2 logins/s whatever the pool
+ * size or cap; uncapped, 4 concurrent logins on the default 4-thread pool
+ * delayed an fs.stat by 2.1 s at p99 (8.7 s with 16), capped at 2 by 22 ms.
+ * So: the default pool, 2 at once.
  */
 export class PasswordHasher {
   private running = 0;
@@ -102,6 +106,15 @@ export class PasswordHasher {
     return isWeaker(stored, this.params);
   }
 
+  /** Makes the dummy hash ahead of the first unknown-email login, which would otherwise pay for two derivations. */
+  prepareDummy(): Promise<void> {
+    this.dummy ??= this.hash(randomBytes(16).toString('hex')).catch((err: unknown) => {
+      this.dummy = null;
+      throw err;
+    });
+    return this.dummy.then(() => undefined);
+  }
+
   /**
    * Spends the same work as checking a real password, for a login whose email
    * is unknown: without it the fast "no such user" answer would tell an
@@ -109,11 +122,8 @@ export class PasswordHasher {
    */
   async verifyAgainstDummy(password: string): Promise<false> {
     // A dummy that could not be made (refused while the queue was full) is made again next time.
-    this.dummy ??= this.hash(randomBytes(16).toString('hex')).catch((err: unknown) => {
-      this.dummy = null;
-      throw err;
-    });
-    await this.verify(password, await this.dummy);
+    await this.prepareDummy();
+    await this.verify(password, await this.dummy!);
     return false;
   }
 }
