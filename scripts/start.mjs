@@ -10,7 +10,9 @@ import { ensureServices } from './infra/services.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const services = await ensureServices();
-const env = { ...process.env, ...services };
+// Development mode, explicitly: only here may a missing JWT_SECRET, INGEST_TOKEN or
+// WEBHOOK_SECRET_KEY fall back to its development default (on a loopback HOST).
+const env = { NODE_ENV: 'development', ...process.env, ...services };
 console.error(`[start] Kafka ${services.KAFKA_BROKERS}, MongoDB ${services.MONGO_URL}`);
 
 const procs = ['api', 'delivery'].map((name) => {

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureChromium } from './infra/chromium.mjs';
+import { ensureTestTools } from './infra/test-tools.mjs';
 import { ensureServices } from './infra/services.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -33,24 +33,22 @@ const DEFAULT_SPECS = mode.has('--unit') ? UNIT : mode.has('--soak') ? SOAK : mo
 const named = extra.filter((a) => !a.startsWith('-'));
 const specs = named.length > 0 ? [] : DEFAULT_SPECS;
 
-// The unit tests need no services; every other run needs Kafka and FerretDB, and Chromium
-// when the dashboard's browser tests are part of it.
+// The unit tests need no services; every other run needs Kafka and FerretDB, and the tools
+// (Chromium, nginx, Compose) of the test files it includes.
 const services = mode.has('--unit') ? {} : await ensureServices();
-const needsBrowser = named.length > 0 ? named.some((a) => a.includes('dashboard-browser')) : specs.includes(TESTS[TESTS.length - 1]);
-let chromium = {};
-if (needsBrowser) {
-  try {
-    chromium = { CHROMIUM_PATH: ensureChromium() };
-  } catch (err) {
-    console.error(`[setup] ${err.message}`);
-    console.log('tests: 0 passed, 1 failed');
-    process.exit(1);
-  }
+const withIntegration = specs.includes(TESTS[TESTS.length - 1]);
+let tools = {};
+try {
+  tools = ensureTestTools((files) => (named.length > 0 ? named.some((a) => files.some((f) => a.includes(f))) : withIntegration));
+} catch (err) {
+  console.error(`[setup] ${err.message}`);
+  console.log('tests: 0 passed, 1 failed');
+  process.exit(1);
 }
 const env = {
   ...process.env,
   ...services,
-  ...chromium,
+  ...tools,
   ...(mode.has('--soak') || mode.has('--full') ? { SOAK_SECONDS: process.env.SOAK_SECONDS ?? '600' } : {}),
   ...(mode.has('--full') ? { FAULTS_FULL: '1' } : {}),
   TEST_RUN_ID: process.env.TEST_RUN_ID ?? randomBytes(4).toString('hex'),

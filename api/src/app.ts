@@ -15,12 +15,23 @@ import { errorMiddleware } from './middleware/errors.js';
 import { httpMetrics } from './middleware/metrics.js';
 import { requestContext } from './middleware/request-context.js';
 
+/**
+ * First of all: every response (errors, 404s, streams) tells browsers not to
+ * guess a content type. Set before anything runs, so nothing can skip it; the
+ * error middleware keeps headers already set.
+ */
+function securityHeaders(ctx: Koa.Context, next: Koa.Next): Promise<void> {
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  return next();
+}
+
 /** Builds the Koa app from its dependencies; no I/O happens here. */
 export function createApp(deps: ApiDeps): Koa {
   // With TRUST_PROXY, ctx.request.ip is the rightmost-but-(hops-1) X-Forwarded-For entry:
   // the one our own proxy wrote. Entries further left come from the client and are ignored.
   const app = new Koa({ proxy: deps.config.http.trustProxy, maxIpsCount: deps.config.http.proxyHops });
   app.silent = true; // errors are logged by the error middleware, once
+  app.use(securityHeaders);
   app.use(httpMetrics(deps.metrics));
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));

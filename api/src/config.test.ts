@@ -1,10 +1,33 @@
 import { expect } from 'chai';
-import { loadApiConfig } from './config.js';
+import { loadApiConfig as load, DEV_INGEST_TOKEN } from './config.js';
+import type { Env } from '../../shared/src/config/index.js';
+
+/** Development mode (`npm start`): the only one where missing secrets fall back to their defaults. */
+const loadApiConfig = (env: Env) => load({ NODE_ENV: 'development', ...env });
+const SECRETS = { JWT_SECRET: 'j'.repeat(40), INGEST_TOKEN: 'i'.repeat(30), WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString('base64') };
 
 describe('api config', () => {
-  it('requires real secrets in production', () => {
-    expect(() => loadApiConfig({ NODE_ENV: 'production' })).to.throw(/JWT_SECRET is required when NODE_ENV=production/);
-    expect(() => loadApiConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(40) })).to.throw(/INGEST_TOKEN is required/);
+  it('requires every secret outside an explicit NODE_ENV=development, naming the missing one', () => {
+    for (const mode of [{}, { NODE_ENV: 'production' }, { NODE_ENV: 'test' }]) {
+      expect(() => load({ ...mode })).to.throw(/JWT_SECRET is required/);
+      expect(() => load({ ...mode, JWT_SECRET: SECRETS.JWT_SECRET })).to.throw(/INGEST_TOKEN is required/);
+      expect(() => load({ ...mode, JWT_SECRET: SECRETS.JWT_SECRET, INGEST_TOKEN: SECRETS.INGEST_TOKEN })).to.throw(/WEBHOOK_SECRET_KEY is required/);
+      expect(load({ ...mode, ...SECRETS }).auth.jwtSecret).to.equal(SECRETS.JWT_SECRET);
+    }
+    // An unset NODE_ENV is production, not development.
+    expect(load(SECRETS).production).to.equal(true);
+  });
+
+  it('uses the development defaults only in development mode on a loopback HOST', () => {
+    expect(loadApiConfig({}).ingestToken).to.equal(DEV_INGEST_TOKEN);
+    expect(loadApiConfig({ HOST: '::1' }).ingestToken).to.equal(DEV_INGEST_TOKEN);
+    expect(() => loadApiConfig({ HOST: '0.0.0.0' })).to.throw(/JWT_SECRET is the public development default and is refused with HOST=0.0.0.0/);
+    expect(() => loadApiConfig({ HOST: '0.0.0.0', JWT_SECRET: SECRETS.JWT_SECRET })).to.throw(/INGEST_TOKEN is the public development default/);
+    expect(() => loadApiConfig({ HOST: '192.168.1.5', JWT_SECRET: SECRETS.JWT_SECRET, INGEST_TOKEN: SECRETS.INGEST_TOKEN })).to.throw(/WEBHOOK_SECRET_KEY is the public development default/);
+    expect(loadApiConfig({ HOST: '0.0.0.0', ...SECRETS }).http.host).to.equal('0.0.0.0');
+    // Set explicitly to a known default: refused off loopback, and in production anywhere.
+    expect(() => load({ NODE_ENV: 'test', ...SECRETS, HOST: '0.0.0.0', INGEST_TOKEN: DEV_INGEST_TOKEN })).to.throw(/INGEST_TOKEN is the public development default/);
+    expect(() => load({ NODE_ENV: 'production', ...SECRETS, INGEST_TOKEN: DEV_INGEST_TOKEN })).to.throw(/INGEST_TOKEN is the public development default and is refused when NODE_ENV=production/);
   });
 
   it('refuses a short secret', () => {
@@ -13,7 +36,7 @@ describe('api config', () => {
 
   it('uses the docs/spec.md limits by default and takes overrides', () => {
     const c = loadApiConfig({});
-    expect(c.limits).to.deep.equal({ apiKeyPerMinute: 100, sessionPerMinute: 600, signupPerHour: 10, loginPerMinute: 30 });
+    expect(c.limits).to.deep.equal({ apiKeyPerMinute: 100, sessionPerMinute: 600, signupPerHour: 10, loginPerMinute: 30, loginFailuresPerAccount: 10, loginAccountWindowSeconds: 900 });
     expect(c.http).to.include({ trustProxy: false, proxyHops: 1 });
     expect(loadApiConfig({ SIGNUP_LIMIT_PER_HOUR: '50' }).limits.signupPerHour).to.equal(50);
     expect(() => loadApiConfig({ API_KEY_LIMIT_PER_MINUTE: '0' })).to.throw(/API_KEY_LIMIT_PER_MINUTE must be between 1/);
@@ -27,6 +50,16 @@ describe('api config', () => {
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '60000' })).to.throw(/LONG_POLL_MAX_MS must be between 1000 and 55000/);
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '20000' })).to.throw(/LONG_POLL_DEFAULT_MS must not exceed LONG_POLL_MAX_MS/);
     expect(loadApiConfig({ LONG_POLL_MAX_MS: '20000', LONG_POLL_DEFAULT_MS: '10000' }).events.longPollMaxMs).to.equal(20_000);
+  });
+});
+
+describe('api config: password hashing', () => {
+  it('defaults to the OWASP scrypt floor, N=2^17, and refuses less in production', () => {
+    expect(loadApiConfig({}).auth).to.include({ scryptN: 131072, hashConcurrency: 2, hashQueue: 32 });
+    expect(loadApiConfig({ PASSWORD_SCRYPT_N: '16384' }).auth.scryptN).to.equal(16384);
+    expect(() => loadApiConfig({ PASSWORD_SCRYPT_N: '100000' })).to.throw(/PASSWORD_SCRYPT_N must be a power of two/);
+    expect(() => load({ NODE_ENV: 'production', ...SECRETS, PASSWORD_SCRYPT_N: '16384' })).to.throw(/PASSWORD_SCRYPT_N must be at least 131072/);
+    expect(load({ NODE_ENV: 'production', ...SECRETS, PASSWORD_SCRYPT_N: '262144' }).auth.scryptN).to.equal(262144);
   });
 });
 

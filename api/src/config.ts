@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
 import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
-import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
+import { isDevWebhookKey, loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
 
 export interface ApiConfig extends BaseConfig {
   instanceId: string;
@@ -12,6 +12,14 @@ export interface ApiConfig extends BaseConfig {
     bodyLimit: string;
     /** Larger limit for the producer ingest endpoint (batches of up to 1,000 events). */
     ingestBodyLimit: string;
+    /**
+     * Node's requestTimeout: the whole request (headers and body) must have
+     * arrived within this, or the connection gets 408 and is closed. It stops
+     * counting once the request is in, so long-polls and streams are not cut.
+     */
+    requestTimeoutMs: number;
+    /** Node's headersTimeout: the request line and headers must have arrived within this. */
+    headersTimeoutMs: number;
     /** Read the client IP from X-Forwarded-For (only behind a trusted proxy). */
     trustProxy: boolean;
     /**
@@ -20,10 +28,22 @@ export interface ApiConfig extends BaseConfig {
      * written by the client and is ignored.
      */
     proxyHops: number;
+    /**
+     * PUBLIC_BASE_URL: where clients reach this API (`https://api.example.com`,
+     * maybe with a path prefix), for the URLs it hands out (`stream_url`).
+     * Null: those URLs are relative. Never taken from Host / X-Forwarded-Host.
+     */
+    publicBaseUrl: string | null;
   };
   auth: {
     jwtSecret: string;
     sessionTtlSeconds: number;
+    /** scrypt cost of new hashes (r=8, p=1); at least the OWASP floor 2^17 in production. */
+    scryptN: number;
+    /** Password derivations run at once by this process; the others queue. */
+    hashConcurrency: number;
+    /** Derivations that may queue; beyond, logins and signups get 503 with Retry-After. */
+    hashQueue: number;
   };
   /** Budgets shared by every API process (state in MongoDB). */
   limits: {
@@ -31,6 +51,9 @@ export interface ApiConfig extends BaseConfig {
     sessionPerMinute: number;
     signupPerHour: number;
     loginPerMinute: number;
+    /** Failed logins per email (existing or not) in one window, from any address. */
+    loginFailuresPerAccount: number;
+    loginAccountWindowSeconds: number;
   };
   ingestToken: string;
   events: {
@@ -43,6 +66,8 @@ export interface ApiConfig extends BaseConfig {
     /** How long an ingest may wait for Kafka's acknowledgement before it is answered 503. */
     produceTimeoutMs: number;
     longPollMaxMs: number;
+    /** Long-polls one account may hold open at once in one API process (429 beyond). */
+    maxLongPollsPerAccount: number;
     /** timeout_ms of a long-poll that gives none. */
     longPollDefaultMs: number;
     /** How long a resume may wait for the materializer to catch up before answering 503. */
@@ -88,26 +113,35 @@ export function loadApiConfig(env: Env): ApiConfig {
       port: read.int(env, 'PORT', 3000, 0, 65535),
       bodyLimit: read.str(env, 'BODY_LIMIT', '1mb'),
       ingestBodyLimit: read.str(env, 'INGEST_BODY_LIMIT', '16mb'),
+      requestTimeoutMs: read.int(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
+      headersTimeoutMs: read.int(env, 'HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000),
       trustProxy: read.bool(env, 'TRUST_PROXY', false),
       proxyHops: read.int(env, 'TRUST_PROXY_HOPS', 1, 1, 10),
+      publicBaseUrl: parsePublicBaseUrl(read.optionalStr(env, 'PUBLIC_BASE_URL')),
     },
     auth: {
-      jwtSecret: read.secret(env, 'JWT_SECRET', base.production, DEV_JWT_SECRET, 32),
+      jwtSecret: read.secret(env, 'JWT_SECRET', base.development, DEV_JWT_SECRET, 32),
       sessionTtlSeconds: 30 * 24 * 3600,
+      scryptN: readScryptN(env, base.production),
+      hashConcurrency: read.int(env, 'PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
+      hashQueue: read.int(env, 'PASSWORD_HASH_QUEUE', 32, 0, 1_000_000),
     },
     limits: {
       apiKeyPerMinute: read.int(env, 'API_KEY_LIMIT_PER_MINUTE', 100, 1, 1_000_000),
       sessionPerMinute: read.int(env, 'SESSION_LIMIT_PER_MINUTE', 600, 1, 1_000_000),
       signupPerHour: read.int(env, 'SIGNUP_LIMIT_PER_HOUR', 10, 1, 1_000_000),
       loginPerMinute: read.int(env, 'LOGIN_LIMIT_PER_MINUTE', 30, 1, 1_000_000),
+      loginFailuresPerAccount: read.int(env, 'LOGIN_FAILURES_PER_ACCOUNT', 10, 1, 1_000_000),
+      loginAccountWindowSeconds: read.int(env, 'LOGIN_ACCOUNT_WINDOW_S', 900, 10, 86_400),
     },
-    ingestToken: read.secret(env, 'INGEST_TOKEN', base.production, DEV_INGEST_TOKEN, 24),
+    ingestToken: read.secret(env, 'INGEST_TOKEN', base.development, DEV_INGEST_TOKEN, 24),
     events: {
       ingestMaxBatch: read.int(env, 'INGEST_MAX_BATCH', 1000, 1, 10_000),
       ingestMaxDataBytes: read.int(env, 'INGEST_MAX_DATA_BYTES', 64 * 1024, 1024, 512 * 1024),
       producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 2, 0, 100),
       produceTimeoutMs: read.int(env, 'PRODUCE_TIMEOUT_MS', 10_000, 1000, 120_000),
       longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),
+      maxLongPollsPerAccount: read.int(env, 'MAX_LONG_POLLS_PER_ACCOUNT', 50, 1, 1_000_000),
       longPollDefaultMs: read.int(env, 'LONG_POLL_DEFAULT_MS', 30_000, 0, 55_000),
       handoffTimeoutMs: read.int(env, 'HANDOFF_TIMEOUT_MS', 5000, 100, 60_000),
       // One group per (topic, database): its committed offsets mean "written into
@@ -132,10 +166,45 @@ export function loadApiConfig(env: Env): ApiConfig {
     },
     metrics: loadMetricsConfig(env),
   };
+  // A public development default serves a loopback development process only.
+  read.refuseDevDefault('JWT_SECRET', config.auth.jwtSecret === DEV_JWT_SECRET, base.production, config.http.host);
+  read.refuseDevDefault('INGEST_TOKEN', config.ingestToken === DEV_INGEST_TOKEN, base.production, config.http.host);
+  read.refuseDevDefault('WEBHOOK_SECRET_KEY', isDevWebhookKey(config.webhooks.secretKey), base.production, config.http.host);
+  if (config.http.headersTimeoutMs > config.http.requestTimeoutMs) {
+    throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', `must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.http.requestTimeoutMs})`);
+  }
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);
   }
   return config;
+}
+
+/** The OWASP floor for scrypt's N (with r=8, p=1). */
+const SCRYPT_N_FLOOR = 2 ** 17;
+
+/**
+ * PASSWORD_SCRYPT_N: a power of two. Lower values are for tests and local
+ * development only (fast signups); production refuses anything under the floor.
+ */
+function readScryptN(env: Env, production: boolean): number {
+  const n = read.int(env, 'PASSWORD_SCRYPT_N', SCRYPT_N_FLOOR, 1024, 2 ** 20);
+  if ((n & (n - 1)) !== 0) throw new ConfigError('PASSWORD_SCRYPT_N', `must be a power of two, got ${n}`);
+  if (production && n < SCRYPT_N_FLOOR) throw new ConfigError('PASSWORD_SCRYPT_N', `must be at least ${SCRYPT_N_FLOOR} (the OWASP floor) when NODE_ENV=production`);
+  return n;
+}
+
+function parsePublicBaseUrl(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('PUBLIC_BASE_URL', `is not a URL: "${raw}" (want https://host[:port][/prefix])`);
+  }
+  if (!['http:', 'https:'].includes(url.protocol) || url.search || url.hash || url.username || url.password) {
+    throw new ConfigError('PUBLIC_BASE_URL', `must be http(s)://host[:port][/prefix] without query, fragment or credentials, got "${raw}"`);
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }
 
 /** Comma-separated origins, each normalised the way browsers send them (lower-case, no default port). */

@@ -6,6 +6,7 @@ import { SecretBox } from '../../shared/src/secrets.js';
 import { DnsResolver } from '../../shared/src/dns.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
+import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
@@ -36,6 +37,8 @@ export interface ApiDeps {
   streams: StreamsRuntime;
   /** Prometheus metrics of this process (its own registry). */
   metrics: ApiMetrics;
+  /** scrypt with the configured cost, a bounded number of derivations at once. */
+  passwords: PasswordHasher;
 }
 
 export function createDeps(config: ApiConfig, overrides: { log?: Logger; events?: EventsRuntimeOverrides } = {}): ApiDeps {
@@ -75,6 +78,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; events?
     resolveHost: dns.resolve,
     secretBox: new SecretBox(config.webhooks.secretKey),
     metrics,
+    passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency, config.auth.hashQueue),
   };
 }
 

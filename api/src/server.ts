@@ -33,14 +33,27 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   });
   await indexes;
 
+  // The unknown-email login's dummy hash, made now so the first such login costs what any login does.
+  deps.passwords.prepareDummy().catch((err: unknown) => log.warn({ err }, 'could not prepare the dummy password hash; the first unknown-email login will'));
+
   // The fan-out's positions are pinned before the first request, so every waiter has a P.
   await startEventsRuntime(deps.events, lifecycle);
 
   const app = createApp(deps);
-  const server = http.createServer(app.callback());
-  // Long-polls last up to 55 s and streams about 50 s: no server timeout may cut them.
-  server.requestTimeout = 0;
-  server.headersTimeout = 20_000;
+  const { requestTimeoutMs, headersTimeoutMs } = config.http;
+  const server = http.createServer(
+    {
+      // A request (headers, then body) must arrive within these, so a client that
+      // trickles bytes (slowloris) cannot hold a connection and a parser for ever.
+      // requestTimeout stops counting once the request is in: long-polls (55 s)
+      // and streams (~50 s) answer for as long as they like.
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: headersTimeoutMs,
+      // How often Node looks for requests past those limits (its default is 30 s).
+      connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(headersTimeoutMs / 4))),
+    },
+    app.callback(),
+  );
   server.keepAliveTimeout = 65_000;
   server.timeout = 0;
   server.on('clientError', answerClientError(log));

@@ -100,7 +100,9 @@ describe('long-poll: POST /api/v1/events/wait', function () {
   it('runs on an HTTP server whose timeouts cannot cut a 55 s wait short', () => {
     for (const api of [a, b]) {
       const { requestTimeout, timeout } = api.server;
-      expect(requestTimeout === 0 || requestTimeout > 60_000, 'requestTimeout').to.equal(true);
+      // requestTimeout bounds only the arrival of the request (body included), not the
+      // wait for the answer: api/test/bounded-inputs.test.ts shows a wait outlasting it.
+      expect(requestTimeout, 'requestTimeout').to.be.greaterThan(0);
       expect(timeout === 0 || timeout > 60_000, 'socket timeout').to.equal(true);
     }
   });

@@ -96,7 +96,7 @@ describe('metrics: GET /metrics on the API', function () {
     const who = await createAccount(a.url);
     const base = await value(a, 'streams_open');
     const token = await call(a.url, 'POST', '/api/v1/events/stream-token', { headers: bearer(who.apiKey) });
-    const client = new StreamClient(token.body.stream_url);
+    const client = new StreamClient(new URL(token.body.stream_url, a.url).href);
     try {
       await client.until((c) => c.opens === 1);
       await eventually(async () => ((await value(a, 'streams_open')) === base + 1 ? true : undefined));

@@ -35,12 +35,12 @@ describe('retry policy', () => {
   it('parses a configured schedule and names a bad step', () => {
     expect(parseSchedule('1s, 1s,2s,500ms,2m,1h')).to.deep.equal([1000, 1000, 2000, 500, 120_000, 3_600_000]);
     expect(() => parseSchedule('1s,soon')).to.throw(/bad duration "soon"/);
-    expect(() => loadDeliveryConfig({ WEBHOOK_RETRY_SCHEDULE: '5x' })).to.throw(/WEBHOOK_RETRY_SCHEDULE has a bad duration/);
-    expect(loadDeliveryConfig({ WEBHOOK_RETRY_SCHEDULE: '1s,2s' }).webhooks.retrySchedule).to.deep.equal([1000, 2000]);
+    expect(() => loadDeliveryConfig({ NODE_ENV: 'development', WEBHOOK_RETRY_SCHEDULE: '5x' })).to.throw(/WEBHOOK_RETRY_SCHEDULE has a bad duration/);
+    expect(loadDeliveryConfig({ NODE_ENV: 'development', WEBHOOK_RETRY_SCHEDULE: '1s,2s' }).webhooks.retrySchedule).to.deep.equal([1000, 2000]);
   });
 
   it('refuses an unreadable CA file and a lease shorter than two attempts', () => {
-    expect(() => loadDeliveryConfig({ WEBHOOK_CA_FILE: '/nonexistent/ca.pem' })).to.throw(/WEBHOOK_CA_FILE cannot be read/);
-    expect(() => loadDeliveryConfig({ WEBHOOK_LEASE_MS: '1000' })).to.throw(/WEBHOOK_LEASE_MS must be between 8000/);
+    expect(() => loadDeliveryConfig({ NODE_ENV: 'development', WEBHOOK_CA_FILE: '/nonexistent/ca.pem' })).to.throw(/WEBHOOK_CA_FILE cannot be read/);
+    expect(() => loadDeliveryConfig({ NODE_ENV: 'development', WEBHOOK_LEASE_MS: '1000' })).to.throw(/WEBHOOK_LEASE_MS must be between 8000/);
   });
 });

@@ -6,7 +6,7 @@ import type { Logger } from '../../../shared/src/log.js';
 /** Node's parser error codes that have a more precise status than 400. */
 const BY_PARSER_CODE: Record<string, { code: ErrorCode; message: string }> = {
   HPE_HEADER_OVERFLOW: { code: 'headers_too_large', message: 'Request line and headers exceed the 16 KB limit' },
-  ERR_HTTP_REQUEST_TIMEOUT: { code: 'request_timeout', message: 'The request headers did not arrive in time' },
+  ERR_HTTP_REQUEST_TIMEOUT: { code: 'request_timeout', message: 'The request (headers and body) did not arrive in time' },
 };
 
 /**
@@ -18,7 +18,9 @@ const BY_PARSER_CODE: Record<string, { code: ErrorCode; message: string }> = {
  */
 export function answerClientError(log: Logger) {
   return function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-    if (err.code === 'ECONNRESET' || !socket.writable) {
+    // A response already on its way (its headers sent) cannot be followed by another status line.
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
       socket.destroy();
       return;
     }
@@ -32,6 +34,7 @@ export function answerClientError(log: Logger) {
         'Content-Type: application/json; charset=utf-8\r\n' +
         `Content-Length: ${Buffer.byteLength(body)}\r\n` +
         `X-Request-Id: ${requestId}\r\n` +
+        'X-Content-Type-Options: nosniff\r\n' +
         'Connection: close\r\n\r\n' +
         body,
     );

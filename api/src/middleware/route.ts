@@ -19,9 +19,15 @@ const ACCESS = Symbol('route access');
 
 export type Guard = Middleware & { readonly [ACCESS]: Access };
 
-/** Wraps a check as the guard of a route. `public` guards let everything through. */
+/**
+ * Wraps a check as the guard of a route. `public` guards let everything
+ * through. Every other route answers with `Cache-Control: no-store` (set
+ * before the check, so its 401s and 429s carry it too; a handler may still
+ * choose otherwise): what a credential unlocks never sits in a shared cache.
+ */
 export function guard(access: Access, check: (ctx: Context) => void | Promise<void>): Guard {
   const fn = async (ctx: Context, next: Next): Promise<void> => {
+    if (access !== 'public') ctx.set('Cache-Control', 'no-store');
     await check(ctx);
     await next();
   };

@@ -2,11 +2,16 @@ import { expect } from 'chai';
 import { loadBaseConfig } from './index.js';
 
 describe('config', () => {
-  it('has local defaults so a developer needs no environment', () => {
-    const c = loadBaseConfig({}, 'x');
+  it('has local defaults so a developer needs no environment but NODE_ENV=development', () => {
+    const c = loadBaseConfig({ NODE_ENV: 'development' }, 'x');
     expect(c.kafka.eventsTopic).to.equal('events');
     expect(c.kafka.eventsPartitions).to.equal(12);
-    expect(c.production).to.equal(false);
+    expect(c).to.include({ production: false, development: true });
+  });
+
+  it('treats an unset NODE_ENV as production: development mode is explicit', () => {
+    expect(loadBaseConfig({}, 'x')).to.include({ nodeEnv: 'production', production: true, development: false });
+    expect(loadBaseConfig({ NODE_ENV: 'test' }, 'x')).to.include({ production: false, development: false });
   });
 
   it('names the bad variable', () => {

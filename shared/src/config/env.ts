@@ -50,13 +50,36 @@ export function oneOf<T extends string>(env: Env, name: string, allowed: readonl
   return raw as T;
 }
 
-/** A secret that has a development default but must be set explicitly in production. */
-export function secret(env: Env, name: string, production: boolean, devDefault: string, minLength = 16): string {
+/**
+ * A secret with a development default that is used only in development mode
+ * (NODE_ENV=development, which `npm start` sets). Anywhere else a missing
+ * secret stops the process with a message naming the variable.
+ */
+export function secret(env: Env, name: string, development: boolean, devDefault: string, minLength = 16): string {
   const value = optionalStr(env, name);
   if (value === undefined) {
-    if (production) throw new ConfigError(name, 'is required when NODE_ENV=production');
+    if (!development) throw new ConfigError(name, 'is required (only NODE_ENV=development, which `npm start` sets, falls back to a development default)');
     return devDefault;
   }
   if (value.length < minLength) throw new ConfigError(name, `must be at least ${minLength} characters`);
   return value;
+}
+
+/** Whether a listen address only takes connections from this machine. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h) || /^::ffff:127(\.\d{1,3}){3}$/.test(h);
+}
+
+/**
+ * A secret whose value is one of the public development defaults may serve a
+ * development process on loopback only: refused in production and on any
+ * other listen address, where anyone who has read the source holds the key.
+ */
+export function refuseDevDefault(name: string, isDevDefault: boolean, production: boolean, host: string | null): void {
+  if (!isDevDefault) return;
+  if (production) throw new ConfigError(name, 'is the public development default and is refused when NODE_ENV=production');
+  if (host !== null && !isLoopbackHost(host)) {
+    throw new ConfigError(name, `is the public development default and is refused with HOST=${host} (only a loopback HOST may use it); set a real secret`);
+  }
 }

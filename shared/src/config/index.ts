@@ -7,6 +7,12 @@ export * as read from './env.js';
 export interface BaseConfig {
   nodeEnv: 'development' | 'test' | 'production';
   production: boolean;
+  /**
+   * NODE_ENV=development, set explicitly (`npm start` does): the only mode in
+   * which a missing secret falls back to its development default. An unset
+   * NODE_ENV means production.
+   */
+  development: boolean;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   kafka: {
     brokers: string[];
@@ -20,7 +26,7 @@ export interface BaseConfig {
 }
 
 export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
-  const nodeEnv = oneOf(env, 'NODE_ENV', ['development', 'test', 'production'] as const, 'development');
+  const nodeEnv = oneOf(env, 'NODE_ENV', ['development', 'test', 'production'] as const, 'production');
   const brokers = str(env, 'KAFKA_BROKERS', '127.0.0.1:19092')
     .split(',')
     .map((b) => b.trim())
@@ -37,6 +43,7 @@ export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
   return {
     nodeEnv,
     production: nodeEnv === 'production',
+    development: nodeEnv === 'development',
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, nodeEnv === 'test' ? 'silent' : 'info'),
     kafka: {
       brokers,

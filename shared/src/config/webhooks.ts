@@ -1,6 +1,6 @@
 import type { DnsConfig } from '../dns.js';
 import { loadDnsConfig } from './dns.js';
-import { ConfigError, type Env, bool, optionalStr } from './env.js';
+import { ConfigError, type Env, bool, optionalStr, refuseDevDefault } from './env.js';
 
 /** Webhook settings both processes read: the API checks and seals, the delivery process checks and signs. */
 export interface WebhookConfig {
@@ -37,14 +37,27 @@ function parsePorts(env: Env): [number, number][] {
 // base64 of the 32 ASCII bytes "dev-only-webhook-key-change-me!!".
 const DEV_SECRET_KEY = Buffer.from('dev-only-webhook-key-change-me!!').toString('base64');
 
+/** Whether `key` is the public development key (the API refuses it off loopback). */
+export function isDevWebhookKey(key: Buffer): boolean {
+  return key.equals(Buffer.from(DEV_SECRET_KEY, 'base64'));
+}
+
+/**
+ * `production` refuses the development settings. The development key is used
+ * only when WEBHOOK_SECRET_KEY is unset and NODE_ENV=development is explicit
+ * (read from `env`, so every caller gets the same rule).
+ */
 export function loadWebhookConfig(env: Env, production: boolean): WebhookConfig {
   const raw = optionalStr(env, 'WEBHOOK_SECRET_KEY');
-  if (raw === undefined && production) throw new ConfigError('WEBHOOK_SECRET_KEY', 'is required when NODE_ENV=production');
+  if (raw === undefined && env.NODE_ENV !== 'development') {
+    throw new ConfigError('WEBHOOK_SECRET_KEY', 'is required (only NODE_ENV=development, which `npm start` sets, falls back to a development default); generate one with openssl rand -base64 32');
+  }
   const encoded = raw ?? DEV_SECRET_KEY;
   const key = Buffer.from(encoded, 'base64');
   if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || key.length !== 32) {
     throw new ConfigError('WEBHOOK_SECRET_KEY', 'must be the base64 of exactly 32 bytes (openssl rand -base64 32)');
   }
+  refuseDevDefault('WEBHOOK_SECRET_KEY', isDevWebhookKey(key), production, null);
   const allowPrivateTargets = bool(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false);
   if (allowPrivateTargets && production) {
     throw new ConfigError('WEBHOOK_ALLOW_PRIVATE_TARGETS', 'is a development setting and is refused when NODE_ENV=production');

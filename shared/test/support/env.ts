@@ -9,6 +9,19 @@ const runId = process.env.TEST_RUN_ID ?? randomBytes(4).toString('hex');
 
 export const TEST_RUN_ID = runId;
 
+/**
+ * Outside NODE_ENV=development every secret must be set (shared/src/config),
+ * so the test environment sets them. INGEST_TOKEN is the development default
+ * on purpose: the tests check that scripts/emit.ts, which falls back to it,
+ * reaches a development API (the API accepts it only on a loopback HOST).
+ */
+export const TEST_SECRETS: Readonly<Record<string, string>> = {
+  JWT_SECRET: 'test-only-jwt-secret-0123456789abcdef',
+  INGEST_TOKEN: 'dev-only-ingest-token-change-me-000',
+  // base64 of the 32 ASCII bytes "test-only-webhook-key-0123456789".
+  WEBHOOK_SECRET_KEY: Buffer.from('test-only-webhook-key-0123456789').toString('base64'),
+};
+
 export function baseTestEnv(overrides: Record<string, string> = {}): Record<string, string> {
   const kafka = process.env.KAFKA_BROKERS;
   const mongo = process.env.MONGO_URL;
@@ -17,6 +30,7 @@ export function baseTestEnv(overrides: Record<string, string> = {}): Record<stri
   }
   const env = {
     NODE_ENV: 'test',
+    ...TEST_SECRETS,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     KAFKA_BROKERS: kafka,
     MONGO_URL: mongo,

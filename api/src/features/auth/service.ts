@@ -1,11 +1,10 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { MongoServerError } from 'mongodb';
 import { AppError, unauthorized } from '../../../../shared/src/errors/index.js';
 import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import type { ApiKeyDoc, UserDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { findKeyDoc, type KeySummary } from '../keys/service.js';
-import { hashPassword, verifyAgainstDummy, verifyPassword } from './passwords.js';
 import type { LoginInput, SignupInput } from './schemas.js';
 import { issueSessionToken } from './tokens.js';
 
@@ -56,7 +55,7 @@ export async function signup(deps: ApiDeps, input: SignupInput): Promise<Session
       name: input.name,
       phone: input.phone ?? null,
       plan: input.plan ?? null,
-      password: await hashPassword(input.password),
+      password: await deps.passwords.hash(input.password),
       created_at: deps.clock(),
     };
     await users.insertOne(user);
@@ -67,18 +66,53 @@ export async function signup(deps: ApiDeps, input: SignupInput): Promise<Session
   }
 }
 
-/** Wrong email and wrong password get the same answer after the same work. */
+/**
+ * The per-email login budget's subject: a digest, so the rate-limit
+ * collection holds no email addresses. The email is already normalised
+ * (trimmed, lower-case) by the schema.
+ */
+export function loginAccountSubject(email: string): string {
+  return createHash('sha256').update(email).digest('base64url').slice(0, 32);
+}
+
+/**
+ * Wrong email and wrong password get the same answer after the same work.
+ * Every attempt takes a point of the email's failure budget before the
+ * password is checked (so a burst from many addresses cannot all get past a
+ * read of the counter); a success gives it back. An unknown email has a
+ * budget like any other, so the 429 does not tell whether it exists either.
+ */
 export async function login(deps: ApiDeps, input: LoginInput): Promise<SessionResult> {
+  const subject = loginAccountSubject(input.email);
+  await deps.limits.loginAccount.consume(subject);
   let user: UserDoc | null;
   try {
     user = await deps.mongo.collections.users.findOne({ email: input.email });
   } catch (err) {
     throw asUnavailable(err, 'Account storage');
   }
-  const ok = user ? await verifyPassword(input.password, user.password) : await verifyAgainstDummy(input.password);
+  const ok = user ? await deps.passwords.verify(input.password, user.password) : await deps.passwords.verifyAgainstDummy(input.password);
   if (!user || !ok) throw unauthorized('Invalid email or password');
+  await deps.limits.loginAccount.refund(subject).catch((err: unknown) => deps.log.warn({ err }, 'could not refund a login attempt'));
+  if (deps.passwords.needsUpgrade(user.password)) await upgradeHash(deps, user, input.password);
   const key = await findKeyDoc(deps, user._id);
   return { token: issueSessionToken(deps.config.auth, user._id, deps.clock()), user: toUserView(user, key) };
+}
+
+/**
+ * Re-hashes a password stored with weaker parameters than the configured
+ * ones, now that the plain password is at hand. Conditional on the old hash,
+ * so two logins racing write once; a failure only leaves the old hash for
+ * the next login.
+ */
+async function upgradeHash(deps: ApiDeps, user: UserDoc, password: string): Promise<void> {
+  try {
+    const upgraded = await deps.passwords.hash(password);
+    await deps.mongo.collections.users.updateOne({ _id: user._id, 'password.hash': user.password.hash }, { $set: { password: upgraded } });
+    deps.log.info({ user_id: user._id, from_n: user.password.N, to_n: upgraded.N }, 'password hash upgraded');
+  } catch (err) {
+    deps.log.warn({ err, user_id: user._id }, 'could not upgrade a password hash; will try at the next login');
+  }
 }
 
 /** Reads of a user by id in flight, per client: concurrent lookups of one user share one read. */

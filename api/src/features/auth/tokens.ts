@@ -11,7 +11,7 @@ const ISSUER = 'event-platform';
 const AUDIENCE = 'session';
 export const USER_ID_PATTERN = /^usr_[0-9a-f]{24}$/;
 
-type AuthSettings = ApiConfig['auth'];
+type AuthSettings = Pick<ApiConfig['auth'], 'jwtSecret' | 'sessionTtlSeconds'>;
 
 const epochSeconds = (at: Date): number => Math.floor(at.getTime() / 1000);
 

@@ -13,6 +13,7 @@ import { openFeed } from './feed.js';
 import { feedPorts } from './runtime.js';
 import { LIST_DEFAULT_LIMIT, listEventsQuery, waitBody, type ListEventsInput, type WaitInput } from './schemas.js';
 import { readAfter } from './store.js';
+import { holdLongPoll } from './long-poll-cap.js';
 
 export interface EventPage {
   events: EventRecord[];
@@ -53,7 +54,7 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
  * once. `signal` ends the wait early (client gone); shutdown ends it as a
  * timeout so clients simply loop.
  */
-export async function waitForEvent(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
+async function waitOnce(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
   const q = waitBody(input); // validated here, whoever calls: the input may be anything
   const { longPollMaxMs, longPollDefaultMs, handoffTimeoutMs } = deps.config.events;
   const timeoutMs = q.timeout_ms ?? Math.min(longPollDefaultMs, longPollMaxMs);
@@ -82,5 +83,15 @@ export async function waitForEvent(deps: ApiDeps, accountId: string, input: Wait
   } finally {
     deps.metrics.openLongPolls.dec();
     feed.close();
+  }
+}
+
+/** waitForEvent within the account's long-poll cap (429 over it, long-poll-cap.ts); POST /wait and MCP wait_for_event. */
+export async function waitForEvent(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
+  const release = holdLongPoll(deps, accountId);
+  try {
+    return await waitOnce(deps, accountId, input, signal);
+  } finally {
+    release();
   }
 }

@@ -93,6 +93,11 @@ export class SharedLimiter {
 
   private readonly queues = new Map<string, SubjectQueue>();
 
+  /** Gives back one point of `subject`'s current window (a login that succeeded does not count as a failure). */
+  async refund(subject: string): Promise<void> {
+    await this.store.reward(subject, 1);
+  }
+
   private async write(subject: string, queue: SubjectQueue): Promise<void> {
     const batch = queue.waiting.splice(0);
     queue.writing = true;
@@ -139,14 +144,22 @@ export interface RateLimits {
   signup: SharedLimiter;
   /** Per client IP, every login attempt (our decision: 30 per minute). */
   login: SharedLimiter;
+  /**
+   * Per email, existing or not, from any address: failed logins (our decision:
+   * 10 per 15 minutes). Each attempt takes a point before the password is
+   * checked and a success gives it back.
+   */
+  loginAccount: SharedLimiter;
 }
 
 export function createRateLimits(config: ApiConfig, mongo: Mongo, log: Logger): RateLimits {
-  const { apiKeyPerMinute, sessionPerMinute, signupPerHour, loginPerMinute } = config.limits;
+  const { apiKeyPerMinute, sessionPerMinute, signupPerHour, loginPerMinute, loginFailuresPerAccount, loginAccountWindowSeconds } = config.limits;
+  const accountWindow = loginAccountWindowSeconds % 60 === 0 ? `${loginAccountWindowSeconds / 60} minutes` : `${loginAccountWindowSeconds} s`;
   return {
     apiKey: new SharedLimiter(mongo, 'apikey', apiKeyPerMinute, 60, `${apiKeyPerMinute} requests per minute per API key`, log),
     session: new SharedLimiter(mongo, 'session', sessionPerMinute, 60, `${sessionPerMinute} requests per minute per user with a session token`, log),
     signup: new SharedLimiter(mongo, 'signup', signupPerHour, 3600, `${signupPerHour} signups per hour from one address`, log),
     login: new SharedLimiter(mongo, 'login', loginPerMinute, 60, `${loginPerMinute} login attempts per minute from one address`, log),
+    loginAccount: new SharedLimiter(mongo, 'loginacct', loginFailuresPerAccount, loginAccountWindowSeconds, `${loginFailuresPerAccount} failed logins per ${accountWindow} for one email`, log),
   };
 }

@@ -4,7 +4,7 @@ import { described } from './schemas.js';
 import { createTools } from './tools.js';
 
 describe('mcp tools', () => {
-  const tools = createTools(loadApiConfig({ LONG_POLL_MAX_MS: '20000', LONG_POLL_DEFAULT_MS: '15000' }));
+  const tools = createTools(loadApiConfig({ NODE_ENV: 'development', LONG_POLL_MAX_MS: '20000', LONG_POLL_DEFAULT_MS: '15000' }));
 
   it('has the seven tools, each with MCP-safe names, closed object inputs and an object output', () => {
     expect([...tools.keys()]).to.deep.equal(['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'delete_webhook', 'ping_webhook', 'whoami']);

@@ -109,7 +109,7 @@ export const schemas: Record<string, SchemaObject> = {
     properties: {
       token: { type: 'string', pattern: '^svcst_', description: 'Valid only as the `token` query parameter of the stream URL' },
       expires_at: dateTime('When the token stops opening streams (a stream already open runs on)'),
-      stream_url: { type: 'string', description: 'The stream URL with this token, ready for EventSource' },
+      stream_url: { type: 'string', description: 'The stream URL with this token, ready for EventSource: relative (`/api/v1/events/stream?token=…`) unless the server has PUBLIC_BASE_URL; never taken from the request\'s Host' },
     },
   },
   IngestResult: {

@@ -5,6 +5,7 @@ import { resolveSince } from '../events/service.js';
 import { parseTypes, streamQuery } from './schemas.js';
 import { createStreamToken, prepareStream } from './service.js';
 import { verifyStreamToken } from './tokens.js';
+import { setRateHeaders } from '../limits/limiter.js';
 import { guard, newRouter, route } from '../../middleware/route.js';
 
 /**
@@ -16,15 +17,19 @@ export function streamRoutes(deps: ApiDeps): Router {
 
   route(router, deps.config.http, { method: 'post', path: '/stream-token', guard: authenticate(deps) }, (ctx) => {
     ctx.status = 201;
-    // The URL the caller reached us at (X-Forwarded-Proto/Host count behind TRUST_PROXY); relative without a Host.
-    const base = ctx.host ? `${ctx.protocol}://${ctx.host}` : '';
-    ctx.body = createStreamToken(deps, authOf(ctx).accountId, base);
+    // PUBLIC_BASE_URL, or a relative URL: never the request's Host or X-Forwarded-Host,
+    // which a client (or a cache keyed without them) could point anywhere.
+    ctx.body = createStreamToken(deps, authOf(ctx).accountId, deps.config.http.publicBaseUrl ?? '');
     ctx.set('Cache-Control', 'no-store');
   });
 
   // The token is the guard: without a valid one nothing else about the request is looked at.
-  const streamToken = guard('stream_token', (ctx) => {
-    ctx.state.streamAccountId = verifyStreamToken(deps.streams.tokenKey, ctx.query.token, deps.clock());
+  // Each open then spends one request of the account's API budget (100 per minute, the
+  // limiter keyed by account id), like any other call: reconnecting in a loop is throttled.
+  const streamToken = guard('stream_token', async (ctx) => {
+    const accountId = verifyStreamToken(deps.streams.tokenKey, ctx.query.token, deps.clock());
+    ctx.state.streamAccountId = accountId;
+    setRateHeaders(ctx, await deps.limits.apiKey.consume(accountId));
   });
   route(router, deps.config.http, { method: 'get', path: '/stream', guard: streamToken }, async (ctx) => {
     const accountId = ctx.state.streamAccountId as string;

@@ -68,7 +68,8 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
       const { durationMs, heartbeatMs, retryMs } = deps.config.streams;
       deps.metrics.openStreams.inc();
       try {
-        sse.open({}, retryMs);
+        // no-store like every authenticated response (the SSE default is no-cache).
+        sse.open({ 'Cache-Control': 'no-store, no-transform' }, retryMs);
         return await pumpStream(feed, sse, slots, lease, { durationMs, heartbeatMs }, signal, deps.log);
       } finally {
         deps.metrics.openStreams.dec();

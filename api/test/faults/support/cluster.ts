@@ -3,7 +3,7 @@
  * and a database of the private infra instance, plus the client calls the
  * tests make against it (accounts, ingest, polling every event).
  */
-import { uniqueName } from '../../../../shared/test/support/env.js';
+import { TEST_SECRETS, uniqueName } from '../../../../shared/test/support/env.js';
 import { call } from '../../support/api.js';
 import { createAccount, type TestAccount } from '../../support/accounts.js';
 import { privateInfra, type PrivateInfra } from './infra.js';
@@ -18,6 +18,10 @@ const GENEROUS_LIMITS: Record<string, string> = {
   LOGIN_LIMIT_PER_MINUTE: '1000000',
   API_KEY_LIMIT_PER_MINUTE: '1000000',
   SESSION_LIMIT_PER_MINUTE: '1000000',
+  LOGIN_FAILURES_PER_ACCOUNT: '1000000',
+  MAX_LONG_POLLS_PER_ACCOUNT: '100000',
+  PASSWORD_SCRYPT_N: '16384',
+  PASSWORD_HASH_QUEUE: '100000',
 };
 
 export interface ClusterOptions {
@@ -50,6 +54,7 @@ export class Cluster {
       EVENTS_TOPIC: this.topic,
       EVENTS_PARTITIONS: '3',
       MONGO_DB: this.db,
+      ...TEST_SECRETS,
       INGEST_TOKEN,
       // Subscriptions point at the test's HTTPS receiver on 127.0.0.1 (development setting).
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',

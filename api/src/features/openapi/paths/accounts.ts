@@ -23,7 +23,7 @@ export function accountPaths(): Record<string, SchemaObject> {
         operationId: 'login',
         tags: ['accounts'],
         summary: 'Get a session token',
-        description: 'Same body shape as signup: name, phone and plan are accepted and ignored. A wrong email and a wrong password get the same 401. Throttled per client IP (LOGIN_LIMIT_PER_MINUTE).',
+        description: 'Same body shape as signup: name, phone and plan are accepted and ignored. A wrong email and a wrong password get the same 401. Throttled per client IP (LOGIN_LIMIT_PER_MINUTE) and per email, existing or not, from any address (LOGIN_FAILURES_PER_ACCOUNT failed logins per LOGIN_ACCOUNT_WINDOW_S): the 429 is the same for an unknown email.',
         security: PUBLIC,
         requestBody: jsonBody(bodySchema(validateLogin)),
         responses: { '200': json('A fresh session token', ref('Session')), ...errors(400, 401, 413, 415, 429, 503) },

@@ -29,7 +29,7 @@ export function eventPaths(config: ApiConfig): Record<string, SchemaObject> {
         operationId: 'waitForEvent',
         tags: ['events'],
         summary: 'Long-poll for the next matching event',
-        description: `Answers as soon as a matching event arrives, or with \`{"event": null, "timed_out": true}\` after \`timeout_ms\` (default ${config.events.longPollDefaultMs}, at most ${config.events.longPollMaxMs}). With \`since\`, an event already after that cursor answers at once. Loop it: the wait is capped at 55 s.`,
+        description: `Answers as soon as a matching event arrives, or with \`{"event": null, "timed_out": true}\` after \`timeout_ms\` (default ${config.events.longPollDefaultMs}, at most ${config.events.longPollMaxMs}). With \`since\`, an event already after that cursor answers at once. Loop it: the wait is capped at 55 s. At most ${config.events.maxLongPollsPerAccount} long-polls per account at once in one API process (429 beyond).`,
         security: USER_SECURITY,
         requestBody: { required: false, content: { 'application/json': { schema: bodySchema(waitBody) } } },
         responses: { '200': authedJson('The event, or a timeout', ref('WaitResult')), ...errors(400, 401, 413, 415, 429, 503) },
@@ -50,7 +50,7 @@ export function eventPaths(config: ApiConfig): Record<string, SchemaObject> {
         operationId: 'streamEvents',
         tags: ['events'],
         summary: 'Server-sent event stream of the account\'s events',
-        description: `Runs about ${Math.round(config.streams.durationMs / 1000)} s, then closes; reconnect with a fresh token (EventSource resumes by Last-Event-ID). At most ${config.streams.maxPerAccount} concurrent streams per account. Each event is framed as \`id: <cursor>\`, \`event: <type>\`, \`data: <EventRecord JSON>\`; \`: heartbeat\` comments every ${Math.round(config.streams.heartbeatMs / 1000)} s.`,
+        description: `Runs about ${Math.round(config.streams.durationMs / 1000)} s, then closes; reconnect with a fresh token (EventSource resumes by Last-Event-ID). At most ${config.streams.maxPerAccount} concurrent streams per account; each open counts as one request against the account's API rate limit. Each event is framed as \`id: <cursor>\`, \`event: <type>\`, \`data: <EventRecord JSON>\`; \`: heartbeat\` comments every ${Math.round(config.streams.heartbeatMs / 1000)} s.`,
         security: [{ streamToken: [] }],
         parameters: [
           ...queryParameters(streamQuery, { token: 'A `svcst_` stream token (API keys are refused here)', types: 'Comma-separated event types to receive (default: all)', since: 'Start after this cursor' }),

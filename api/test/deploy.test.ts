@@ -1,0 +1,215 @@
+/**
+ * The shipped deployment (docker-compose.yml, deploy/): what its gateway lets
+ * through, TLS, and what it logs. The nginx config is run for real against a
+ * test API, and the compose file is checked with Compose v2: `npm test`
+ * provides both (NGINX_BIN, OPENSSL_BIN, COMPOSE_BIN from scripts/infra/test-tools.mjs:
+ * Debian's nginx-light, Compose built from its Go module into the cache); without
+ * them these tests fail saying how to get them, never skip.
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import http from 'node:http';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import type { RunningApi } from '../src/server.js';
+import { bearer, createAccount } from './support/accounts.js';
+import { startTestApi } from './support/api.js';
+
+const root = process.cwd();
+const nginxConf = readFileSync(join(root, 'deploy/nginx.conf'), 'utf8');
+const composeText = readFileSync(join(root, 'docker-compose.yml'), 'utf8');
+
+function which(bin: string): string | null {
+  const res = spawnSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' });
+  return res.status === 0 ? res.stdout.trim() : null;
+}
+
+function composeCommand(): string[] {
+  if (process.env.COMPOSE_BIN) return [process.env.COMPOSE_BIN];
+  if (spawnSync('docker', ['compose', 'version'], { encoding: 'utf8' }).status === 0) return ['docker', 'compose'];
+  throw new Error('no Compose v2: run the tests with npm test (it builds one: scripts/infra/compose.sh), or set COMPOSE_BIN');
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** One request with the path sent byte for byte as given (no client-side normalisation). */
+function request(url: string, method: string, path: string, opts: { headers?: Record<string, string>; ca?: string; abortAfterHeaders?: boolean } = {}): Promise<Answer> {
+  const u = new URL(url);
+  const mod = u.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = mod.request({ host: u.hostname, port: u.port, method, path, headers: opts.headers, ca: opts.ca, servername: 'localhost', agent: false }, (res) => {
+      if (opts.abortAfterHeaders) {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: '' });
+        req.destroy();
+        return;
+      }
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('shipped deployment', function () {
+  this.timeout(120_000);
+
+  describe('deploy/nginx.conf, read', () => {
+    it('logs $uri, never the query string ($request_uri, $request, $args, $query_string)', () => {
+      const formats = [...nginxConf.matchAll(/log_format\s+(\w+)\s+([^;]+);/g)];
+      expect(formats.map((m) => m[1])).to.deep.equal(['gateway']);
+      expect(formats[0]![2]).to.include('$uri');
+      expect(formats[0]![2]).to.not.match(/\$request_uri|\$request\b|\$args|\$query_string|\$arg_/);
+      const logs = [...nginxConf.matchAll(/access_log\s+([^;]+);/g)].map((m) => m[1]!.trim());
+      expect(logs.length).to.be.greaterThan(0);
+      for (const log of logs) expect(log).to.match(/ gateway$/);
+    });
+
+    it('routes only the public prefixes and answers everything else itself with 404', () => {
+      const locations = [...nginxConf.matchAll(/location\s+([^{]+?)\s*\{/g)].map((m) => m[1]);
+      expect(locations).to.deep.equal(['/', '/api/', '= /dashboard', '/dashboard/', '= /healthz', '/']);
+      expect(nginxConf).to.not.match(/location[^{]*(metrics|internal|readyz)/i);
+    });
+  });
+
+  describe('docker-compose.yml', () => {
+    const secrets = { JWT_SECRET: 'j'.repeat(40), INGEST_TOKEN: 'i'.repeat(30), WEBHOOK_SECRET_KEY: Buffer.alloc(32, 3).toString('base64') };
+    const bare = (): Record<string, string> => {
+      const env: Record<string, string> = {};
+      for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in secrets) && k !== 'METRICS_TOKEN' && k !== 'PUBLIC_BASE_URL') env[k] = v;
+      return env;
+    };
+
+    it('requires the three secrets and publishes only the gateway (Compose v2 `config`)', () => {
+      expect(composeText).to.match(/\$\{JWT_SECRET:\?/);
+      const [bin, ...pre] = composeCommand();
+      for (const missing of Object.keys(secrets)) {
+        const env = { ...bare(), ...secrets };
+        delete (env as Record<string, string>)[missing];
+        const res = spawnSync(bin!, [...pre, '-f', 'docker-compose.yml', 'config', '-q'], { cwd: root, env, encoding: 'utf8' });
+        expect(res.status, missing).to.not.equal(0);
+        expect(res.stderr).to.include(`required variable ${missing} is missing`);
+      }
+      const out = execFileSync(bin!, [...pre, '-f', 'docker-compose.yml', 'config', '--format', 'json'], { cwd: root, env: { ...bare(), ...secrets }, encoding: 'utf8' });
+      const config = JSON.parse(out) as { services: Record<string, { ports?: { target: number; published: string }[]; environment?: Record<string, string | null> }> };
+      const published = Object.entries(config.services).flatMap(([name, s]) => (s.ports ?? []).map((p) => `${name}:${p.published}->${p.target}`));
+      expect(published.sort()).to.deep.equal(['gateway:443->443', 'gateway:80->80']);
+      for (const name of ['api', 'delivery']) {
+        expect(config.services[name]!.environment).to.include({ NODE_ENV: 'production', ...secrets });
+      }
+    });
+  });
+
+  describe('the gateway, run (nginx with deploy/nginx.conf in front of a test API)', () => {
+    let api: RunningApi;
+    let nginx: ChildProcess | null = null;
+    let dir = '';
+    let httpUrl = '';
+    let httpsUrl = '';
+    let ca = '';
+
+    before(async () => {
+      const bin = process.env.NGINX_BIN ?? which('nginx');
+      if (!bin || !(process.env.OPENSSL_BIN ?? which('openssl'))) {
+        throw new Error('nginx or openssl not installed: run the tests with npm test (it installs them), or apt-get install -y nginx-light openssl');
+      }
+      api = await startTestApi({ TRUST_PROXY: 'true' });
+      dir = mkdtempSync(join(tmpdir(), 'gateway-'));
+      // The certificate the way the gateway makes it on first start.
+      execFileSync('sh', [join(root, 'deploy/gateway-cert.sh')], { env: { ...process.env, TLS_DIR: join(dir, 'tls') } });
+      ca = readFileSync(join(dir, 'tls', 'tls.crt'), 'utf8');
+      const [p80, p443] = [await freePort(), await freePort()];
+      httpUrl = `http://127.0.0.1:${p80}`;
+      httpsUrl = `https://127.0.0.1:${p443}`;
+      const site = nginxConf
+        .replace('server api:3000;', `server 127.0.0.1:${new URL(api.url).port};`)
+        .replace(/listen 80;/, `listen 127.0.0.1:${p80};`)
+        .replace(/listen 443 ssl;/, `listen 127.0.0.1:${p443} ssl;`)
+        .replaceAll('/var/log/nginx/access.log', join(dir, 'access.log'))
+        .replaceAll('/etc/nginx/tls', join(dir, 'tls'));
+      writeFileSync(join(dir, 'site.conf'), site);
+      writeFileSync(
+        join(dir, 'nginx.conf'),
+        `daemon off;\nworker_processes 1;\nuser root;\npid ${join(dir, 'nginx.pid')};\nerror_log ${join(dir, 'error.log')} warn;\nevents { worker_connections 256; }\nhttp {\n  access_log off;\n  include ${join(dir, 'site.conf')};\n}\n`,
+      );
+      const test = spawnSync(bin!, ['-t', '-p', dir, '-c', join(dir, 'nginx.conf')], { encoding: 'utf8' });
+      expect(test.status, test.stderr).to.equal(0);
+      nginx = spawn(bin!, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: 'ignore' });
+      for (let i = 0; ; i++) {
+        try {
+          await request(httpsUrl, 'GET', '/healthz', { ca });
+          break;
+        } catch (err) {
+          if (i > 100) throw err;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    });
+
+    after(() => {
+      nginx?.kill('SIGTERM');
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('passes `nginx -t`, redirects plain HTTP to HTTPS and sends HSTS', async () => {
+      const plain = await request(httpUrl, 'GET', '/api/auth/me?x=1');
+      expect(plain.status).to.equal(301);
+      expect(plain.headers.location).to.match(/^https:\/\/[^/]+\/api\/auth\/me\?x=1$/);
+      for (const path of ['/healthz', '/api/auth/me', '/nope']) {
+        const res = await request(httpsUrl, 'GET', path, { ca });
+        expect(res.headers['strict-transport-security'], path).to.equal('max-age=31536000');
+        expect(res.headers['x-content-type-options'], path).to.equal('nosniff');
+      }
+      expect((await request(httpsUrl, 'GET', '/healthz', { ca })).status).to.equal(200);
+      expect((await request(httpsUrl, 'GET', '/api/auth/me', { ca })).status).to.equal(401);
+      expect((await request(httpsUrl, 'GET', '/dashboard', { ca })).status).to.equal(200);
+    });
+
+    it('answers every spelling of /metrics, /readyz and /internal/ itself with 404: none reaches the API', async () => {
+      const spellings = ['/metrics', '/metrics/', '/METRICS', '/Metrics', '//metrics', '/%6detrics', '/%6Detrics', '/metrics;x', '/metrics?x', '/./metrics', '/api/../metrics', '/api/%2e%2e/metrics', '/api/..%2fmetrics', '/dashboard/../metrics', '/readyz', '/internal/v1/events', '/INTERNAL/v1/events', '/Internal/V1/Events/', '//internal/v1/events', '/api/../internal/v1/events'];
+      for (const path of spellings) {
+        for (const method of ['GET', 'POST']) {
+          const res = await request(httpsUrl, method, path, { ca, headers: { 'content-type': 'application/json', ...bearer(api.deps.config.ingestToken) } });
+          expect(res.status, `${method} ${path}`).to.equal(404);
+          // The API stamps X-Request-Id on every answer; the gateway's own 404 has none.
+          expect(res.headers['x-request-id'], `${method} ${path} reached the API`).to.equal(undefined);
+        }
+      }
+    });
+
+    it('keeps stream tokens out of the access log', async () => {
+      const acct = await createAccount(api.url);
+      const minted = await request(httpsUrl, 'POST', '/api/v1/events/stream-token', { ca, headers: bearer(acct.apiKey) });
+      expect(minted.status).to.equal(201);
+      const { token, stream_url: streamUrl } = JSON.parse(minted.body) as { token: string; stream_url: string };
+      const stream = await request(httpsUrl, 'GET', streamUrl, { ca, abortAfterHeaders: true });
+      expect(stream.status).to.equal(200);
+      await new Promise((r) => setTimeout(r, 300));
+      const log = readFileSync(join(dir, 'access.log'), 'utf8');
+      expect(log).to.include('/api/v1/events/stream-token');
+      expect(log).to.include('"GET /api/v1/events/stream HTTP/1.1"');
+      expect(log).to.not.include(token.slice(0, 20));
+      expect(log).to.not.include('token=');
+    });
+  });
+});
