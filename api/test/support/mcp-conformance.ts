@@ -58,6 +58,11 @@ export async function conformanceTool(): Promise<ConformanceTool> {
   if (install.code !== 0 || !existsSync(staged.node) || !existsSync(staged.cli)) {
     throw new Error(`installing the MCP conformance tool into ${staging} failed (npm exit ${install.code}); try: cd ${staging} && npm install @modelcontextprotocol/conformance@${CONFORMANCE_VERSION} ${NODE_PACKAGE}\n${install.output.slice(-2000)}`);
   }
+  // Another test process may have finished first: keep its copy (it may be running it).
+  if (existsSync(tool.node) && existsSync(tool.cli)) {
+    rmSync(staging, { recursive: true, force: true });
+    return tool;
+  }
   rmSync(dir, { recursive: true, force: true });
   renameSync(staging, dir);
   return tool;
