@@ -49,13 +49,14 @@ describe('MCP over HTTP: lifecycle and discovery', () => {
     expect(res.body.result.protocolVersion).to.equal('2025-06-18');
   });
 
-  it('initialize without a protocolVersion is answered with an error', async () => {
+  it('initialize without a protocolVersion is invalid params (-32602)', async () => {
+    // SDK 1.x alone would answer -32603 with its parser's dump (modelcontextprotocol/typescript-sdk#2284).
     const res = await rpc(base, { jsonrpc: '2.0', id: 7, method: 'initialize', params: { capabilities: {} } });
     expect(res.status).to.equal(200);
     expect(res.body).to.deep.include({ id: 7 });
     expect(res.body).to.not.have.property('result');
-    // JSON-RPC says -32602; SDK 1.x answers -32603 (modelcontextprotocol/typescript-sdk#2284, fix proposed).
-    expect(res.body.error.code).to.be.oneOf([-32602, -32603]);
+    expect(res.body.error.code).to.equal(-32602);
+    expect(res.body.error.message).to.match(/protocolVersion/);
   });
 
   it('accepts notifications/initialized with 202 and no body', async () => {
@@ -99,6 +100,8 @@ describe('MCP over HTTP: lifecycle and discovery', () => {
     expect(res.status).to.equal(400);
     expect(res.body.error.code).to.equal(-32000);
     expect(res.body.error.message).to.include('2025-11-25');
+    // The SDK's refusals carry the API's error data too.
+    expect(res.body.error.data).to.deep.equal({ code: 'bad_request', request_id: res.headers.get('x-request-id') });
   });
 });
 
@@ -210,11 +213,19 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
     const res = await rpcRaw(base, '{"jsonrpc":"2.0","id":1,"method":"ping"}', { ...V, 'content-type': 'text/plain' });
     expect(res.status).to.equal(415);
     expect(res.body.error.code).to.equal(-32000);
+    expect(res.body.error.data).to.deep.equal({ code: 'unsupported_media_type', request_id: res.headers.get('x-request-id') });
+  });
+
+  it('refuses a compressed body with 415 (it is not inflated)', async () => {
+    const res = await rpcRaw(base, '{"jsonrpc":"2.0","id":1,"method":"ping"}', { ...V, 'content-encoding': 'gzip' });
+    expect(res.status).to.equal(415);
+    expect(res.body.error.data.code).to.equal('unsupported_media_type');
   });
 
   it('refuses a client that accepts only text/event-stream with 406', async () => {
     const res = await rpc(base, { jsonrpc: '2.0', id: 1, method: 'ping' }, { ...V, accept: 'text/event-stream' });
     expect(res.status).to.equal(406);
+    expect(res.body.error.data).to.deep.equal({ code: 'not_acceptable', request_id: res.headers.get('x-request-id') });
   });
 
   it('answers a client that sends no Accept header', async () => {

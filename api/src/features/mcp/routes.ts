@@ -17,7 +17,7 @@ import type { Logger } from '../../../../shared/src/log.js';
 import type { ApiDeps } from '../../deps.js';
 import { newRouter, publicRoute, route, type RouteSpec } from '../../middleware/route.js';
 import { resolveToolCaller } from './caller.js';
-import { createMcpServer } from './server.js';
+import { answerInvalidParams, createMcpServer } from './server.js';
 import { byteLimit, checkOrigin, errorResponse, HttpRefusal, readJson, refusal, refusalFromAppError, type RequestId, respond, RPC, setCors, webRequest } from './transport.js';
 import { createTools, type Tool } from './tools.js';
 
@@ -126,6 +126,7 @@ async function post(ctx: Context, deps: ApiDeps, tools: ReadonlyMap<string, Tool
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   try {
     await server.connect(transport);
+    answerInvalidParams(transport);
     await respond(ctx, await transport.handleRequest(webRequest(ctx), { parsedBody: body }));
   } finally {
     ctx.res.off('close', onClose);

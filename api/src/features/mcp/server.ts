@@ -8,13 +8,16 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolRequestSchema,
   CancelledNotificationSchema,
   DEFAULT_NEGOTIATED_PROTOCOL_VERSION,
   ErrorCode,
+  InitializeRequestSchema,
+  isJSONRPCRequest,
   ListToolsRequestSchema,
-  RequestSchema,
+  PingRequestSchema,
   type CallToolResult,
   type ServerNotification,
   type ServerRequest,
@@ -74,15 +77,36 @@ function versionOf(extra: Extra): string {
 /** Version strings are dates, so they compare as strings. `title`, `outputSchema` and `structuredContent` arrived in 2025-06-18. */
 const since = (version: string, revision: string): boolean => version >= revision;
 
+interface RequestSchemaLike {
+  safeParse(value: unknown): { success: true } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } };
+}
+
+/** The SDK's schema of each method served, to check params against before the SDK dispatches. */
+const METHOD_SCHEMAS: Record<string, RequestSchemaLike> = {
+  initialize: InitializeRequestSchema,
+  ping: PingRequestSchema,
+  'tools/list': ListToolsRequestSchema,
+  'tools/call': CallToolRequestSchema,
+};
+
 /**
- * The methods' schemas with their params read loosely at dispatch. SDK 1.x answers params that fail
- * the method's schema there with -32603 Internal error and the parser's dump
- * (modelcontextprotocol/typescript-sdk#2284); read loosely, the SDK's own tools/call check answers
- * them with -32602 Invalid params, as JSON-RPC says. tools/list takes no params we read (no paging).
+ * SDK 1.x answers a request whose params fail its method's schema with -32603 Internal error and the
+ * parser's dump (modelcontextprotocol/typescript-sdk#2284). Such requests are answered here, through
+ * the transport, with -32602 Invalid params, as JSON-RPC says; the rest go on to the server.
  */
-const looseParams = { params: RequestSchema.shape.params };
-const CallTool = CallToolRequestSchema.extend(looseParams);
-const ListTools = ListToolsRequestSchema.extend(looseParams);
+export function answerInvalidParams(transport: Transport): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const schema = isJSONRPCRequest(message) ? METHOD_SCHEMAS[message.method] : undefined;
+    const checked = schema?.safeParse(message);
+    if (isJSONRPCRequest(message) && checked && !checked.success) {
+      const problems = checked.error.issues.map((i) => `${i.path.map(String).join('.')}: ${i.message}`).join('; ');
+      void transport.send({ jsonrpc: '2.0', id: message.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params for ${message.method}: ${problems}`.slice(0, 500) } });
+      return;
+    }
+    deliver?.(message, extra);
+  };
+}
 
 /**
  * A Server builds its own Ajv instance unless given a validator (0.6 ms of a POST's CPU, measured);
@@ -105,14 +129,12 @@ export function createMcpServer(pc: PostContext): Server {
   // would never be answered. Cancelling is a hint (the MCP spec lets a server answer anyway): we answer.
   // A wait ends early when its connection closes.
   server.setNotificationHandler(CancelledNotificationSchema, () => undefined);
-  server.setRequestHandler(ListTools, (_request, extra) => ({
+  server.setRequestHandler(ListToolsRequestSchema, (_request, extra) => ({
     tools: [...pc.tools.values()].map((t) => describeTool(t, versionOf(extra))),
   }));
-  server.setRequestHandler(CallTool, async (request, extra) => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     try {
-      // The SDK has checked the request against CallToolRequestSchema before this runs (-32602 if not).
-      const { params } = CallToolRequestSchema.parse(request);
-      return await callTool(pc, params.name, params.arguments ?? {}, versionOf(extra));
+      return await callTool(pc, request.params.name, request.params.arguments ?? {}, versionOf(extra));
     } catch (err) {
       if (err instanceof RpcError) throw err;
       // Anything else is a defect: logged here, and its message stays here.

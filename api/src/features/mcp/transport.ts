@@ -6,7 +6,7 @@
  */
 import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { Context } from 'koa';
-import type { AppError } from '../../../../shared/src/errors/index.js';
+import type { AppError, ErrorCode as HouseCode } from '../../../../shared/src/errors/index.js';
 
 /** The JSON-RPC codes of our own refusals (and of the OpenAPI document). */
 export const RPC = {
@@ -83,8 +83,12 @@ const tooLarge = (): HttpRefusal => refusal(413, 'payload_too_large', 'Request b
 
 export const parseError = (message: string): HttpRefusal => refusal(400, 'invalid_json', `Parse error: ${message}`, RPC.PARSE_ERROR);
 
-/** Reads and parses the body (UTF-8 JSON, at most `limit` bytes). */
+/** Reads and parses the body (UTF-8 JSON, at most `limit` bytes, not compressed: Koa does not inflate it here). */
 export async function readJson(ctx: Context, limit: number): Promise<unknown> {
+  const encoding = ctx.get('Content-Encoding');
+  if (encoding && encoding.toLowerCase() !== 'identity') {
+    throw refusal(415, 'unsupported_media_type', 'Unsupported Media Type: compressed bodies are not accepted');
+  }
   const declared = Number(ctx.get('Content-Length'));
   if (Number.isFinite(declared) && declared > limit) throw tooLarge();
   const chunks: Buffer[] = [];
@@ -140,9 +144,40 @@ export function webRequest(ctx: Context): Request {
   return new Request(new URL(ctx.originalUrl, 'http://localhost'), { method: ctx.method, headers });
 }
 
+/** The API's error code for each refusal status the SDK's transport answers. */
+const HOUSE_CODES: Record<number, HouseCode | 'not_acceptable'> = {
+  400: 'bad_request',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  406: 'not_acceptable',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+};
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * An HTTP refusal by the SDK (Accept, Content-Type, version header, malformed message) with the
+ * `data` every refusal of this API carries: `{code, request_id}`. Whatever data the SDK put there
+ * is dropped: its catch-all puts the text of an internal error in it.
+ */
+function withHouseData(text: string, status: number, requestId: string): string {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return text;
+  }
+  if (!isObject(body) || !isObject(body.error)) return text;
+  const code = HOUSE_CODES[status] ?? (status >= 500 ? 'internal' : 'bad_request');
+  return JSON.stringify({ ...body, error: { ...body.error, data: { code, request_id: requestId } } });
+}
+
 /** The SDK's Response as Koa's: status, headers, and the JSON body (none for 202). */
 export async function respond(ctx: Context, response: Response): Promise<void> {
-  const text = await response.text();
+  let text = await response.text();
+  if (response.status >= 400) text = withHouseData(text, response.status, String(ctx.state.requestId));
   // Body before status: Koa turns a null body into 204 unless the status is set after it (202 stays 202).
   ctx.body = text === '' ? null : text;
   ctx.status = response.status;
