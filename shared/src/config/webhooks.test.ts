@@ -1,6 +1,9 @@
 import { expect } from 'chai';
 import { loadWebhookConfig } from './webhooks.js';
 
+/** Explicit development mode: the tests of other settings need no secret key. */
+const DEV = { NODE_ENV: 'development' };
+
 describe('webhook config', () => {
   const key = Buffer.alloc(32, 1).toString('base64');
 
@@ -26,26 +29,26 @@ describe('webhook config', () => {
   });
 
   it('allows 443 and 8443 only unless WEBHOOK_ALLOWED_PORTS lists more, and names a bad entry', () => {
-    expect(loadWebhookConfig({}, false).allowedPorts).to.deep.equal([]);
-    expect(loadWebhookConfig({ WEBHOOK_ALLOWED_PORTS: '9443, 10000-10100' }, false).allowedPorts).to.deep.equal([
+    expect(loadWebhookConfig(DEV, false).allowedPorts).to.deep.equal([]);
+    expect(loadWebhookConfig({ ...DEV, WEBHOOK_ALLOWED_PORTS: '9443, 10000-10100' }, false).allowedPorts).to.deep.equal([
       [9443, 9443],
       [10000, 10100],
     ]);
     for (const bad of ['0', '70000', 'http', '10-5', '443;444']) {
-      expect(() => loadWebhookConfig({ WEBHOOK_ALLOWED_PORTS: bad }, false), bad).to.throw(/WEBHOOK_ALLOWED_PORTS has a bad entry/);
+      expect(() => loadWebhookConfig({ ...DEV, WEBHOOK_ALLOWED_PORTS: bad }, false), bad).to.throw(/WEBHOOK_ALLOWED_PORTS has a bad entry/);
     }
   });
 
   it('resolves with the system DNS servers unless DNS_SERVERS says otherwise', () => {
-    const d = loadWebhookConfig({}, false).dns;
+    const d = loadWebhookConfig(DEV, false).dns;
     expect(d).to.include({ servers: null, timeoutMs: 5000, maxLookupsPerAccount: 8, maxTtlS: 300 });
-    const c = loadWebhookConfig({ DNS_SERVERS: '127.0.0.1:5353, 1.1.1.1, ::1, [::1]:5353', DNS_TIMEOUT_MS: '2000', DNS_MAX_LOOKUPS_PER_ACCOUNT: '3', DNS_MAX_TTL_S: '60' }, false).dns;
+    const c = loadWebhookConfig({ ...DEV, DNS_SERVERS: '127.0.0.1:5353, 1.1.1.1, ::1, [::1]:5353', DNS_TIMEOUT_MS: '2000', DNS_MAX_LOOKUPS_PER_ACCOUNT: '3', DNS_MAX_TTL_S: '60' }, false).dns;
     expect(c).to.include({ timeoutMs: 2000, maxLookupsPerAccount: 3, maxTtlS: 60 });
     expect(c.servers).to.deep.equal(['127.0.0.1:5353', '1.1.1.1', '::1', '[::1]:5353']);
     for (const bad of ['dns.google', '127.0.0.1:99999', '1.2.3:53', ',']) {
-      expect(() => loadWebhookConfig({ DNS_SERVERS: bad }, false), bad).to.throw(/DNS_SERVERS/);
+      expect(() => loadWebhookConfig({ ...DEV, DNS_SERVERS: bad }, false), bad).to.throw(/DNS_SERVERS/);
     }
-    expect(() => loadWebhookConfig({ DNS_TIMEOUT_MS: '0' }, false)).to.throw(/DNS_TIMEOUT_MS/);
+    expect(() => loadWebhookConfig({ ...DEV, DNS_TIMEOUT_MS: '0' }, false)).to.throw(/DNS_TIMEOUT_MS/);
   });
 
   it('refuses the development key in production even when set explicitly', () => {

@@ -1,10 +1,15 @@
 /**
- * POST /api/mcp: MCP's Streamable HTTP transport, stateless. Every POST
- * carries everything it needs (protocol version header, API key), so any API
- * pod answers any request and no Mcp-Session-Id is issued. Responses are
- * application/json; there is no server-initiated stream, so GET is 405.
+ * POST /api/mcp: MCP's Streamable HTTP transport, stateless, on the official
+ * SDK (a Server and a WebStandardStreamableHTTPServerTransport per POST, no
+ * Mcp-Session-Id, JSON responses). Any API pod answers any request. What we
+ * add on top: the Origin check, the body limit, and the API key of tools/call
+ * resolved (and charged to its rate) before the SDK runs anything. There is no
+ * server-initiated stream, so GET (and DELETE: no sessions) is 405.
  */
 import type Router from '@koa/router';
+import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 import type { Context } from 'koa';
 import { AppError, unavailable } from '../../../../shared/src/errors/index.js';
 import { isDependencyError } from '../../../../shared/src/errors/dependency.js';
@@ -12,25 +17,17 @@ import type { Logger } from '../../../../shared/src/log.js';
 import type { ApiDeps } from '../../deps.js';
 import { newRouter, publicRoute, route, type RouteSpec } from '../../middleware/route.js';
 import { resolveToolCaller } from './caller.js';
-import { dispatch } from './dispatch.js';
-import { classify, errorResponse, LATEST_PROTOCOL_VERSION, type Message, type ProtocolVersion, type RequestId, type Response, RPC } from './protocol.js';
-import {
-  byteLimit,
-  checkAccept,
-  checkContentType,
-  checkOrigin,
-  headerVersion,
-  HttpRefusal,
-  readJson,
-  refusalFromAppError,
-  setCors,
-} from './transport.js';
-import { createTools, type Tool, type ToolCaller } from './tools.js';
+import { answerInvalidParams, createMcpServer } from './server.js';
+import { byteLimit, checkOrigin, errorResponse, HttpRefusal, readJson, refusal, refusalFromAppError, type RequestId, respond, RPC, setCors, webRequest } from './transport.js';
+import { createTools, type Tool } from './tools.js';
 
 export const MCP_PATH = '/api/mcp';
 
-/** Batches are JSON-RPC 2.0 (and MCP 2025-03-26); this bounds the work one POST can start. */
-export const MAX_BATCH = 50;
+/** The most messages one POST may hold: the SDK's bound, refused before any key is charged. */
+export const MAX_BATCH = MAX_BATCH_SIZE;
+
+/** The protocol revisions served, newest first: the SDK's. */
+export const PROTOCOL_VERSIONS: readonly string[] = SUPPORTED_PROTOCOL_VERSIONS;
 
 export function mcpRoutes(deps: ApiDeps): Router {
   const router = newRouter();
@@ -101,50 +98,21 @@ function asRefusal(err: unknown, log: Logger, ctx: Context): HttpRefusal {
   return new HttpRefusal(500, { code: RPC.INTERNAL_ERROR, message: 'Internal error', data: { code: 'internal' } });
 }
 
+/** A JSON-RPC request object (it has a method and an id): what the SDK will answer. */
+const isRequest = (m: unknown): m is { id: unknown; method: unknown } => typeof m === 'object' && m !== null && 'method' in m && 'id' in m;
+const isRequestId = (v: unknown): v is RequestId => typeof v === 'string' || (typeof v === 'number' && Number.isInteger(v));
+
 async function post(ctx: Context, deps: ApiDeps, tools: ReadonlyMap<string, Tool>, limit: number): Promise<void> {
-  checkAccept(ctx);
-  checkContentType(ctx);
   const body = await readJson(ctx, limit);
-
-  const isBatch = Array.isArray(body);
-  const items: unknown[] = isBatch ? body : [body];
-  if (items.length === 0) throw invalidRequest('empty batch');
-  if (items.length > MAX_BATCH) throw invalidRequest(`a batch holds at most ${MAX_BATCH} messages`);
-  const messages = items.map(classify);
-  const single = isBatch ? undefined : messages[0];
-  if (single?.kind === 'invalid') {
-    ctx.state.mcpRequestId = single.id;
-    throw invalidRequest(single.reason);
-  }
+  const messages: unknown[] = Array.isArray(body) ? body : [body];
   // A refusal of a single request carries its id, so the client can match it.
-  if (single?.kind === 'request') ctx.state.mcpRequestId = single.id;
+  if (!Array.isArray(body) && isRequest(body) && isRequestId(body.id)) ctx.state.mcpRequestId = body.id;
+  if (messages.length > MAX_BATCH) throw refusal(400, 'bad_request', `Invalid Request: a batch holds at most ${MAX_BATCH} messages`, RPC.INVALID_REQUEST);
 
-  // The header describes requests after initialize; a lone initialize negotiates its version from params.
-  const version = single?.kind === 'request' && single.method === 'initialize' ? LATEST_PROTOCOL_VERSION : headerVersion(ctx);
-
-  const toolCalls = messages.filter((m) => m.kind === 'request' && m.method === 'tools/call').length;
+  // tools/call needs the key, each call charged to its rate: resolved here so a refusal is the POST's HTTP status.
+  const toolCalls = messages.filter((m) => isRequest(m) && m.method === 'tools/call').length;
   const caller = toolCalls > 0 ? await resolveToolCaller(deps, ctx, toolCalls) : null;
 
-  const responses = await answerAll(ctx, messages, { deps, tools, version, caller, isBatch });
-  if (responses.length === 0) {
-    // Only notifications and responses: accepted, nothing to say.
-    ctx.body = null;
-    ctx.status = 202;
-    return;
-  }
-  ctx.status = 200;
-  ctx.body = isBatch ? responses : responses[0];
-}
-
-const invalidRequest = (reason: string): HttpRefusal =>
-  new HttpRefusal(400, { code: RPC.INVALID_REQUEST, message: `Invalid Request: ${reason}`, data: { code: 'bad_request' } });
-
-/** Runs the requests of one POST concurrently (JSON-RPC lets batch members run in any order). */
-async function answerAll(
-  ctx: Context,
-  messages: Message[],
-  opts: { deps: ApiDeps; tools: ReadonlyMap<string, Tool>; version: ProtocolVersion; caller: ToolCaller | null; isBatch: boolean },
-): Promise<Response[]> {
   // A client that hangs up stops its long waits instead of leaving them to time out.
   const controller = new AbortController();
   const onClose = (): void => {
@@ -153,20 +121,15 @@ async function answerAll(
   ctx.res.once('close', onClose);
   // A client that hung up while its key was being checked has already closed: no 'close' will come.
   if (ctx.res.destroyed) controller.abort();
-  const dc = { deps: opts.deps, tools: opts.tools, version: opts.version, caller: opts.caller, signal: controller.signal, requestId: String(ctx.state.requestId) };
+
+  const server = createMcpServer({ deps, tools, caller, signal: controller.signal, requestId: String(ctx.state.requestId) });
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   try {
-    const answers = await Promise.all(
-      messages.map(async (m): Promise<Response | null> => {
-        if (m.kind === 'invalid') return errorResponse(m.id, { code: RPC.INVALID_REQUEST, message: `Invalid Request: ${m.reason}` });
-        if (m.kind !== 'request') return null;
-        if (m.method === 'initialize' && opts.isBatch) {
-          return errorResponse(m.id, { code: RPC.INVALID_REQUEST, message: 'Invalid Request: initialize must not be part of a batch' });
-        }
-        return dispatch(dc, m.method, m.id, m.params);
-      }),
-    );
-    return answers.filter((a): a is Response => a !== null);
+    await server.connect(transport);
+    answerInvalidParams(transport);
+    await respond(ctx, await transport.handleRequest(webRequest(ctx), { parsedBody: body }));
   } finally {
     ctx.res.off('close', onClose);
+    await server.close();
   }
 }

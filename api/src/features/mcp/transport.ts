@@ -1,11 +1,39 @@
 /**
- * The HTTP side of MCP's Streamable HTTP transport: the checks a POST passes
- * before any JSON-RPC method runs, and reading the body ourselves so a
- * malformed one gets JSON-RPC's -32700 instead of the API's `invalid_json`.
+ * What we keep on top of the SDK's Streamable HTTP transport: the Origin
+ * check and CORS, reading the body ourselves (the body limit, and routes.ts
+ * must see whether it holds a tools/call before the SDK runs anything), and
+ * the glue between Koa and the SDK's web-standard Request and Response.
  */
+import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { Context } from 'koa';
-import type { AppError } from '../../../../shared/src/errors/index.js';
-import { ASSUMED_PROTOCOL_VERSION, isSupportedVersion, PROTOCOL_VERSIONS, type ProtocolVersion, RPC, type RpcErrorObject } from './protocol.js';
+import type { AppError, ErrorCode as HouseCode } from '../../../../shared/src/errors/index.js';
+
+/** The JSON-RPC codes of our own refusals (and of the OpenAPI document). */
+export const RPC = {
+  PARSE_ERROR: ErrorCode.ParseError,
+  INVALID_REQUEST: ErrorCode.InvalidRequest,
+  METHOD_NOT_FOUND: ErrorCode.MethodNotFound,
+  INVALID_PARAMS: ErrorCode.InvalidParams,
+  INTERNAL_ERROR: ErrorCode.InternalError,
+  /** Implementation-defined: refusals at the HTTP level (auth, origin, rate limit, version header, Accept, Content-Type). */
+  SERVER_ERROR: -32000,
+} as const;
+
+export interface RpcErrorObject {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+export type RequestId = string | number;
+
+/**
+ * `id` is left out when the request's id could not be read: MCP's schema makes
+ * it optional rather than JSON-RPC's `null`.
+ */
+export function errorResponse(id: RequestId | undefined, error: RpcErrorObject): Record<string, unknown> {
+  return id === undefined ? { jsonrpc: '2.0', error } : { jsonrpc: '2.0', id, error };
+}
 
 /** Refused at the HTTP level: rendered as `status` with a JSON-RPC error body. */
 export class HttpRefusal extends Error {
@@ -19,7 +47,7 @@ export class HttpRefusal extends Error {
   }
 }
 
-const refusal = (status: number, code: string, message: string, rpcCode: number = RPC.SERVER_ERROR, headers: Record<string, string> = {}): HttpRefusal =>
+export const refusal = (status: number, code: string, message: string, rpcCode: number = RPC.SERVER_ERROR, headers: Record<string, string> = {}): HttpRefusal =>
   new HttpRefusal(status, { code: rpcCode, message, data: { code } }, headers);
 
 /** An API error (401, 429, 503 from auth and rate limiting) as a refusal with the same status and headers. */
@@ -42,26 +70,6 @@ export function checkOrigin(ctx: Context, allowed: readonly string[]): string | 
   return origin;
 }
 
-/** We answer application/json. A client that accepts only other types (e.g. only text/event-stream) gets 406. */
-export function checkAccept(ctx: Context): void {
-  if (ctx.headers.accept === undefined) return;
-  if (!ctx.accepts('application/json')) throw refusal(406, 'not_acceptable', 'Not Acceptable: this server answers with application/json');
-}
-
-export function checkContentType(ctx: Context): void {
-  if (!ctx.is('application/json', 'application/*+json')) {
-    throw refusal(415, 'unsupported_media_type', 'Unsupported Media Type: the body must be application/json');
-  }
-  const charset = ctx.request.charset;
-  if (charset && charset.toLowerCase() !== 'utf-8' && charset.toLowerCase() !== 'utf8') {
-    throw refusal(415, 'unsupported_media_type', 'Unsupported Media Type: JSON-RPC messages must be UTF-8');
-  }
-  const encoding = ctx.get('Content-Encoding');
-  if (encoding && encoding.toLowerCase() !== 'identity') {
-    throw refusal(415, 'unsupported_media_type', 'Unsupported Media Type: compressed bodies are not accepted');
-  }
-}
-
 const UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
 
 /** '1mb' -> 1048576, the notation BODY_LIMIT uses for koa-body; a bad value fails at boot. */
@@ -75,8 +83,12 @@ const tooLarge = (): HttpRefusal => refusal(413, 'payload_too_large', 'Request b
 
 export const parseError = (message: string): HttpRefusal => refusal(400, 'invalid_json', `Parse error: ${message}`, RPC.PARSE_ERROR);
 
-/** Reads and parses the body (UTF-8 JSON, at most `limit` bytes). */
+/** Reads and parses the body (UTF-8 JSON, at most `limit` bytes, not compressed: Koa does not inflate it here). */
 export async function readJson(ctx: Context, limit: number): Promise<unknown> {
+  const encoding = ctx.get('Content-Encoding');
+  if (encoding && encoding.toLowerCase() !== 'identity') {
+    throw refusal(415, 'unsupported_media_type', 'Unsupported Media Type: compressed bodies are not accepted');
+  }
   const declared = Number(ctx.get('Content-Length'));
   if (Number.isFinite(declared) && declared > limit) throw tooLarge();
   const chunks: Buffer[] = [];
@@ -100,19 +112,6 @@ export async function readJson(ctx: Context, limit: number): Promise<unknown> {
   }
 }
 
-/** MCP-Protocol-Version of a request after initialize; without the header, 2025-03-26 as the transport spec says. */
-export function headerVersion(ctx: Context): ProtocolVersion {
-  const raw = ctx.headers['mcp-protocol-version'];
-  if (raw === undefined) return ASSUMED_PROTOCOL_VERSION;
-  const value = Array.isArray(raw) ? raw[0] : raw;
-  if (isSupportedVersion(value)) return value;
-  throw new HttpRefusal(400, {
-    code: RPC.SERVER_ERROR,
-    message: `Bad Request: unsupported MCP-Protocol-Version ${String(value).slice(0, 40)}`,
-    data: { code: 'bad_request', supported: [...PROTOCOL_VERSIONS], requested: value },
-  });
-}
-
 const ALLOW_HEADERS = 'Authorization, Content-Type, Accept, MCP-Protocol-Version, Mcp-Session-Id, Last-Event-ID, X-API-Key, X-Request-Id';
 
 /** CORS for an allowed browser origin (checkOrigin has already refused any other). */
@@ -126,4 +125,61 @@ export function setCors(ctx: Context, origin: string | null, preflight: boolean)
     ctx.set('Access-Control-Allow-Headers', ALLOW_HEADERS);
     ctx.set('Access-Control-Max-Age', '600');
   }
+}
+
+/**
+ * The Request the SDK's transport reads. The body has been read (and is passed parsed), so none is
+ * attached. Accept: we answer application/json only (enableJsonResponse), so a client that accepts
+ * it (or sends no Accept, or curl's *\/*) can read every answer; the SDK insists on seeing
+ * text/event-stream too, so it is shown that. A client that refuses JSON still gets the SDK's 406.
+ */
+export function webRequest(ctx: Context): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(ctx.req.headers)) {
+    if (value === undefined || name === 'content-length' || name === 'transfer-encoding') continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+  }
+  if (ctx.accepts('application/json') !== false) headers.set('Accept', 'application/json, text/event-stream');
+  // The SDK reads the URL only to hand it to handlers, which do not use it: no Host header is trusted to build it.
+  return new Request(new URL(ctx.originalUrl, 'http://localhost'), { method: ctx.method, headers });
+}
+
+/** The API's error code for each refusal status the SDK's transport answers. */
+const HOUSE_CODES: Record<number, HouseCode | 'not_acceptable'> = {
+  400: 'bad_request',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  406: 'not_acceptable',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+};
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * An HTTP refusal by the SDK (Accept, Content-Type, version header, malformed message) with the
+ * `data` every refusal of this API carries: `{code, request_id}`. Whatever data the SDK put there
+ * is dropped: its catch-all puts the text of an internal error in it.
+ */
+function withHouseData(text: string, status: number, requestId: string): string {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return text;
+  }
+  if (!isObject(body) || !isObject(body.error)) return text;
+  const code = HOUSE_CODES[status] ?? (status >= 500 ? 'internal' : 'bad_request');
+  return JSON.stringify({ ...body, error: { ...body.error, data: { code, request_id: requestId } } });
+}
+
+/** The SDK's Response as Koa's: status, headers, and the JSON body (none for 202). */
+export async function respond(ctx: Context, response: Response): Promise<void> {
+  let text = await response.text();
+  if (response.status >= 400) text = withHouseData(text, response.status, String(ctx.state.requestId));
+  // Body before status: Koa turns a null body into 204 unless the status is set after it (202 stays 202).
+  ctx.body = text === '' ? null : text;
+  ctx.status = response.status;
+  response.headers.forEach((value, name) => ctx.set(name, value));
 }

@@ -1,6 +1,6 @@
 import type { ApiConfig } from '../../../config.js';
-import { MAX_BATCH, MCP_PATH } from '../../mcp/routes.js';
-import { PROTOCOL_VERSIONS, RPC } from '../../mcp/protocol.js';
+import { MAX_BATCH, MCP_PATH, PROTOCOL_VERSIONS } from '../../mcp/routes.js';
+import { RPC } from '../../mcp/transport.js';
 import { createTools } from '../../mcp/tools.js';
 import { ref } from '../components.js';
 import { toOpenApiSchema, type SchemaObject } from '../convert.js';
@@ -56,14 +56,14 @@ export function mcpSchemas(config: ApiConfig): Record<string, SchemaObject> {
       required: ['jsonrpc', 'error'],
       properties: {
         jsonrpc: { const: '2.0' },
-        id: { ...requestId, description: 'Absent when the request\'s id could not be read' },
+        id: { anyOf: [{ type: 'string' }, { type: 'integer' }, { type: 'null' }], description: 'Absent or null when the request\'s id could not be read' },
         error: {
           type: 'object',
           required: ['code', 'message'],
           properties: {
             code: { type: 'integer', description: `JSON-RPC code: ${Object.entries(RPC).map(([name, code]) => `${code} ${name}`).join(', ')}` },
             message: { type: 'string' },
-            data: { description: 'On refusals at the HTTP level: `{code, request_id, details?}` with the same `code` as the rest of the API' },
+            data: { description: 'On our refusals at the HTTP level (credential, rate limit, Origin, body): `{code, request_id, details?}` with the same `code` as the rest of the API' },
           },
         },
       },
