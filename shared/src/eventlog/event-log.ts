@@ -37,7 +37,19 @@ interface Outgoing {
 }
 
 export class EventLog {
-  private readonly producer: Producer;
+  /**
+   * The producer sends go through, once connected. Thrown away after any
+   * failed send: the idempotent producer numbers its batches per partition,
+   * and kafkajs does not advance the number when a send fails, even when the
+   * broker did append the batch and only the reply was lost. The next batch
+   * would reuse the number: the broker takes one of the same size as a
+   * duplicate (acknowledging the old batch's offsets, dropping the new events)
+   * and refuses any other (OUT_OF_ORDER_SEQUENCE_NUMBER) for ever. A new
+   * producer has a new producer id, so its numbering starts afresh.
+   */
+  private producer: Promise<Producer> | null = null;
+  /** Producers thrown away after a failed send (for tests and logs). */
+  replaced = 0;
   private readonly batcher: Batcher<Outgoing, Position>;
   private partitions = 0;
   private readonly produceTimeoutMs: number;
@@ -50,7 +62,6 @@ export class EventLog {
     private readonly log: Logger,
     opts: EventLogOptions = DEFAULT_EVENT_LOG_OPTIONS,
   ) {
-    this.producer = createProducer(kafka);
     this.produceTimeoutMs = opts.produceTimeoutMs;
     this.batcher = new Batcher<Outgoing, Position>({
       send: (items) => this.send(items),
@@ -71,7 +82,7 @@ export class EventLog {
     } finally {
       await admin.disconnect();
     }
-    await this.producer.connect();
+    await this.connectedProducer();
     this.state = 'started';
     this.log.info({ topic: this.topic.name, partitions: this.partitions }, 'event log producer ready');
   }
@@ -109,6 +120,8 @@ export class EventLog {
     } catch (err) {
       if (!deadline.aborted) throw err;
       this.log.warn({ events: items.length, timeoutMs: this.produceTimeoutMs }, 'Kafka did not acknowledge in time; refusing');
+      // The send under way may still be retrying: whatever it ends with, its producer's numbering is no longer trusted.
+      this.discardProducer(this.producer, 'no acknowledgement within the produce timeout');
       throw unavailable('The event log');
     }
   }
@@ -118,16 +131,55 @@ export class EventLog {
     if (this.state !== 'started') return;
     this.state = 'stopped';
     await this.batcher.flush();
-    await this.producer.disconnect();
+    const producer = await this.producer?.catch(() => null);
+    this.producer = null;
+    await producer?.disconnect();
+  }
+
+  /** The current producer, connecting a new one when there is none (first start, or after a failure). */
+  private connectedProducer(): Promise<Producer> {
+    if (!this.producer) {
+      const producer = createProducer(this.kafka);
+      const connecting = producer.connect().then(() => producer);
+      this.producer = connecting;
+      // A producer that could not connect is dropped: the next send tries a new one.
+      connecting.catch(() => {
+        if (this.producer === connecting) this.producer = null;
+        void producer.disconnect().catch(() => undefined);
+      });
+    }
+    return this.producer;
   }
 
   private async send(items: Outgoing[]): Promise<Position[]> {
-    const metadata = await this.producer.send({
-      topic: this.topic.name,
-      acks: -1,
-      messages: items.map((m) => ({ partition: m.partition, key: m.key, value: m.value })),
-    });
-    return assignPositions(items, metadata);
+    const current = this.connectedProducer();
+    const producer = await current;
+    try {
+      const metadata = await producer.send({
+        topic: this.topic.name,
+        acks: -1,
+        messages: items.map((m) => ({ partition: m.partition, key: m.key, value: m.value })),
+      });
+      return assignPositions(items, metadata);
+    } catch (err) {
+      this.discardProducer(current, 'send failed', err);
+      throw err;
+    }
+  }
+
+  /**
+   * Throws `failed` away (when it is still the current producer) and starts
+   * connecting a new one for the next send. The old one is disconnected, which
+   * fails a send still in flight on it: that send's events were never
+   * acknowledged (503), and nothing later is sent under its numbering.
+   */
+  private discardProducer(failed: Promise<Producer> | null, why: string, err?: unknown): void {
+    if (!failed || this.producer !== failed || this.state === 'stopped') return;
+    this.producer = null;
+    this.replaced += 1;
+    this.log.warn({ err, why, replaced: this.replaced }, 'replacing the Kafka producer (new producer id): the failed one may have left its sequence numbers behind the broker');
+    void failed.then((p) => p.disconnect()).catch(() => undefined);
+    this.connectedProducer().catch((connectErr: unknown) => this.log.warn({ err: connectErr }, 'the new Kafka producer could not connect yet; the next send tries again'));
   }
 }
 
