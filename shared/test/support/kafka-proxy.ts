@@ -86,7 +86,7 @@ export class KafkaReplyDropper {
 
 /** Calls `onFrame` with each whole length-prefixed frame read from `socket`. */
 function frames(socket: net.Socket, onFrame: (frame: Buffer) => void): void {
-  let buffered = Buffer.alloc(0);
+  let buffered: Buffer = Buffer.alloc(0);
   socket.on('data', (chunk: Buffer) => {
     buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);
     while (buffered.length >= 4) {
