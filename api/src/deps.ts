@@ -49,7 +49,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}):
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
   const clock = (): Date => new Date();
   const metrics = createApiMetrics();
-  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag);
+  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag, (partition) => metrics.eventsDeadLettered.inc({ partition: String(partition) }));
   metrics.watchMaterializer({
     partitions: () => events.fanout.partitions(),
     endOffset: (p) => maxOf(events.fanout.position(p), metrics.consumerLag.highWatermark(p) ?? 0n),

@@ -9,6 +9,7 @@ import type { Logger } from '../log.js';
 import { Batcher } from './batcher.js';
 import { encodeEnvelope } from './envelope.js';
 import { createProducer, ensureTopic, partitionCount, partitionForKey, type Kafka, type Producer, type RecordMetadata, type TopicSpec } from './kafka.js';
+import { fetchTopicId } from './topic-id.js';
 import type { EventEnvelope } from './types.js';
 
 export interface EventLogOptions {
@@ -52,6 +53,7 @@ export class EventLog {
   replaced = 0;
   private readonly batcher: Batcher<Outgoing, Position>;
   private partitions = 0;
+  private id: string | null = null;
   private readonly produceTimeoutMs: number;
   private readonly placement = new Map<string, number>();
   private state: 'new' | 'started' | 'stopped' = 'new';
@@ -79,6 +81,7 @@ export class EventLog {
     try {
       await ensureTopic(admin, this.topic, this.log);
       this.partitions = await partitionCount(admin, this.topic.name);
+      this.id = await fetchTopicId(this.topic.brokers, this.topic.name);
     } finally {
       await admin.disconnect();
     }
@@ -89,6 +92,12 @@ export class EventLog {
 
   get partitionCount(): number {
     return this.partitions;
+  }
+
+  /** The Kafka topic id read at start (a recreated topic has another). */
+  get topicId(): string {
+    if (this.id === null) throw new Error('EventLog.start() has not completed');
+    return this.id;
   }
 
   /** The partition holding every event of an account. */
