@@ -37,10 +37,11 @@ export interface ApiDeps {
   metrics: ApiMetrics;
 }
 
-export function createDeps(config: ApiConfig, overrides: { log?: Logger } = {}): ApiDeps {
+/** `kafka`: the client the event log uses (tests route it through a fault-injecting proxy). */
+export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?: Kafka } = {}): ApiDeps {
   const log = overrides.log ?? createLogger('api', config.logLevel).child({ instance: config.instanceId });
   const mongo = createMongo(config, { log });
-  const kafka = createKafka(config, log);
+  const kafka = overrides.kafka ?? createKafka(config, log);
   const lifecycle = new Lifecycle(log);
   const kafkaProbe = new KafkaProbe(createKafka(config, log, { retry: { retries: 0 } }));
   lifecycle.onStop('mongo', () => mongo.close());

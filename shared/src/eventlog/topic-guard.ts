@@ -14,6 +14,8 @@
 import { MongoServerError, type Collection } from 'mongodb';
 import type { EventTopicDoc, WatermarkDoc } from '../mongo/documents.js';
 import type { Logger } from '../log.js';
+import { partitionCount, type Admin, type TopicSpec } from './kafka.js';
+import { fetchTopicId } from './topic-id.js';
 
 export class TopicMismatchError extends Error {
   override readonly name = 'TopicMismatchError';
@@ -30,6 +32,11 @@ export interface TopicFacts {
 export interface TopicGuardStores {
   eventTopics: Collection<EventTopicDoc>;
   watermarks: Collection<WatermarkDoc>;
+}
+
+/** The topic as it is on the broker now. */
+export async function topicFacts(admin: Admin, spec: TopicSpec): Promise<TopicFacts> {
+  return { topic: spec.name, partitions: await partitionCount(admin, spec.name), topicId: await fetchTopicId(spec.brokers, spec.name) };
 }
 
 /**

@@ -18,6 +18,8 @@ const PRODUCE = 0;
 export class KafkaReplyDropper {
   /** While true, replies to Produce requests are swallowed. */
   dropProduceReplies = false;
+  /** When a number: that many more Produce replies pass, then dropping starts (dropProduceReplies turns true). */
+  passThenDrop: number | null = null;
   /** Produce replies swallowed so far. */
   dropped = 0;
   /** Produce requests forwarded so far. */
@@ -75,9 +77,15 @@ export class KafkaReplyDropper {
     });
     frames(broker, (frame) => {
       const correlationId = frame.readInt32BE(4);
-      if (produceIds.delete(correlationId) && this.dropProduceReplies) {
-        this.dropped += 1;
-        return;
+      if (produceIds.delete(correlationId)) {
+        if (this.passThenDrop !== null && !this.dropProduceReplies) {
+          if (this.passThenDrop === 0) this.dropProduceReplies = true;
+          else this.passThenDrop -= 1;
+        }
+        if (this.dropProduceReplies) {
+          this.dropped += 1;
+          return;
+        }
       }
       client.write(frame);
     });
