@@ -93,3 +93,57 @@ describe('event log after a send whose reply was lost', function () {
     });
   }
 });
+
+describe('event log after a produce timeout with the send still under way', function () {
+  this.timeout(120_000);
+  const config = loadBaseConfig(baseTestEnv({ EVENTS_TOPIC: uniqueName(`${baseTestEnv().EVENTS_TOPIC}-timeout`), EVENTS_PARTITIONS: '1' }), 'produce-timeout-test');
+  const log = createLogger('test', 'silent');
+  let proxy: KafkaReplyDropper;
+  let eventLog: EventLog;
+
+  before(async () => {
+    proxy = await KafkaReplyDropper.start(config.kafka.brokers[0]!);
+    // kafkajs would wait 30 s for the reply and then retry: the stuck send outlives the produce timeout by far.
+    const kafka = createKafka(config, log, { socketFactory: proxy.socketFactory, requestTimeout: 30_000, retry: { initialRetryTime: 100, retries: 1 } });
+    eventLog = new EventLog(kafka, topicCatalog(config).events, log, { lingerMs: 0, maxBatchMessages: 1000, maxBatchBytes: 900 * 1024, produceTimeoutMs: 1500 });
+    await eventLog.start();
+  });
+
+  after(async () => {
+    await eventLog?.stop().catch(() => undefined);
+    await proxy?.close();
+    const admin = createKafka(config, log).admin();
+    await admin.connect();
+    await admin.deleteTopics({ topics: [config.kafka.eventsTopic] }).catch(() => undefined);
+    await admin.disconnect();
+  });
+
+  const batch = (n: number, label: string) => Array.from({ length: n }, (_, i) => buildEnvelope({ account_id: 'usr_timeout', type: 'call.started', data: { label, i } }, new Date()));
+
+  it('refuses the timed-out publish (503), and the next publishes do not wait behind the stuck send and land where acknowledged', async () => {
+    await eventLog.publish(batch(2, 'before'));
+    proxy.dropProduceReplies = true;
+    const refused = await eventLog.publish(batch(3, 'stuck')).then(
+      () => null,
+      (err: unknown) => err as { status?: number },
+    );
+    proxy.dropProduceReplies = false;
+    expect(refused?.status, 'the publish that timed out').to.equal(503);
+
+    const acked: { id: string; position: Position }[] = [];
+    for (const size of [3, 4]) {
+      const next = batch(size, `after ${size}`);
+      (await eventLog.publish(next)).forEach((position, i) => acked.push({ id: next[i]!.id, position }));
+    }
+    const consumer = createConsumer(createKafka(config, log), uniqueName('timeout-reader'));
+    const byOffset = new Map<bigint, string>();
+    await consumer.connect();
+    await consumer.subscribe({ topic: config.kafka.eventsTopic, fromBeginning: true });
+    await consumer.run({ eachMessage: async ({ message }) => void byOffset.set(BigInt(message.offset), decodeEnvelope(message.value)!.id) });
+    const last = acked.at(-1)!.position.offset;
+    const deadline = Date.now() + 30_000;
+    while (!byOffset.has(last) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    await consumer.disconnect();
+    expect(acked.filter(({ id, position }) => byOffset.get(position.offset) !== id).map((a) => a.id), 'acknowledged events not at their positions').to.deep.equal([]);
+  });
+});

@@ -49,6 +49,8 @@ export class EventLog {
    * producer has a new producer id, so its numbering starts afresh.
    */
   private producer: Promise<Producer> | null = null;
+  /** Fails the sends still under way on a thrown-away producer (kafkajs's disconnect does not end them). */
+  private readonly abandon = new WeakMap<Promise<Producer>, { signal: Promise<never>; fire: (err: Error) => void }>();
   /** Producers thrown away after a failed send (for tests and logs). */
   replaced = 0;
   private readonly batcher: Batcher<Outgoing, Position>;
@@ -151,6 +153,10 @@ export class EventLog {
       const producer = createProducer(this.kafka);
       const connecting = producer.connect().then(() => producer);
       this.producer = connecting;
+      let fire!: (err: Error) => void;
+      const signal = new Promise<never>((_, reject) => (fire = reject));
+      signal.catch(() => undefined);
+      this.abandon.set(connecting, { signal, fire });
       // A producer that could not connect is dropped: the next send tries a new one.
       connecting.catch(() => {
         if (this.producer === connecting) this.producer = null;
@@ -164,11 +170,14 @@ export class EventLog {
     const current = this.connectedProducer();
     const producer = await current;
     try {
-      const metadata = await producer.send({
+      const sending = producer.send({
         topic: this.topic.name,
         acks: -1,
         messages: items.map((m) => ({ partition: m.partition, key: m.key, value: m.value })),
       });
+      sending.catch(() => undefined); // when abandoned, it ends (or not) on its own
+      const abandoned = this.abandon.get(current)?.signal;
+      const metadata = await (abandoned ? Promise.race([sending, abandoned]) : sending);
       return assignPositions(items, metadata);
     } catch (err) {
       this.discardProducer(current, 'send failed', err);
@@ -187,6 +196,8 @@ export class EventLog {
     this.producer = null;
     this.replaced += 1;
     this.log.warn({ err, why, replaced: this.replaced }, 'replacing the Kafka producer (new producer id): the failed one may have left its sequence numbers behind the broker');
+    // A send still under way on it fails now (its events were never acknowledged), so the next send need not wait for it.
+    this.abandon.get(failed)?.fire(unavailable('The event log'));
     void failed.then((p) => p.disconnect()).catch(() => undefined);
     this.connectedProducer().catch((connectErr: unknown) => this.log.warn({ err: connectErr }, 'the new Kafka producer could not connect yet; the next send tries again'));
   }
