@@ -52,6 +52,26 @@ describe('ingest idempotency keys', function () {
     expect(all.map((e) => e.id)).to.deep.equal([...first.body.events, ...after.body.events].map((e: { id: string }) => e.id));
   });
 
+  it('lets one of several concurrent requests with the same key on two pods write; the others get 409 or the same answer', async () => {
+    const [a, b] = await sharedApis();
+    const account = await createAccount(a.url);
+    const events = [1, 2, 3, 4].map((n) => ({ account_id: account.userId, type: 'call.completed', data: { n } }));
+    const key = uniqueName('race');
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => post(i % 2 ? b.url : a.url, events, key)));
+    const accepted = answers.filter((r) => r.status === 202);
+    expect(answers.filter((r) => r.status !== 202 && r.status !== 409).map((r) => r.status)).to.deep.equal([]);
+    expect(accepted.length).to.be.at.least(1);
+    for (const r of accepted) expect(r.body).to.deep.equal(accepted[0]!.body);
+    const settled = await post(b.url, events, key);
+    expect(settled.status).to.equal(202);
+    expect(settled.body).to.deep.equal(accepted[0]!.body);
+    const ids = settled.body.events.map((e: { id: string }) => e.id);
+    const after = await post(a.url, [{ account_id: account.userId, type: 'message.sent', data: {} }]);
+    const all = await readAll(a.url, account, [...ids, after.body.events[0].id]);
+    expect(all.map((e) => e.id)).to.deep.equal([...ids, after.body.events[0].id]);
+    console.log(`      8 concurrent requests with one key: ${accepted.length} × 202 (one answer), ${answers.length - accepted.length} × 409; ${ids.length} events stored once`);
+  });
+
   it('refuses a key reused with another body (409) and tells which key', async () => {
     const [a] = await sharedApis();
     const key = uniqueName('reused');
