@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
 import { createKafka, endOffsets } from '../../shared/src/eventlog/kafka.js';
 import { fetchTopicId } from '../../shared/src/eventlog/topic-id.js';
+import { guardTopic, TopicMismatchError } from '../../shared/src/eventlog/topic-guard.js';
 import { createLogger } from '../../shared/src/log.js';
 import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
 import { loadDeliveryConfig } from '../../delivery/src/config.js';
@@ -38,6 +39,30 @@ describe('event topic guard', function () {
       await admin.disconnect();
     }
   }
+
+  it('adopts watermarks written before topic ids were recorded, resets them for another topic id, refuses another count', async () => {
+    const db = mongo.db(`${env.MONGO_DB}_${uniqueName('guard').replace(/-/g, '_')}`);
+    const stores = { eventTopics: db.collection('event_topics'), watermarks: db.collection('watermarks') } as never;
+    const watermarks = db.collection('watermarks');
+    const now = new Date();
+    // An older version's watermarks: no topic id, no event_topics record.
+    await watermarks.insertMany([0, 1].map((p) => ({ _id: `t:${p}` as never, topic: 't', partition: p, offset: 40 + p, updated_at: now })));
+    await guardTopic(stores, { topic: 't', partitions: 2, topicId: 'aaaa' }, log);
+    expect((await watermarks.find({}).toArray()).map((w) => w.topic_id)).to.deep.equal(['aaaa', 'aaaa']);
+    expect(await db.collection('event_topics').findOne({ _id: 't' as never })).to.include({ partitions: 2, topic_id: 'aaaa' });
+    await guardTopic(stores, { topic: 't', partitions: 2, topicId: 'aaaa' }, log); // a restart changes nothing
+    expect(await watermarks.countDocuments({})).to.equal(2);
+
+    const err = await guardTopic(stores, { topic: 't', partitions: 3, topicId: 'aaaa' }, log).catch((e: unknown) => e);
+    expect(err).to.be.instanceOf(TopicMismatchError);
+
+    // Recreated: the old log's watermarks go; one already written for the new log (by a faster process) stays.
+    await watermarks.insertOne({ _id: 't:other' as never, topic: 't', partition: 1, offset: 0, topic_id: 'bbbb', updated_at: now });
+    await guardTopic(stores, { topic: 't', partitions: 2, topicId: 'bbbb' }, log);
+    expect((await watermarks.find({}).toArray()).map((w) => `${w._id}:${w.topic_id}`)).to.deep.equal(['t:other:bbbb']);
+    expect(await db.collection('event_topics').findOne({ _id: 't' as never })).to.include({ topic_id: 'bbbb' });
+    await db.dropDatabase();
+  });
 
   it('refuses to start an api or a delivery process on a topic whose partition count changed since the first start', async () => {
     const topic = uniqueName(`${env.EVENTS_TOPIC}-grown`);

@@ -65,13 +65,13 @@ export async function guardTopic(stores: TopicGuardStores, facts: TopicFacts, lo
         'is a migration, not a setting: see README, "Changing the partition count". Refusing to start.',
     );
   }
-  if (recorded.topic_id === null) {
-    // Recorded just now, or by a version that did not know topic ids: the watermarks there are adopted.
+  if (recorded.topic_id === null || recorded.topic_id === facts.topicId) {
+    // Watermarks written before topic ids were recorded (an upgrade; or a process that recorded the
+    // topic and died before this step) belong to this topic: adopted, so the materializer can raise them.
     await stores.watermarks.updateMany({ topic: facts.topic, topic_id: { $exists: false } }, { $set: { topic_id: facts.topicId } });
-    await stores.eventTopics.updateOne({ _id: facts.topic, topic_id: null }, { $set: { topic_id: facts.topicId, updated_at: now } });
+    if (recorded.topic_id === null) await stores.eventTopics.updateOne({ _id: facts.topic, topic_id: null }, { $set: { topic_id: facts.topicId, updated_at: now } });
     return;
   }
-  if (recorded.topic_id === facts.topicId) return;
   log.error(
     { topic: facts.topic, recordedTopicId: recorded.topic_id, topicId: facts.topicId },
     'THE EVENT TOPIC WAS RECREATED: its Kafka topic id changed, so its offsets start again. Resetting the materializer watermarks of the old log; ' +

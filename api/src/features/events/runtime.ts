@@ -79,7 +79,10 @@ export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifec
   try {
     await events.guard();
   } catch (err) {
-    if (err instanceof TopicMismatchError) throw err;
+    if (err instanceof TopicMismatchError) {
+      await events.log.stop().catch(() => undefined);
+      throw err;
+    }
     logger.warn({ err }, 'could not check the event topic against MongoDB yet; retrying in the background');
     const timer = setInterval(() => {
       events.guard().then(
