@@ -80,6 +80,7 @@ describe('materializer failure classes', () => {
     expect(isRefusal(new MongoServerError({ message: 'invalid value (nested arrays are not supported)', code: 2 }))).to.equal(true);
     expect(isRefusal(new MongoServerError({ message: 'duplicate key', code: 11000 }))).to.equal(false);
     expect(isRefusal(new MongoServerError({ message: 'not primary', code: 10107 }))).to.equal(false);
+    expect(isRefusal(new MongoServerError({ message: 'database is locked', code: 1 }))).to.equal(false);
     expect(isRefusal(new MongoNetworkError('connection reset'))).to.equal(false);
     expect(isRefusal(new MongoServerSelectionError('no server', { type: 'Unknown', servers: new Map(), stale: false, compatible: true, heartbeatFrequencyMS: 1, localThresholdMS: 1, setName: null, maxElectionId: null, maxSetVersion: null, commonWireVersion: 0, logicalSessionTimeoutMinutes: null } as never))).to.equal(false);
     expect(isRefusal(new Error('socket hang up'))).to.equal(false);

@@ -303,39 +303,36 @@ export class Materializer {
 
 /**
  * True when the store refused a document for what it is (the client cannot
- * encode it, or the server answers an error about it), as opposed to an
- * outage (network, selection timeout, shutdown, failover), which says nothing
- * about the document and is retried for as long as it lasts.
+ * encode it, or the server answers one of the errors about a document's
+ * content), as opposed to an outage (network, selection timeout, shutdown,
+ * failover, a lock, an internal error), which says nothing about the
+ * document and is retried for as long as it lasts. Only known content errors
+ * count: an unknown one is retried (and logged) rather than dead-lettered.
  */
 export function isRefusal(err: unknown): boolean {
   if (BSON.BSONError.isBSONError(err) || err instanceof MongoInvalidArgumentError) return true;
   if (err instanceof MongoBulkWriteError) {
     const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-    return errors.some((e) => e.code !== 11000 && !TRANSIENT_CODES.has(e.code));
+    return errors.some((e) => REFUSAL_CODES.has(e.code));
   }
-  if (err instanceof MongoServerError) {
-    return typeof err.code === 'number' && err.code !== 11000 && !TRANSIENT_CODES.has(err.code) && !err.hasErrorLabel('RetryableWriteError') && !err.hasErrorLabel('TransientTransactionError');
-  }
-  return false;
+  return err instanceof MongoServerError && typeof err.code === 'number' && REFUSAL_CODES.has(err.code);
 }
 
-/** Server error codes that mean "not now" rather than "not this document". */
-const TRANSIENT_CODES = new Set([
-  6, // HostUnreachable
-  7, // HostNotFound
-  50, // MaxTimeMSExpired
-  89, // NetworkTimeout
-  91, // ShutdownInProgress
-  112, // WriteConflict
-  189, // PrimarySteppedDown
-  202, // NetworkInterfaceExceededTimeLimit
-  262, // ExceededTimeLimit
-  9001, // SocketException
-  10107, // NotWritablePrimary
-  11600, // InterruptedAtShutdown
-  11602, // InterruptedDueToReplStateChange
-  13435, // NotPrimaryNoSecondaryOk
-  13436, // NotPrimaryOrSecondary
+/** Server error codes about a document's content (FerretDB answers BadValue for an array inside an array). */
+const REFUSAL_CODES = new Set([
+  2, // BadValue
+  9, // FailedToParse
+  14, // TypeMismatch
+  15, // Overflow
+  22, // InvalidBSON
+  52, // DollarPrefixedFieldName
+  53, // InvalidIdField
+  55, // InvalidDBRef
+  56, // EmptyFieldName
+  57, // DottedFieldName
+  121, // DocumentValidationFailure
+  10334, // BSONObjectTooLarge
+  17280, // KeyTooLong
 ]);
 
 function safeJson(doc: EventDoc): string {
