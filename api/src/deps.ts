@@ -7,6 +7,7 @@ import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
 import { createEventsRuntime, type EventsRuntime } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
+import { startKeySweeper } from './features/ingest/idempotency.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { startWindowSweeper } from './features/limits/window-store.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
@@ -48,6 +49,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
   const limits = createRateLimits(config, mongo, log);
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
+  lifecycle.onStop('ingest-key-sweeper', startKeySweeper(mongo.collections.ingestKeys, log));
   const clock = (): Date => new Date();
   const metrics = createApiMetrics();
   const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag, (partition) => metrics.eventsDeadLettered.inc({ partition: String(partition) }));

@@ -8,7 +8,7 @@ import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
 import { KafkaReplyDropper } from '../../shared/test/support/kafka-proxy.js';
 import { DEV_INGEST_TOKEN } from '../src/config.js';
 import { createDeps } from '../src/deps.js';
-import { bodyHash, keyId } from '../src/features/ingest/idempotency.js';
+import { bodyHash, keyId, startKeySweeper } from '../src/features/ingest/idempotency.js';
 import { startApi } from '../src/server.js';
 import { pollAll, tally } from './faults/support/cluster.js';
 import { call, sharedApis, testApiConfig } from './support/api.js';
@@ -148,6 +148,21 @@ describe('ingest idempotency keys', function () {
       expect((await keys.findOne({ _id: keyId('request', DEV_INGEST_TOKEN, key) as never }))?.state).to.equal('done');
       const all = await readAll(a.url, account, [reservedId]);
       expect(all.map((e) => e.id)).to.deep.equal([reservedId]); // on the topic twice, stored once
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('sweeps keys past their 24 h (FerretDB has no TTL index)', async () => {
+    const client = new MongoClient(process.env.MONGO_URL!);
+    try {
+      const keys = client.db(`${baseTestEnv().MONGO_DB}_sweep`).collection('ingest_keys');
+      const doc = (id: string, expires: number) => ({ _id: id as never, kind: 'request', body_hash: 'x', state: 'done', attempt: 'a', lease_until: new Date(), ids: [], created_at: [], cursors: [], expires_at: new Date(Date.now() + expires) });
+      await keys.insertMany([doc('old', -1000), doc('fresh', 86_400_000)]);
+      const stop = startKeySweeper(keys as never, { warn: () => undefined }, 100);
+      await eventually(async () => ((await keys.countDocuments({ _id: 'old' as never })) === 0 ? true : undefined), 10_000, 50);
+      await stop();
+      expect(await keys.countDocuments({ _id: 'fresh' as never })).to.equal(1);
     } finally {
       await client.close();
     }

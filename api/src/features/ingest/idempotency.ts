@@ -155,3 +155,21 @@ function inProgress(claim: Claim, retryInMs: number): AppError {
     { 'Retry-After': String(Math.max(1, Math.ceil(retryInMs / 1000))) },
   );
 }
+
+/**
+ * Removes keys past their 24 h (a TTL index does it on MongoDB; FerretDB has
+ * none). Readers check `expires_at` anyway, so a late sweep only costs space.
+ */
+export function startKeySweeper(keys: Collection<IngestKeyDoc>, log: { warn: (o: object, m: string) => void }, intervalMs = 10 * 60_000): () => Promise<void> {
+  const timer = setInterval(
+    () => {
+      keys.deleteMany({ expires_at: { $lt: new Date() } }).catch((err: unknown) => log.warn({ err }, 'could not sweep expired ingest idempotency keys; will try again'));
+    },
+    intervalMs + Math.floor(Math.random() * intervalMs * 0.2),
+  );
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    return Promise.resolve();
+  };
+}
