@@ -9,6 +9,7 @@ import type { ApiConfig } from './config.js';
 import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
+import { startKeySweeper } from './features/ingest/idempotency.js';
 import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { startWindowSweeper } from './features/limits/window-store.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
@@ -41,19 +42,21 @@ export interface ApiDeps {
   passwords: PasswordHasher;
 }
 
-export function createDeps(config: ApiConfig, overrides: { log?: Logger; events?: EventsRuntimeOverrides } = {}): ApiDeps {
+/** `kafka`: the client the event log uses (tests route it through a fault-injecting proxy); `events`: consumer test hooks. */
+export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?: Kafka; events?: EventsRuntimeOverrides } = {}): ApiDeps {
   const log = overrides.log ?? createLogger('api', config.logLevel).child({ instance: config.instanceId });
   const mongo = createMongo(config, { log });
-  const kafka = createKafka(config, log);
+  const kafka = overrides.kafka ?? createKafka(config, log);
   const lifecycle = new Lifecycle(log);
   const kafkaProbe = new KafkaProbe(createKafka(config, log, { retry: { retries: 0 } }));
   lifecycle.onStop('mongo', () => mongo.close());
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
   const limits = createRateLimits(config, mongo, log);
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
+  lifecycle.onStop('ingest-key-sweeper', startKeySweeper(mongo.collections.ingestKeys, log));
   const clock = (): Date => new Date();
   const metrics = createApiMetrics();
-  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag, overrides.events);
+  const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag, overrides.events, (partition) => metrics.eventsDeadLettered.inc({ partition: String(partition) }));
   metrics.watchMaterializer({
     partitions: () => events.fanout.partitions(),
     endOffset: (p) => maxOf(events.fanout.position(p), metrics.consumerLag.highWatermark(p) ?? 0n),

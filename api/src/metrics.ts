@@ -25,6 +25,8 @@ export interface ApiMetrics {
   httpRequests: Counter<'method' | 'route' | 'status_code'>;
   httpDuration: Histogram<'method' | 'route' | 'status_class'>;
   eventsIngested: Counter<'type'>;
+  /** Events the store refused again and again, kept in dead_events (alert on any). */
+  eventsDeadLettered: Counter<'partition'>;
   openLongPolls: Gauge;
   openStreams: Gauge;
   consumerLag: ConsumerLag;
@@ -75,6 +77,12 @@ export function createApiMetrics(): ApiMetrics {
       name: 'events_ingested_total',
       help: 'Events acknowledged by Kafka after ingest or a webhook ping, by event type',
       labelNames: ['type'],
+      registers,
+    }),
+    eventsDeadLettered: new Counter({
+      name: 'events_dead_lettered_total',
+      help: 'Events MongoDB refused again and again, stored in dead_events and served without data (data_unavailable), by partition: alert on any',
+      labelNames: ['partition'],
       registers,
     }),
     openLongPolls: new Gauge({ name: 'long_polls_open', help: 'Long-polls waiting in this process (HTTP and the MCP wait_for_event tool)', registers }),

@@ -1,5 +1,6 @@
 import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
 import { SupervisedConsumer } from '../../shared/src/eventlog/supervised-consumer.js';
+import { guardTopic, topicFacts } from '../../shared/src/eventlog/topic-guard.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
@@ -54,8 +55,13 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const kafka = createKafka(config, log);
   const admin = kafka.admin();
   await admin.connect();
-  await ensureTopic(admin, topicCatalog(config).events, log);
-  await admin.disconnect();
+  try {
+    await ensureTopic(admin, topicCatalog(config).events, log);
+    // Refuses a topic whose partition count differs from the one recorded on first start (TopicMismatchError).
+    await guardTopic(mongo.collections, await topicFacts(admin, topicCatalog(config).events), log.child({ component: 'topic-guard' }));
+  } finally {
+    await admin.disconnect();
+  }
 
   const wh = config.webhooks;
   // c-ares, not dns.lookup: a slow DNS server must not hold the threadpool (shared/src/dns.ts).

@@ -56,8 +56,10 @@ export function buildEnvelope(input: NewEvent, now: Date): EventEnvelope {
 /**
  * Returns why `data` cannot be stored, or null when it can. Every event on the
  * topic must be writable to MongoDB: an unwritable one would stall its
- * partition's materializer, so the rules of the strictest server we run on
- * (no `$`-prefixed or dotted keys, no NUL in keys) are enforced at the door.
+ * partition's materializer (it is dead-lettered after a few tries), so the
+ * rules of the strictest server we run on (no `$`-prefixed or dotted keys, no
+ * NUL in keys, no array directly inside an array, bounded depth and size) are
+ * enforced at the door.
  */
 export function checkEventData(data: unknown, maxBytes = DEFAULT_MAX_DATA_BYTES): string | null {
   if (data === null || typeof data !== 'object' || Array.isArray(data)) return 'must be a JSON object';
@@ -78,7 +80,11 @@ function checkShape(data: object): string | null {
     if (value === null || typeof value !== 'object') continue;
     if (depth > MAX_DATA_DEPTH) return `is nested deeper than ${MAX_DATA_DEPTH} levels`;
     if (Array.isArray(value)) {
-      for (const item of value) stack.push([item, depth + 1]);
+      for (const item of value) {
+        // Real MongoDB stores them; FerretDB, the server these machines run, refuses them.
+        if (Array.isArray(item)) return 'has an array directly inside an array, which cannot be stored (wrap the inner array in an object)';
+        stack.push([item, depth + 1]);
+      }
       continue;
     }
     for (const [key, item] of Object.entries(value)) {
@@ -146,5 +152,24 @@ export function toEventDoc(envelope: EventEnvelope, position: Position): EventDo
 
 export function docToRecord(doc: EventDoc): EventRecord {
   const record: EventRecord = { id: doc._id, type: doc.type, created_at: doc.created_at.toISOString(), data: doc.data, cursor: doc.cursor };
-  return doc.occurred_at ? withOccurredAt(record, doc.occurred_at.toISOString()) : record;
+  const full = doc.occurred_at ? withOccurredAt(record, doc.occurred_at.toISOString()) : record;
+  if (doc.data_unavailable) return { ...full, data: {}, data_unavailable: true, cursor: full.cursor };
+  return full;
+}
+
+/** The stand-in stored at a dead-lettered event's position: its id, type, times and place, no data. */
+export function unavailableEventDoc(doc: EventDoc): EventDoc {
+  const standIn: EventDoc = {
+    _id: doc._id,
+    account_id: doc.account_id,
+    type: doc.type,
+    data: {},
+    created_at: doc.created_at,
+    partition: doc.partition,
+    offset: doc.offset,
+    cursor: doc.cursor,
+    data_unavailable: true,
+  };
+  if (doc.occurred_at) standIn.occurred_at = doc.occurred_at;
+  return standIn;
 }

@@ -9,6 +9,7 @@ import type { Logger } from '../log.js';
 import { Batcher } from './batcher.js';
 import { encodeEnvelope } from './envelope.js';
 import { createProducer, ensureTopic, partitionCount, partitionForKey, type Kafka, type Producer, type RecordMetadata, type TopicSpec } from './kafka.js';
+import { fetchTopicId } from './topic-id.js';
 import type { EventEnvelope } from './types.js';
 
 export interface EventLogOptions {
@@ -37,9 +38,24 @@ interface Outgoing {
 }
 
 export class EventLog {
-  private readonly producer: Producer;
+  /**
+   * The producer sends go through, once connected. Thrown away after any
+   * failed send: the idempotent producer numbers its batches per partition,
+   * and kafkajs does not advance the number when a send fails, even when the
+   * broker did append the batch and only the reply was lost. The next batch
+   * would reuse the number: the broker takes one of the same size as a
+   * duplicate (acknowledging the old batch's offsets, dropping the new events)
+   * and refuses any other (OUT_OF_ORDER_SEQUENCE_NUMBER) for ever. A new
+   * producer has a new producer id, so its numbering starts afresh.
+   */
+  private producer: Promise<Producer> | null = null;
+  /** Fails the sends still under way on a thrown-away producer (kafkajs's disconnect does not end them). */
+  private readonly abandon = new WeakMap<Promise<Producer>, { signal: Promise<never>; fire: (err: Error) => void }>();
+  /** Producers thrown away after a failed send (for tests and logs). */
+  replaced = 0;
   private readonly batcher: Batcher<Outgoing, Position>;
   private partitions = 0;
+  private id: string | null = null;
   private readonly produceTimeoutMs: number;
   private readonly placement = new Map<string, number>();
   private state: 'new' | 'started' | 'stopped' = 'new';
@@ -50,7 +66,6 @@ export class EventLog {
     private readonly log: Logger,
     opts: EventLogOptions = DEFAULT_EVENT_LOG_OPTIONS,
   ) {
-    this.producer = createProducer(kafka);
     this.produceTimeoutMs = opts.produceTimeoutMs;
     this.batcher = new Batcher<Outgoing, Position>({
       send: (items) => this.send(items),
@@ -68,16 +83,23 @@ export class EventLog {
     try {
       await ensureTopic(admin, this.topic, this.log);
       this.partitions = await partitionCount(admin, this.topic.name);
+      this.id = await fetchTopicId(this.topic.brokers, this.topic.name);
     } finally {
       await admin.disconnect();
     }
-    await this.producer.connect();
+    await this.connectedProducer();
     this.state = 'started';
     this.log.info({ topic: this.topic.name, partitions: this.partitions }, 'event log producer ready');
   }
 
   get partitionCount(): number {
     return this.partitions;
+  }
+
+  /** The Kafka topic id read at start (a recreated topic has another). */
+  get topicId(): string {
+    if (this.id === null) throw new Error('EventLog.start() has not completed');
+    return this.id;
   }
 
   /** The partition holding every event of an account. */
@@ -109,6 +131,8 @@ export class EventLog {
     } catch (err) {
       if (!deadline.aborted) throw err;
       this.log.warn({ events: items.length, timeoutMs: this.produceTimeoutMs }, 'Kafka did not acknowledge in time; refusing');
+      // The send under way may still be retrying: whatever it ends with, its producer's numbering is no longer trusted.
+      this.discardProducer(this.producer, 'no acknowledgement within the produce timeout');
       throw unavailable('The event log');
     }
   }
@@ -118,16 +142,64 @@ export class EventLog {
     if (this.state !== 'started') return;
     this.state = 'stopped';
     await this.batcher.flush();
-    await this.producer.disconnect();
+    const producer = await this.producer?.catch(() => null);
+    this.producer = null;
+    await producer?.disconnect();
+  }
+
+  /** The current producer, connecting a new one when there is none (first start, or after a failure). */
+  private connectedProducer(): Promise<Producer> {
+    if (!this.producer) {
+      const producer = createProducer(this.kafka);
+      const connecting = producer.connect().then(() => producer);
+      this.producer = connecting;
+      let fire!: (err: Error) => void;
+      const signal = new Promise<never>((_, reject) => (fire = reject));
+      signal.catch(() => undefined);
+      this.abandon.set(connecting, { signal, fire });
+      // A producer that could not connect is dropped: the next send tries a new one.
+      connecting.catch(() => {
+        if (this.producer === connecting) this.producer = null;
+        void producer.disconnect().catch(() => undefined);
+      });
+    }
+    return this.producer;
   }
 
   private async send(items: Outgoing[]): Promise<Position[]> {
-    const metadata = await this.producer.send({
-      topic: this.topic.name,
-      acks: -1,
-      messages: items.map((m) => ({ partition: m.partition, key: m.key, value: m.value })),
-    });
-    return assignPositions(items, metadata);
+    const current = this.connectedProducer();
+    const producer = await current;
+    try {
+      const sending = producer.send({
+        topic: this.topic.name,
+        acks: -1,
+        messages: items.map((m) => ({ partition: m.partition, key: m.key, value: m.value })),
+      });
+      sending.catch(() => undefined); // when abandoned, it ends (or not) on its own
+      const abandoned = this.abandon.get(current)?.signal;
+      const metadata = await (abandoned ? Promise.race([sending, abandoned]) : sending);
+      return assignPositions(items, metadata);
+    } catch (err) {
+      this.discardProducer(current, 'send failed', err);
+      throw err;
+    }
+  }
+
+  /**
+   * Throws `failed` away (when it is still the current producer) and starts
+   * connecting a new one for the next send. The old one is disconnected, which
+   * fails a send still in flight on it: that send's events were never
+   * acknowledged (503), and nothing later is sent under its numbering.
+   */
+  private discardProducer(failed: Promise<Producer> | null, why: string, err?: unknown): void {
+    if (!failed || this.producer !== failed || this.state === 'stopped') return;
+    this.producer = null;
+    this.replaced += 1;
+    this.log.warn({ err, why, replaced: this.replaced }, 'replacing the Kafka producer (new producer id): the failed one may have left its sequence numbers behind the broker');
+    // A send still under way on it fails now (its events were never acknowledged), so the next send need not wait for it.
+    this.abandon.get(failed)?.fire(unavailable('The event log'));
+    void failed.then((p) => p.disconnect()).catch(() => undefined);
+    this.connectedProducer().catch((connectErr: unknown) => this.log.warn({ err: connectErr }, 'the new Kafka producer could not connect yet; the next send tries again'));
   }
 }
 

@@ -13,6 +13,8 @@ export interface TopicSpec {
   partitions: number;
   /** What a message on the topic is. */
   schema: 'EventEnvelope (JSON), key = account_id';
+  /** The brokers holding it (for requests kafkajs cannot make, see topic-id.ts). */
+  brokers: string[];
 }
 
 /** Every topic the service uses. */
@@ -22,6 +24,7 @@ export function topicCatalog(config: BaseConfig): { events: TopicSpec } {
       name: config.kafka.eventsTopic,
       partitions: config.kafka.eventsPartitions,
       schema: 'EventEnvelope (JSON), key = account_id',
+      brokers: config.kafka.brokers,
     },
   };
 }

@@ -37,5 +37,10 @@ export interface EventRecord {
   /** When the producer says it happened; present only when the producer sent it. */
   occurred_at?: string;
   data: Record<string, unknown>;
+  /**
+   * Present (true) only on an event the store refused and the materializer
+   * dead-lettered: `data` is then empty, the id, type and times are the event's.
+   */
+  data_unavailable?: true;
   cursor: string;
 }

@@ -63,15 +63,78 @@ export interface EventDoc {
   partition: number;
   offset: number;
   cursor: string;
+  /** A stand-in for an event the store refused (its data is in dead_events): readers see it, without data. */
+  data_unavailable?: true;
 }
 
-/** Highest offset of a partition that is fully written to `events`. */
+/**
+ * Highest offset of a partition that is fully written to `events`, in the life
+ * of the topic whose Kafka id is `topic_id` (a recreated topic starts again).
+ */
 export interface WatermarkDoc {
   _id: string; // `${topic}:${partition}`
   topic: string;
   partition: number;
   offset: number;
+  /** The Kafka topic id of the log the offset belongs to; absent on watermarks written before it was recorded. */
+  topic_id?: string;
   updated_at: Date;
+}
+
+/**
+ * What the deployment knows of its event topic (`_id` is the topic name),
+ * recorded on first start: the partition count, which cursors and account
+ * placement depend on, and the Kafka topic id of the log the watermarks
+ * belong to.
+ */
+export interface EventTopicDoc {
+  _id: string;
+  partitions: number;
+  topic_id: string | null;
+  recorded_at: Date;
+  updated_at: Date;
+}
+
+/**
+ * An event the store refused again and again (the materializer's dead letter):
+ * kept here with its error; readers get a stand-in record marked
+ * `data_unavailable` at its position (`_id` is the event id).
+ */
+export interface DeadEventDoc {
+  _id: string;
+  account_id: string;
+  type: EventType;
+  topic: string;
+  partition: number;
+  offset: number;
+  /** The message as it was on the topic (UTF-8 JSON). */
+  envelope: string;
+  error: string;
+  failures: number;
+  at: Date;
+}
+
+/**
+ * One idempotency key of an ingest request (`_id` is sha256 of the ingest
+ * token and the key, scoped by kind). Reserved before producing, with the
+ * event ids and times the request's events get; the outcome is stored after
+ * Kafka's acknowledgement. A retry with the key reuses those ids, so an event
+ * written twice by a failed attempt and its retry is stored once.
+ */
+export interface IngestKeyDoc {
+  _id: string;
+  kind: 'request' | 'event';
+  /** sha256 of the request's events (or the one event), to refuse a key reused for another body. */
+  body_hash: string;
+  state: 'pending' | 'failed' | 'done';
+  /** The attempt holding the reservation while pending. */
+  attempt: string;
+  /** A pending reservation older than this is from a dead attempt and may be taken over. */
+  lease_until: Date;
+  ids: string[];
+  created_at: string[];
+  cursors: string[] | null;
+  expires_at: Date;
 }
 
 /**

@@ -12,8 +12,11 @@ import type {
   ApiKeyHashDoc,
   AttemptDoc,
   ClaimDoc,
+  DeadEventDoc,
   DeliveryDoc,
   EventDoc,
+  EventTopicDoc,
+  IngestKeyDoc,
   RateLimitDoc,
   StreamSlotDoc,
   UserDoc,
@@ -31,6 +34,9 @@ export const COLLECTION_NAMES = {
   apiKeyHashes: 'api_key_hashes',
   events: 'events',
   watermarks: 'watermarks',
+  eventTopics: 'event_topics',
+  deadEvents: 'dead_events',
+  ingestKeys: 'ingest_keys',
   streamSlots: 'stream_slots',
   webhooks: 'webhooks',
   deliveries: 'deliveries',
@@ -46,6 +52,9 @@ export interface Collections {
   apiKeyHashes: Collection<ApiKeyHashDoc>;
   events: Collection<EventDoc>;
   watermarks: Collection<WatermarkDoc>;
+  eventTopics: Collection<EventTopicDoc>;
+  deadEvents: Collection<DeadEventDoc>;
+  ingestKeys: Collection<IngestKeyDoc>;
   streamSlots: Collection<StreamSlotDoc>;
   webhooks: Collection<WebhookDoc>;
   deliveries: Collection<DeliveryDoc>;
@@ -81,6 +90,9 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     apiKeyHashes: db.collection(COLLECTION_NAMES.apiKeyHashes),
     events: db.collection(COLLECTION_NAMES.events),
     watermarks: db.collection(COLLECTION_NAMES.watermarks),
+    eventTopics: db.collection(COLLECTION_NAMES.eventTopics),
+    deadEvents: db.collection(COLLECTION_NAMES.deadEvents),
+    ingestKeys: db.collection(COLLECTION_NAMES.ingestKeys),
     streamSlots: db.collection(COLLECTION_NAMES.streamSlots),
     webhooks: db.collection(COLLECTION_NAMES.webhooks),
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
@@ -110,6 +122,10 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { account_id: 1, type: 1, partition: 1, offset: 1 }, name: 'account_type_position' },
   ],
   watermarks: [],
+  eventTopics: [],
+  deadEvents: [],
+  // Kept 24 h after the reservation (readers also check expires_at).
+  ingestKeys: [{ key: { expires_at: 1 }, name: 'expires_ttl', expireAfterSeconds: 0 }],
   streamSlots: [],
   webhooks: [
     { key: { account_id: 1, created_at: 1 }, name: 'account_created' },

@@ -8,13 +8,13 @@
  * events identically; nothing is lost or doubled, and everything at or below
  * a watermark is in MongoDB.
  */
-import { MongoBulkWriteError, MongoServerError, type Collection } from 'mongodb';
-import { decodeEnvelope, toEventDoc } from '../../../../shared/src/eventlog/envelope.js';
+import { BSON, MongoBulkWriteError, MongoInvalidArgumentError, MongoServerError, type Collection } from 'mongodb';
+import { decodeEnvelope, toEventDoc, unavailableEventDoc } from '../../../../shared/src/eventlog/envelope.js';
 import { createConsumer, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '../../../../shared/src/eventlog/kafka.js';
 import { SupervisedConsumer, type ConsumerHealth } from '../../../../shared/src/eventlog/supervised-consumer.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../../shared/src/metrics.js';
-import type { EventDoc, WatermarkDoc } from '../../../../shared/src/mongo/documents.js';
+import type { DeadEventDoc, EventDoc, WatermarkDoc } from '../../../../shared/src/mongo/documents.js';
 import { watermarkId } from './watermarks.js';
 
 export interface MaterializerOptions {
@@ -24,6 +24,24 @@ export interface MaterializerOptions {
   topic: string;
   groupId: string;
   log: Logger;
+  /**
+   * The Kafka id of the topic, once checked against MongoDB (topic-guard.ts);
+   * null until then, and no watermark is written meanwhile. Watermarks are
+   * written only on documents of this topic id, so one left from a recreated
+   * topic's old log is never raised (the write fails until it is reset).
+   * Absent: watermarks carry no topic id (tests of other parts).
+   */
+  topicId?: () => string | null;
+  /** Where events the store refuses are kept (see `maxRefusals`); absent: they are retried for ever. */
+  deadEvents?: Collection<DeadEventDoc>;
+  /**
+   * How many times in a row the store may refuse one event (an error about
+   * that document, not an outage) before it goes to `deadEvents` and a
+   * stand-in marked `data_unavailable` takes its place (default 5).
+   */
+  maxRefusals?: number;
+  /** Told each event dead-lettered (the metric). */
+  onDeadLetter?: (partition: number) => void;
   /** Told each watermark this process writes (feeds the local WatermarkReader). */
   onWatermark?: (partition: number, offset: bigint) => void;
   lag?: ConsumerLag;
@@ -40,6 +58,7 @@ export interface MaterializerOptions {
 }
 
 const MAX_BACKOFF_MS = 5000;
+const DEFAULT_MAX_REFUSALS = 5;
 
 export class Materializer {
   private crashed = false;
@@ -61,6 +80,13 @@ export class Materializer {
   get replaced(): number {
     return this.supervised.replaced;
   }
+
+  /** Events given up on and stored in dead_events (for tests and logs). */
+  deadLettered = 0;
+  /** How often the store refused each event not yet written, by event id. */
+  private readonly refusals = new Map<string, number>();
+  /** Events of the chunk being written that are dead-lettered: retries of the chunk store their stand-ins. */
+  private readonly dead = new Set<string>();
 
   health(): ConsumerHealth {
     return this.supervised.health();
@@ -102,49 +128,128 @@ export class Materializer {
     }
   }
 
-  /** Retries until written, or until this consumer no longer owns the partition. */
+  /**
+   * Retries until written, or until this consumer no longer owns the
+   * partition. An outage (MongoDB down, slow, failing over) is retried for as
+   * long as it lasts. An event the store refuses (an error about that
+   * document) is retried `maxRefusals` times, then dead-lettered: the
+   * partition moves on instead of stalling every reader behind it.
+   */
   private async persist(partition: number, chunk: KafkaMessage[], lastOffset: bigint, lost: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
     const docs = this.decode(partition, chunk);
     let backoff = 100;
     for (;;) {
+      const deadBefore = this.deadLettered;
       try {
-        await this.insertNew(docs);
+        await this.insertNew(docs, partition);
         if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
-        await this.opts.watermarks.updateOne(
-          { _id: watermarkId(this.opts.topic, partition) },
-          { $max: { offset: Number(lastOffset) }, $set: { updated_at: new Date() }, $setOnInsert: { topic: this.opts.topic, partition } },
-          { upsert: true },
-        );
+        await this.writeWatermark(partition, lastOffset);
         this.opts.onWatermark?.(partition, lastOffset);
         return !this.crashesAfter('watermark', partition, chunk, lastOffset);
       } catch (err) {
         this.opts.log.warn({ err, partition, lastOffset: lastOffset.toString(), retryInMs: backoff }, 'materializer write failed; retrying');
         if (lost()) return false;
         await sleep(backoff);
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+        // An event given up on is progress: the next refused one gets its own short tries.
+        backoff = this.deadLettered > deadBefore ? 100 : Math.min(backoff * 2, MAX_BACKOFF_MS);
         await heartbeat(); // also how a rebalance reaches us while MongoDB is down
         if (lost()) return false;
       }
     }
   }
 
+  private async writeWatermark(partition: number, lastOffset: bigint): Promise<void> {
+    const filter: { _id: string; topic_id?: string } = { _id: watermarkId(this.opts.topic, partition) };
+    if (this.opts.topicId) {
+      const topicId = this.opts.topicId();
+      if (topicId === null) throw new Error('the event topic is not checked against MongoDB yet (topic guard); no watermark is written until it is');
+      // Equality in the filter: an upsert copies it into a new document; a document of another topic id is never raised (duplicate _id).
+      filter.topic_id = topicId;
+    }
+    await this.opts.watermarks.updateOne(filter, { $max: { offset: Number(lastOffset) }, $set: { updated_at: new Date() }, $setOnInsert: { topic: this.opts.topic, partition } }, { upsert: true });
+  }
+
   /**
    * Plain ordered inserts (an order of magnitude faster than upserts on the
    * test server). Ids already stored, after a restart, fail as duplicates:
-   * then only the missing ones are inserted.
+   * then only the missing ones are inserted. When the store refuses a
+   * document, the chunk is written one event at a time to find which.
    */
-  private async insertNew(docs: EventDoc[]): Promise<void> {
-    let pending = docs;
+  private async insertNew(docs: EventDoc[], partition: number): Promise<void> {
+    let pending = this.dead.size === 0 ? docs : docs.map((d) => (this.dead.has(d._id) ? unavailableEventDoc(d) : d));
     for (let attempt = 0; pending.length > 0; attempt += 1) {
       try {
         await this.opts.events.insertMany(pending, { ordered: true });
+        this.forgetRefusals(pending);
         return;
       } catch (err) {
+        if (isRefusal(err)) return this.insertOneByOne(pending, partition);
         if (!isDuplicateKeyOnly(err) || attempt >= 3) throw err;
         const ids = pending.map((d) => d._id);
         const stored = new Set((await this.opts.events.find({ _id: { $in: ids } }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
         pending = pending.filter((d) => !stored.has(d._id));
       }
+    }
+  }
+
+  private async insertOneByOne(docs: EventDoc[], partition: number): Promise<void> {
+    for (const doc of docs) {
+      try {
+        await this.opts.events.insertOne(doc);
+        this.refusals.delete(doc._id);
+        this.dead.delete(doc._id);
+      } catch (err) {
+        if (err instanceof MongoServerError && err.code === 11000) continue; // stored before a restart
+        if (!isRefusal(err)) throw err; // an outage: retried as long as it lasts
+        const refused = (this.refusals.get(doc._id) ?? 0) + 1;
+        this.refusals.set(doc._id, refused);
+        if (!this.opts.deadEvents || refused < (this.opts.maxRefusals ?? DEFAULT_MAX_REFUSALS)) throw err;
+        await this.deadLetter(doc, partition, err, refused);
+      }
+    }
+    this.forgetRefusals(docs);
+  }
+
+  /**
+   * Keeps the refused event in dead_events with its error, and stores a
+   * stand-in at its position (id, type, times, `data_unavailable`) so readers
+   * see that an event was there instead of a silent gap.
+   */
+  private async deadLetter(doc: EventDoc, partition: number, err: unknown, failures: number): Promise<void> {
+    const error = err instanceof Error ? `${err.name}: ${err.message}`.slice(0, 2000) : String(err).slice(0, 2000);
+    const dead: DeadEventDoc = {
+      _id: doc._id,
+      account_id: doc.account_id,
+      type: doc.type,
+      topic: this.opts.topic,
+      partition,
+      offset: doc.offset,
+      envelope: safeJson(doc),
+      error,
+      failures,
+      at: new Date(),
+    };
+    await this.opts.deadEvents!.replaceOne({ _id: dead._id }, dead, { upsert: true });
+    try {
+      await this.opts.events.insertOne(unavailableEventDoc(doc));
+    } catch (insertErr) {
+      if (!(insertErr instanceof MongoServerError && insertErr.code === 11000)) throw insertErr;
+    }
+    this.refusals.delete(doc._id);
+    this.dead.add(doc._id);
+    this.deadLettered += 1;
+    this.opts.onDeadLetter?.(partition);
+    this.opts.log.error(
+      { eventId: doc._id, accountId: doc.account_id, type: doc.type, partition, offset: doc.offset, failures, error },
+      'DEAD-LETTERED AN EVENT: MongoDB refused it again and again; kept in dead_events, readers get it with data_unavailable',
+    );
+  }
+
+  private forgetRefusals(docs: EventDoc[]): void {
+    if (this.refusals.size === 0 && this.dead.size === 0) return;
+    for (const d of docs) {
+      this.refusals.delete(d._id);
+      this.dead.delete(d._id);
     }
   }
 
@@ -166,6 +271,48 @@ export class Materializer {
       docs.push(toEventDoc(envelope, { partition, offset: BigInt(message.offset) }));
     }
     return docs;
+  }
+}
+
+/**
+ * True when the store refused a document for what it is (the client cannot
+ * encode it, or the server answers one of the errors about a document's
+ * content), as opposed to an outage (network, selection timeout, shutdown,
+ * failover, a lock, an internal error), which says nothing about the
+ * document and is retried for as long as it lasts. Only known content errors
+ * count: an unknown one is retried (and logged) rather than dead-lettered.
+ */
+export function isRefusal(err: unknown): boolean {
+  if (BSON.BSONError.isBSONError(err) || err instanceof MongoInvalidArgumentError) return true;
+  if (err instanceof MongoBulkWriteError) {
+    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+    return errors.some((e) => REFUSAL_CODES.has(e.code));
+  }
+  return err instanceof MongoServerError && typeof err.code === 'number' && REFUSAL_CODES.has(err.code);
+}
+
+/** Server error codes about a document's content (FerretDB answers BadValue for an array inside an array). */
+const REFUSAL_CODES = new Set([
+  2, // BadValue
+  9, // FailedToParse
+  14, // TypeMismatch
+  15, // Overflow
+  22, // InvalidBSON
+  52, // DollarPrefixedFieldName
+  53, // InvalidIdField
+  55, // InvalidDBRef
+  56, // EmptyFieldName
+  57, // DottedFieldName
+  121, // DocumentValidationFailure
+  10334, // BSONObjectTooLarge
+  17280, // KeyTooLong
+]);
+
+function safeJson(doc: EventDoc): string {
+  try {
+    return JSON.stringify(doc);
+  } catch {
+    return '(not serializable)';
   }
 }
 

@@ -5,6 +5,7 @@
  */
 import { EventLog } from '../../../../shared/src/eventlog/event-log.js';
 import { topicCatalog, type Kafka } from '../../../../shared/src/eventlog/kafka.js';
+import { guardTopic, TopicMismatchError } from '../../../../shared/src/eventlog/topic-guard.js';
 import type { Lifecycle } from '../../../../shared/src/lifecycle.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../../shared/src/metrics.js';
@@ -19,6 +20,9 @@ import { WatermarkReader } from './watermarks.js';
 
 export interface EventsRuntime {
   log: EventLog;
+  /** Checks the topic against what MongoDB recorded (partition count, topic id); see topic-guard.ts. */
+  guard: () => Promise<void>;
+  guardLog: Logger;
   registry: WaiterRegistry;
   watermarks: WatermarkReader;
   materializer: Materializer;
@@ -31,7 +35,15 @@ export interface EventsRuntimeOverrides {
   materializer?: Partial<Pick<MaterializerOptions, 'stallMs' | 'newConsumer'>>;
 }
 
-export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Kafka, mongo: Mongo, lag?: ConsumerLag, overrides: EventsRuntimeOverrides = {}): EventsRuntime {
+export function createEventsRuntime(
+  config: ApiConfig,
+  logger: Logger,
+  kafka: Kafka,
+  mongo: Mongo,
+  lag?: ConsumerLag,
+  overrides: EventsRuntimeOverrides = {},
+  onDeadLetter?: (partition: number) => void,
+): EventsRuntime {
   const topic = config.kafka.eventsTopic;
   const registry = new WaiterRegistry();
   const watermarks = WatermarkReader.forCollection(mongo.collections.watermarks, topic);
@@ -49,6 +61,9 @@ export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Ka
     groupId: config.events.materializerGroupId,
     log: logger.child({ component: 'materializer' }),
     onWatermark: (partition, offset) => watermarks.note(partition, offset),
+    topicId: () => topicChecked,
+    deadEvents: mongo.collections.deadEvents,
+    onDeadLetter,
     lag,
     ...overrides.materializer,
   });
@@ -66,16 +81,52 @@ export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Ka
     },
     ...overrides.fanout,
   });
-  return { log, registry, watermarks, materializer, fanout };
+  // Set once the topic is checked: until then the materializer writes no watermark (see guardTopic).
+  let topicChecked: string | null = null;
+  const guardLog = logger.child({ component: 'topic-guard' });
+  const guard = async (): Promise<void> => {
+    await guardTopic(mongo.collections, { topic, partitions: log.partitionCount, topicId: log.topicId }, guardLog);
+    topicChecked = log.topicId;
+  };
+  return { log, guard, guardLog, registry, watermarks, materializer, fanout };
 }
 
 /**
- * Producer first (it creates the topic), then both consumers. The fan-out's
- * positions are pinned once `start` resolves, so waiters may be served.
+ * Producer first (it creates the topic), then the topic check, then both
+ * consumers. The fan-out's positions are pinned once `start` resolves, so
+ * waiters may be served. A topic with another partition count than recorded
+ * refuses the start (TopicMismatchError). MongoDB unreachable at boot: the
+ * check goes on in the background while the process serves what it can (the
+ * materializer writes nothing until it has passed); finding a mismatch then
+ * stops the producer and the materializer.
  */
 export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifecycle): Promise<void> {
+  const logger = events.guardLog;
   await events.log.start();
   lifecycle.onStop('event-log producer', () => events.log.stop());
+  try {
+    await events.guard();
+  } catch (err) {
+    if (err instanceof TopicMismatchError) {
+      await events.log.stop().catch(() => undefined);
+      throw err;
+    }
+    logger.warn({ err }, 'could not check the event topic against MongoDB yet; retrying in the background');
+    const timer = setInterval(() => {
+      events.guard().then(
+        () => clearInterval(timer),
+        (again: unknown) => {
+          if (!(again instanceof TopicMismatchError)) return;
+          clearInterval(timer);
+          logger.fatal({ err: again }, 'the event topic does not match this deployment; stopping the producer and the materializer');
+          void events.log.stop();
+          void events.materializer.stop();
+        },
+      );
+    }, 5000);
+    timer.unref();
+    lifecycle.onStop('topic-guard retry', () => clearInterval(timer));
+  }
   lifecycle.onStop('materializer', () => events.materializer.stop());
   lifecycle.onStop('fan-out', () => events.fanout.stop());
   await Promise.all([events.materializer.start(), events.fanout.start()]);

@@ -28,6 +28,14 @@ describe('ingest body', () => {
     expect(problems({ ...ok, extra: 1 })).to.deep.equal(['extra']);
   });
 
+  it('refuses what the store would refuse (a poison event would be dead-lettered): nested arrays, $ and dotted keys, NUL in keys', () => {
+    expect(problems({ events: [ok, { ...ok, data: { matrix: [[1, 2]] } }] })).to.deep.equal(['events[1].data']);
+    expect(problems({ ...ok, data: { list: [{ inner: [[]] }] } })).to.deep.equal(['data']);
+    expect(problems({ ...ok, data: { 'a.b': 1 } })).to.deep.equal(['data']);
+    expect(problems({ ...ok, data: { nested: { 'k\u0000': 1 } } })).to.deep.equal(['data']);
+    expect(parseIngestBody({ ...ok, data: { list: [{ inner: [1, 2] }, 3], 'a$b': 1 } }, { maxBatch: 3, maxDataBytes: 1000 })).to.have.length(1);
+  });
+
   it('refuses a leap second in occurred_at (RFC 3339 allows it, a JavaScript date cannot hold it)', () => {
     expect(problems({ ...ok, occurred_at: '2016-12-31T23:59:60Z' })).to.deep.equal(['occurred_at']);
     expect(problems({ events: [ok, { ...ok, occurred_at: '2020-06-30T23:59:60+00:00' }] })).to.deep.equal(['events[1].occurred_at']);

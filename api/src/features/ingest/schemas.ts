@@ -8,6 +8,8 @@ export interface IngestEvent {
   type: EventType;
   data: Record<string, unknown>;
   occurred_at?: string;
+  /** The producer's key for this event (see idempotency.ts); not part of the event. */
+  idempotency_key?: string;
 }
 
 /** One event of an ingest request (exported for the OpenAPI document). */
@@ -20,6 +22,13 @@ export const eventValidator = bodyValidator<IngestEvent>({
     type: { type: 'string', enum: [...EVENT_TYPES] },
     data: { type: 'object' },
     occurred_at: { type: 'string', format: 'date-time' },
+    idempotency_key: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 255,
+      pattern: '^[\\x21-\\x7e]+$',
+      description: 'Makes a retry of this event harmless for 24 h: the same key (per ingest token) with the same event returns the first id and cursor and writes nothing. Ignored when the request has an Idempotency-Key header.',
+    },
   },
 });
 

@@ -65,6 +65,7 @@ const eventRecord: JsonSchema = {
     created_at: { type: 'string' },
     occurred_at: { type: 'string' },
     data: { type: 'object' },
+    data_unavailable: { const: true, description: 'Only on an event the store refused: its data is not served.' },
     cursor: { type: 'string' },
   },
   required: ['id', 'type', 'created_at', 'data', 'cursor'],

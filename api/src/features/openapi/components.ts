@@ -77,7 +77,11 @@ export const schemas: Record<string, SchemaObject> = {
       type: ref('EventType'),
       created_at: dateTime('When the API accepted the event'),
       occurred_at: dateTime('When the producer says it happened (only when the producer sent it)'),
-      data: { type: 'object', description: 'The event payload, as the producer sent it' },
+      data: { type: 'object', description: 'The event payload, as the producer sent it (empty when `data_unavailable`)' },
+      data_unavailable: {
+        const: true,
+        description: 'Present only on an event the store refused to hold (written to the log without ingest\'s checks): its id, type and times are kept, its data is not served',
+      },
       cursor: { type: 'string', description: 'Opaque position in the log; pass back as `since`', examples: ['c1_MS40Mg'] },
     },
   },

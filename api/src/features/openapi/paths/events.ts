@@ -70,8 +70,24 @@ export function eventPaths(config: ApiConfig): Record<string, SchemaObject> {
         operationId: 'ingestEvents',
         tags: ['ingest'],
         summary: 'Append events to the log (producers only)',
-        description: `One event, or \`{"events": [...]}\` with up to ${config.events.ingestMaxBatch}. Every event is checked first: one bad event rejects the batch. Answers once Kafka has acknowledged every event; from then on it is durable.`,
+        description:
+          `One event, or \`{"events": [...]}\` with up to ${config.events.ingestMaxBatch}. Every event is checked first: one bad event rejects the batch ` +
+          '(including data the store cannot hold: keys starting with `$` or containing `.` or NUL, an array directly inside an array, too deep or too large). ' +
+          'Answers once Kafka has acknowledged every event; from then on it is durable.\n\n' +
+          'Retries: a 503 or a lost answer may leave some events of the request written. Send an `Idempotency-Key` header (or an `idempotency_key` per event) ' +
+          'and retry with the same key and body: a finished request answers again with the first ids and cursors (`Idempotent-Replayed: true`) and writes nothing; ' +
+          'a failed one is written again under the same ids, and an event written by both attempts is stored and served once. ' +
+          'Keys are scoped to the ingest token and kept 24 hours. The same key with another body answers 409; a key whose first attempt is still running answers 409 with `Retry-After`.',
         security: [{ ingestToken: [] }],
+        parameters: [
+          {
+            name: 'Idempotency-Key',
+            in: 'header',
+            required: false,
+            description: 'Makes a retry of the whole request harmless for 24 h (1 to 255 visible ASCII characters, unique per request). Per-event `idempotency_key` fields are ignored when it is present.',
+            schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+          },
+        ],
         requestBody: {
           required: true,
           content: {
@@ -82,7 +98,15 @@ export function eventPaths(config: ApiConfig): Record<string, SchemaObject> {
             },
           },
         },
-        responses: { '202': json('Accepted and durable', ref('IngestResult')), ...errors(400, 401, 413, 415, 503) },
+        responses: {
+          '202': json('Accepted and durable (or, for a retried idempotency key, accepted earlier: the first answer again)', ref('IngestResult'), {
+            headers: {
+              'X-Request-Id': { $ref: '#/components/headers/RequestId' },
+              'Idempotent-Replayed': { description: '`true` when every event was answered from an earlier request with the same idempotency key (nothing written)', schema: { const: 'true' } },
+            },
+          }),
+          ...errors(400, 401, 409, 413, 415, 503),
+        },
       },
     },
   };
