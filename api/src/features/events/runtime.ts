@@ -14,6 +14,7 @@ import { FanOut, type FanOutOptions } from './fanout.js';
 import type { FeedPorts } from './feed.js';
 import { Materializer, type MaterializerOptions } from './materializer.js';
 import { readPartition, readRange } from './store.js';
+import { TailWindow } from './tail-window.js';
 import { WaiterRegistry } from './waiters.js';
 import { WatermarkReader } from './watermarks.js';
 
@@ -23,6 +24,8 @@ export interface EventsRuntime {
   watermarks: WatermarkReader;
   materializer: Materializer;
   fanout: FanOut;
+  /** Recent events per partition, kept by the fan-out (shared with it). */
+  tail: TailWindow;
 }
 
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
@@ -52,8 +55,10 @@ export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Ka
     lag,
     ...overrides.materializer,
   });
+  const tail = new TailWindow({ events: config.events.tailWindowEvents, bytes: config.events.tailWindowBytes });
   const fanout = new FanOut({
     kafka,
+    tail,
     topic,
     groupPrefix: config.events.fanoutGroupPrefix,
     instanceId: config.instanceId,
@@ -66,7 +71,7 @@ export function createEventsRuntime(config: ApiConfig, logger: Logger, kafka: Ka
     },
     ...overrides.fanout,
   });
-  return { log, registry, watermarks, materializer, fanout };
+  return { log, registry, watermarks, materializer, fanout, tail };
 }
 
 /**
@@ -88,6 +93,8 @@ export function feedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs:
     partitionOf: (accountId) => events.log.partitionOf(accountId),
     waitForWatermark: (partition, offset, timeoutMs) => events.watermarks.waitFor(partition, offset, timeoutMs),
     readRange: (query) => readRange(mongo.collections.events, query),
+    readWindow: (query) => events.tail.read(query),
+    windowCovers: (partition, after, before) => events.tail.covers(partition, after, before),
     nothingAfter: (partition, accountId, after) => events.fanout.recent.nothingAfter(partition, accountId, after),
     handoffTimeoutMs,
   };

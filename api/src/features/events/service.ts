@@ -31,15 +31,24 @@ export function resolveSince(deps: ApiDeps, accountId: string, raw: string, fiel
   return position;
 }
 
-/** GET /api/v1/events: the account's events strictly after `since`, oldest first. */
+/**
+ * GET /api/v1/events: the account's events strictly after `since`, oldest
+ * first. A cursor inside this process's tail window is answered from memory
+ * (every event after it up to the fan-out's head is there); any other read
+ * goes to MongoDB, up to the materializer's watermark.
+ */
 export async function listEvents(deps: ApiDeps, accountId: string, input: ListEventsInput | Record<string, unknown>): Promise<EventPage> {
   const q = listEventsQuery({ ...input }); // a copy: validation coerces query strings in place
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
   const partition = since?.partition ?? deps.events.log.partitionOf(accountId);
+  const types = q.type ? [q.type] : null;
+  const limit = q.limit ?? LIST_DEFAULT_LIMIT;
+  const recent = since ? deps.events.tail.read({ accountId, partition, after: since.offset, before: null, types, limit }) : null;
+  if (recent) return { events: recent.map((e) => e.record), cursor: recent.at(-1)?.record.cursor ?? q.since ?? null };
   let docs;
   try {
     const through = await deps.events.watermarks.current(partition);
-    docs = await readAfter(deps.mongo.collections.events, { accountId, partition, since, through, types: q.type ? [q.type] : null, limit: q.limit ?? LIST_DEFAULT_LIMIT });
+    docs = await readAfter(deps.mongo.collections.events, { accountId, partition, since, through, types, limit });
   } catch (err) {
     throw asUnavailable(err, 'Event storage');
   }
