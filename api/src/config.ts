@@ -119,7 +119,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       materializerGroupId: `${base.kafka.eventsTopic}.materializer.${base.mongo.dbName}`,
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
       tailWindowEvents: read.int(env, 'TAIL_WINDOW_EVENTS', 10_000, 0, 1_000_000),
-      tailWindowBytes: read.int(env, 'TAIL_WINDOW_BYTES', 4 * 1024 * 1024, 0, 1024 * 1024 * 1024),
+      tailWindowBytes: read.int(env, 'TAIL_WINDOW_BYTES', 2 * 1024 * 1024, 0, 1024 * 1024 * 1024),
     },
     streams: {
       durationMs: read.int(env, 'STREAM_DURATION_MS', 50_000, 1000, 55_000),

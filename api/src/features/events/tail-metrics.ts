@@ -16,7 +16,7 @@ export function registerTailMetrics(registry: Registry, tail: TailWindow): void 
     });
   };
   perPartition('tail_window_events', 'Events held in this process\'s tail window, per partition', (s) => s.events);
-  perPartition('tail_window_bytes', 'Bytes charged to the tail window (event size on the topic + 256 each), per partition', (s) => s.bytes);
+  perPartition('tail_window_bytes', 'Heap charged to the tail window (twice each event\'s size on the topic + 160), per partition', (s) => s.bytes);
   perPartition('tail_window_span_offsets', 'Offsets the tail window covers (head minus start), per partition', (s) => s.next - s.start);
   let reported = { hit: 0, miss: 0 };
   new Counter({

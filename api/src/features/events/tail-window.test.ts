@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { encodeCursor } from '../../../../shared/src/cursor.js';
 import type { EventType } from '../../../../shared/src/eventlog/types.js';
-import { ENTRY_OVERHEAD_BYTES, TailWindow, type TailRead } from './tail-window.js';
+import { chargedBytes, TailWindow, type TailRead } from './tail-window.js';
 import type { LiveEvent } from './waiters.js';
 
 function ev(partition: number, offset: bigint, type: EventType = 'call.started', size = 100): LiveEvent {
@@ -57,8 +57,8 @@ describe('TailWindow (recent events per partition, gap-free up to the head)', ()
     expect(offsets(w.read(q('b', 1n)))).to.deep.equal([3]);
   });
 
-  it('evicts past the byte bound, charging each event its size plus the overhead', () => {
-    const per = 100 + ENTRY_OVERHEAD_BYTES;
+  it('evicts past the byte bound, charging each event twice its size plus the overhead', () => {
+    const per = chargedBytes(100);
     const w = new TailWindow({ events: 1000, bytes: per * 2 + 1 });
     w.reset(0, 0n);
     for (let i = 0n; i < 4n; i++) w.append('a', ev(0, i));
