@@ -1,11 +1,46 @@
 import { expect } from 'chai';
 import { decodeCursor } from '../../shared/src/cursor.js';
+import type { Consumer, EachBatchPayload } from 'kafkajs';
+import { createConsumer } from '../../shared/src/eventlog/kafka.js';
+import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
-import type { RunningApi } from '../src/server.js';
+import { createDeps } from '../src/deps.js';
+import { startApi, type RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';
-import { call, startTestApi } from './support/api.js';
-import { eventually, ingest, type IngestedEvent } from './support/events.js';
+import { call, testApiConfig } from './support/api.js';
+import { eventually, ingest, sleep, type IngestedEvent } from './support/events.js';
 import { StreamClient } from './support/sse.js';
+
+/**
+ * Holds every materializer batch of the pods built with `heldApi` while `held`:
+ * the batch waits (heartbeating) before it is written, so nothing more
+ * reaches MongoDB until released.
+ */
+const gate = { held: false };
+
+function holdingConsumer(consumer: Consumer): Consumer {
+  const run = consumer.run.bind(consumer);
+  consumer.run = (config) =>
+    run({
+      ...config,
+      eachBatch: async (payload: EachBatchPayload) => {
+        while (gate.held && payload.isRunning() && !payload.isStale()) {
+          await sleep(50);
+          await payload.heartbeat().catch(() => undefined);
+        }
+        await config!.eachBatch!(payload);
+      },
+    });
+  return consumer;
+}
+
+async function heldApi(overrides: Record<string, string>): Promise<RunningApi> {
+  const config = testApiConfig(overrides);
+  const deps = createDeps(config, { events: { materializer: { newConsumer: (kafka, groupId) => holdingConsumer(createConsumer(kafka, groupId)) } } });
+  const api = await startApi(config, { deps });
+  atRunEnd(() => api.close());
+  return api;
+}
 
 /**
  * The tail window (docs/architecture.md, "Hot paths"): reads whose cursor the
@@ -25,7 +60,6 @@ describe('tail window: reads near the head come from memory', function () {
   let win: RunningApi;
   /** A pod without a window: every read goes to MongoDB (the reference answers). */
   let store: RunningApi;
-  const pods: RunningApi[] = [];
   let acct: TestAccount;
 
   const poll = (api: RunningApi, query: string) => call(api.url, 'GET', `/api/v1/events${query}`, { headers: { 'x-api-key': acct.apiKey } });
@@ -33,21 +67,21 @@ describe('tail window: reads near the head come from memory', function () {
   const tail = (api: RunningApi) => api.deps.events.tail;
   const hits = (api: RunningApi) => ({ hits: tail(api).hits, misses: tail(api).misses });
 
-  /** Stops every materializer of the topic: nothing more reaches MongoDB until released. */
+  /** Holds every materializer of the topic: nothing more reaches MongoDB until released. */
   const holdMaterializers = async (): Promise<void> => {
-    await Promise.all(pods.map((p) => p.deps.events.materializer.stop()));
+    gate.held = true;
+    await sleep(300); // a batch already past the gate finishes writing
   };
   const releaseMaterializers = async (): Promise<void> => {
-    await Promise.all(pods.map((p) => p.deps.events.materializer.start()));
+    gate.held = false;
   };
   /** Waits until the pod's fan-out has dispatched the event (it is then in the pod's window, if it has one). */
   const dispatched = (api: RunningApi, event: IngestedEvent) =>
     eventually(async () => (api.deps.events.fanout.position(0) > decodeCursor(event.cursor).offset ? true : undefined));
 
   before(async () => {
-    win = await startTestApi({ ...env, INSTANCE_ID: 'test-tail-win', TAIL_WINDOW_EVENTS: String(WINDOW) });
-    store = await startTestApi({ ...env, INSTANCE_ID: 'test-tail-store', TAIL_WINDOW_EVENTS: '0' });
-    pods.push(win, store);
+    win = await heldApi({ ...env, INSTANCE_ID: 'test-tail-win', TAIL_WINDOW_EVENTS: String(WINDOW) });
+    store = await heldApi({ ...env, INSTANCE_ID: 'test-tail-store', TAIL_WINDOW_EVENTS: '0' });
   });
 
   after(async () => {
@@ -153,8 +187,7 @@ describe('tail window: reads near the head come from memory', function () {
   it('a pod whose window starts after the cursor (freshly started) reads MongoDB, and its own window from its start', async () => {
     const sent = await ingest(win, Array.from({ length: 5 }, (_, i) => ({ account_id: acct.userId, type: 'message.received', data: { i } })));
     await eventually(async () => ((await poll(store, `?since=${sent[0]!.cursor}`)).body.events.length === 4 ? true : undefined));
-    const fresh = await startTestApi({ ...env, INSTANCE_ID: 'test-tail-fresh', TAIL_WINDOW_EVENTS: String(WINDOW) });
-    pods.push(fresh);
+    const fresh = await heldApi({ ...env, INSTANCE_ID: 'test-tail-fresh', TAIL_WINDOW_EVENTS: String(WINDOW) });
     try {
       expect(tail(fresh).range(0)!.start > decodeCursor(sent.at(-1)!.cursor).offset, 'the window starts after every event sent').to.equal(true);
       const before = hits(fresh);
@@ -173,7 +206,6 @@ describe('tail window: reads near the head come from memory', function () {
       expect(ids(fromWindow.body)).to.deep.equal([next!.id]);
     } finally {
       await releaseMaterializers();
-      pods.splice(pods.indexOf(fresh), 1);
       await fresh.close();
     }
   });
