@@ -5,6 +5,7 @@ import { createConsumer } from '../../shared/src/eventlog/kafka.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { createDeps } from '../src/deps.js';
+import type { EventsRuntimeOverrides } from '../src/features/events/runtime.js';
 import { startApi, type RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';
 import { call, testApiConfig } from './support/api.js';
@@ -34,9 +35,9 @@ function holdingConsumer(consumer: Consumer): Consumer {
   return consumer;
 }
 
-async function heldApi(overrides: Record<string, string>): Promise<RunningApi> {
+async function heldApi(overrides: Record<string, string>, fanout: EventsRuntimeOverrides['fanout'] = {}): Promise<RunningApi> {
   const config = testApiConfig(overrides);
-  const deps = createDeps(config, { events: { materializer: { newConsumer: (kafka, groupId) => holdingConsumer(createConsumer(kafka, groupId)) } } });
+  const deps = createDeps(config, { events: { fanout, materializer: { newConsumer: (kafka, groupId) => holdingConsumer(createConsumer(kafka, groupId)) } } });
   const api = await startApi(config, { deps });
   atRunEnd(() => api.close());
   return api;
@@ -207,6 +208,35 @@ describe('tail window: reads near the head come from memory', function () {
     } finally {
       await releaseMaterializers();
       await fresh.close();
+    }
+  });
+
+  it('a pod whose fan-out has gone silent does not answer from its window: MongoDB moves on without it', async () => {
+    const [first] = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }]);
+    await eventually(async () => ((await poll(store, '')).body.events.length === 1 ? true : undefined));
+    // Its fan-out "runs" and is never heard from again (and the watchdog is far away): its window stays at its start.
+    const deaf = await heldApi(
+      { ...env, INSTANCE_ID: 'test-tail-deaf', TAIL_WINDOW_EVENTS: String(WINDOW) },
+      {
+        stallMs: 60_000,
+        tailSilenceMs: 300,
+        newConsumer: (kafka, groupId) => {
+          const real = createConsumer(kafka, groupId);
+          return Object.assign(Object.create(real) as Consumer, { connect: async () => {}, subscribe: async () => {}, run: async () => {}, disconnect: async () => {}, on: () => () => {}, seek: () => {} });
+        },
+      },
+    );
+    try {
+      expect(tail(deaf).covers(0, decodeCursor(first!.cursor).offset), 'the cursor is at the start of its window').to.equal(true);
+      const sent = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }, { account_id: acct.userId, type: 'call.ended' }]);
+      const page = await eventually(async () => {
+        const res = await poll(deaf, `?since=${first!.cursor}`);
+        return res.body.events.length === 2 ? res.body : undefined;
+      });
+      expect(ids(page)).to.deep.equal(sent.map((e) => e.id));
+      expect(deaf.deps.events.fanout.position(0), 'its fan-out saw none of them').to.equal(decodeCursor(first!.cursor).offset + 1n);
+    } finally {
+      await deaf.close();
     }
   });
 });

@@ -59,6 +59,12 @@ export interface FanOutOptions {
   newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
   /** The recent events kept in memory for readers near the head (default: none kept). */
   tail?: TailWindow;
+  /**
+   * The window answers only while the consumer was heard from within this
+   * (default 5 s, at most stallMs): a fan-out that silently stopped would
+   * otherwise hold readers at its head while MongoDB moves on.
+   */
+  tailSilenceMs?: number;
 }
 
 const GAP_PAGE = 500;
@@ -132,6 +138,12 @@ export class FanOut {
 
   health(): ConsumerHealth {
     return this.supervised.health();
+  }
+
+  /** The tail window may answer reads: the consumer is running and was heard from recently (else readers go to MongoDB). */
+  tailUsable(): boolean {
+    const health = this.supervised.health();
+    return health.alive && health.silentMs < Math.min(this.opts.tailSilenceMs ?? 5000, this.opts.stallMs ?? 60_000);
   }
 
   /** Consumers replaced because they stalled. */

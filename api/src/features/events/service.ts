@@ -10,7 +10,7 @@ import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { openFeed } from './feed.js';
-import { feedPorts } from './runtime.js';
+import { feedPorts, readTail } from './runtime.js';
 import { LIST_DEFAULT_LIMIT, listEventsQuery, waitBody, type ListEventsInput, type WaitInput } from './schemas.js';
 import { readAfter } from './store.js';
 
@@ -43,7 +43,7 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
   const partition = since?.partition ?? deps.events.log.partitionOf(accountId);
   const types = q.type ? [q.type] : null;
   const limit = q.limit ?? LIST_DEFAULT_LIMIT;
-  const recent = since ? deps.events.tail.read({ accountId, partition, after: since.offset, before: null, types, limit }) : null;
+  const recent = since ? readTail(deps.events, { accountId, partition, after: since.offset, before: null, types, limit }) : null;
   if (recent) return { events: recent.map((e) => e.record), cursor: recent.at(-1)?.record.cursor ?? q.since ?? null };
   let docs;
   try {
