@@ -211,32 +211,41 @@ describe('tail window: reads near the head come from memory', function () {
     }
   });
 
-  it('a pod whose fan-out has gone silent does not answer from its window: MongoDB moves on without it', async () => {
-    const [first] = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }]);
-    await eventually(async () => ((await poll(store, '')).body.events.length === 1 ? true : undefined));
-    // Its fan-out "runs" and is never heard from again (and the watchdog is far away): its window stays at its start.
-    const deaf = await heldApi(
-      { ...env, INSTANCE_ID: 'test-tail-deaf', TAIL_WINDOW_EVENTS: String(WINDOW) },
-      {
-        stallMs: 60_000,
-        tailSilenceMs: 300,
-        newConsumer: (kafka, groupId) => {
-          const real = createConsumer(kafka, groupId);
-          return Object.assign(Object.create(real) as Consumer, { connect: async () => {}, subscribe: async () => {}, run: async () => {}, disconnect: async () => {}, on: () => () => {}, seek: () => {} });
+  for (const silent of [true, false]) {
+    it(silent
+      ? 'a pod whose fan-out has gone silent does not answer from its window: MongoDB moves on without it'
+      : 'a pod whose fan-out is behind the materializer adds the stored events beyond its window\'s head', async () => {
+      const [first] = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }]);
+      await eventually(async () => ((await poll(store, '')).body.events.length === 1 ? true : undefined));
+      // Its fan-out "runs" and dispatches nothing (and the watchdog is far away): its window stays at its start.
+      // Silent: the window is refused after 300 ms of silence. Not silent: the window still answers, up to its head.
+      const deaf = await heldApi(
+        { ...env, INSTANCE_ID: `test-tail-deaf-${silent}`, TAIL_WINDOW_EVENTS: String(WINDOW) },
+        {
+          stallMs: 60_000,
+          tailSilenceMs: silent ? 300 : 60_000,
+          newConsumer: (kafka, groupId) => {
+            const real = createConsumer(kafka, groupId);
+            return Object.assign(Object.create(real) as Consumer, { connect: async () => {}, subscribe: async () => {}, run: async () => {}, disconnect: async () => {}, on: () => () => {}, seek: () => {} });
+          },
         },
-      },
-    );
-    try {
-      expect(tail(deaf).covers(0, decodeCursor(first!.cursor).offset), 'the cursor is at the start of its window').to.equal(true);
-      const sent = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }, { account_id: acct.userId, type: 'call.ended' }]);
-      const page = await eventually(async () => {
-        const res = await poll(deaf, `?since=${first!.cursor}`);
-        return res.body.events.length === 2 ? res.body : undefined;
-      });
-      expect(ids(page)).to.deep.equal(sent.map((e) => e.id));
-      expect(deaf.deps.events.fanout.position(0), 'its fan-out saw none of them').to.equal(decodeCursor(first!.cursor).offset + 1n);
-    } finally {
-      await deaf.close();
-    }
-  });
+      );
+      try {
+        expect(tail(deaf).covers(0, decodeCursor(first!.cursor).offset), 'the cursor is at the start of its window').to.equal(true);
+        const sent = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }, { account_id: acct.userId, type: 'call.ended' }]);
+        await eventually(async () => ((await poll(store, `?since=${first!.cursor}`)).body.events.length === 2 ? true : undefined));
+        if (silent) await sleep(400);
+        const before = hits(deaf);
+        const page = (await poll(deaf, `?since=${first!.cursor}`)).body;
+        expect(ids(page)).to.deep.equal(sent.map((e) => e.id));
+        expect(page.cursor).to.equal(sent[1]!.cursor);
+        expect(hits(deaf), silent ? 'refused by the window' : 'the window answered (nothing), MongoDB the rest').to.deep.equal(silent ? { hits: before.hits, misses: before.misses + 1 } : { hits: before.hits + 1, misses: before.misses });
+        expect(deaf.deps.events.fanout.position(0), 'its fan-out saw none of them').to.equal(decodeCursor(first!.cursor).offset + 1n);
+        const typed = (await poll(deaf, `?since=${first!.cursor}&type=call.ended&limit=1`)).body;
+        expect(ids(typed)).to.deep.equal([sent[1]!.id]);
+      } finally {
+        await deaf.close();
+      }
+    });
+  }
 });

@@ -7,7 +7,7 @@ import { decodeCursor, type Position } from '../../../../shared/src/cursor.js';
 import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import { validationFailed } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
-import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
+import type { EventRecord, EventType } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { openFeed } from './feed.js';
 import { feedPorts, readTail } from './runtime.js';
@@ -44,7 +44,13 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
   const types = q.type ? [q.type] : null;
   const limit = q.limit ?? LIST_DEFAULT_LIMIT;
   const recent = since ? readTail(deps.events, { accountId, partition, after: since.offset, before: null, types, limit }) : null;
-  if (recent) return { events: recent.map((e) => e.record), cursor: recent.at(-1)?.record.cursor ?? q.since ?? null };
+  if (recent) {
+    // Read in the same tick as the events: the window held every event below `head`.
+    const head = deps.events.tail.range(partition)!.next;
+    const events = recent.map((e) => e.record);
+    if (events.length < limit) events.push(...(await storedBeyondHead(deps, { accountId, partition, head, types, limit: limit - events.length })));
+    return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
+  }
   let docs;
   try {
     const through = await deps.events.watermarks.current(partition);
@@ -54,6 +60,26 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
   }
   const events = docs.map(docToRecord);
   return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
+}
+
+/**
+ * When this process's fan-out is behind the materializer (it is catching up
+ * after a rejoin or a broker restart), MongoDB already holds events at or
+ * after the window's head: they follow the window's answer, so a pod never
+ * shows less than the store would. Usually the watermark is below the head
+ * (the fan-out runs ahead of the materializer) and nothing is read. Failures
+ * leave the window's answer, which is complete up to the head.
+ */
+async function storedBeyondHead(deps: ApiDeps, q: { accountId: string; partition: number; head: bigint; types: EventType[] | null; limit: number }): Promise<EventRecord[]> {
+  try {
+    const through = await deps.events.watermarks.recent(q.partition);
+    if (through < q.head) return [];
+    const since = { partition: q.partition, offset: q.head - 1n };
+    return (await readAfter(deps.mongo.collections.events, { accountId: q.accountId, partition: q.partition, since, through, types: q.types, limit: q.limit })).map(docToRecord);
+  } catch (err) {
+    deps.log.warn({ err, partition: q.partition }, 'could not read the events beyond the tail window from MongoDB; answering from the window');
+    return [];
+  }
 }
 
 /**
