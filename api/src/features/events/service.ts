@@ -62,18 +62,22 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
   return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
 }
 
+/** A fan-out behind for less than this is about to catch up: reading MongoDB (a scan on FerretDB) would only slow the poll. */
+const BEHIND_GRACE_MS = 1000;
+
 /**
- * When this process's fan-out is behind the materializer (it is catching up
- * after a rejoin or a broker restart), MongoDB already holds events at or
- * after the window's head: they follow the window's answer, so a pod never
- * shows less than the store would. Usually the watermark is below the head
- * (the fan-out runs ahead of the materializer) and nothing is read. Failures
+ * When this process's fan-out has been behind the materializer for a while
+ * (it is catching up after a rejoin or a broker restart), MongoDB already
+ * holds events at or after the window's head: they follow the window's
+ * answer, so a pod does not show less than the store would for long.
+ * Usually the watermark is below the head (the fan-out runs ahead of the
+ * materializer), or only briefly above it, and nothing is read. Failures
  * leave the window's answer, which is complete up to the head.
  */
 async function storedBeyondHead(deps: ApiDeps, q: { accountId: string; partition: number; head: bigint; types: EventType[] | null; limit: number }): Promise<EventRecord[]> {
   try {
     const through = await deps.events.watermarks.recent(q.partition);
-    if (through < q.head) return [];
+    if (deps.events.tail.behindFor(q.partition, through >= q.head) < BEHIND_GRACE_MS) return [];
     const since = { partition: q.partition, offset: q.head - 1n };
     return (await readAfter(deps.mongo.collections.events, { accountId: q.accountId, partition: q.partition, since, through, types: q.types, limit: q.limit })).map(docToRecord);
   } catch (err) {
