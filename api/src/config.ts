@@ -75,6 +75,9 @@ export interface ApiConfig extends BaseConfig {
     materializerGroupId: string;
     /** Each process's fan-out group is this prefix + instance id + a random suffix. */
     fanoutGroupPrefix: string;
+    /** The tail window kept by each process, per partition: most events and bytes (0 turns it off). */
+    tailWindowEvents: number;
+    tailWindowBytes: number;
   };
   streams: {
     durationMs: number;
@@ -149,6 +152,8 @@ export function loadApiConfig(env: Env): ApiConfig {
       // partitions away from the real materializers.
       materializerGroupId: `${base.kafka.eventsTopic}.materializer.${base.mongo.dbName}`,
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
+      tailWindowEvents: read.int(env, 'TAIL_WINDOW_EVENTS', 10_000, 0, 1_000_000),
+      tailWindowBytes: read.int(env, 'TAIL_WINDOW_BYTES', 2 * 1024 * 1024, 0, 1024 * 1024 * 1024),
     },
     streams: {
       durationMs: read.int(env, 'STREAM_DURATION_MS', 50_000, 1000, 55_000),

@@ -14,6 +14,7 @@ import { createRateLimits, type RateLimits } from './features/limits/limiter.js'
 import { startWindowSweeper } from './features/limits/window-store.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
+import { registerTailMetrics } from './features/events/tail-metrics.js';
 
 /**
  * Everything a route or service may use, built once per process (or per test
@@ -63,6 +64,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
     refreshWatermark: (p) => events.watermarks.current(p),
     knownWatermark: (p) => events.watermarks.cached(p),
   });
+  registerTailMetrics(metrics.registry, events.tail);
   const streams = createStreamsRuntime(config, mongo, clock);
   // c-ares, not dns.lookup: a slow DNS server must not hold the threadpool logins need (shared/src/dns.ts).
   const dns = new DnsResolver(config.webhooks.dns);

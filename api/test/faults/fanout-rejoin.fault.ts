@@ -164,7 +164,13 @@ describe('fault: the fan-out consumer rejoins its group (API frozen past the ses
       return undefined;
     }, 60_000, 1000);
     streams.push(resumed);
-    const cursorOf = new Map((await pollAll(apiUrl(b), account.apiKey)).map((e) => [e.cursor, e.id]));
+    // Every event as B polls it, to name the cursors A's streams carry. (A resumed stream no longer implies
+    // that the materializer has caught up: a cursor inside A's tail window resumes without waiting for it.)
+    const onB = await until('B polls every event written', async () => {
+      const got = await pollAll(apiUrl(b), account.apiKey);
+      return got.length >= 1 + written.length ? got : undefined;
+    }, 60_000, 500);
+    const cursorOf = new Map(onB.map((e) => [e.cursor, e.id]));
     // The stream opened without a cursor may also get the first event, if A had not dispatched it yet (it was
     // written to a partition A did not own at the time): that is after its start, not a gap or a duplicate.
     const idsOf = (s: { ids: string[] }): string[] => s.ids.map((c) => cursorOf.get(c) ?? c).filter((id) => id !== first);

@@ -13,6 +13,9 @@
  * - offsets the broker no longer has (P below the partition's low watermark)
  *   are read from MongoDB (every event below the materializer's watermark is
  *   stored there) and dispatched in order: a gap is filled, never skipped.
+ * Every event dispatched is also appended to the tail window (tail-window.ts),
+ * which follows P: a reset at startup, at a gap filled from MongoDB, and at
+ * any offset that does not follow the last one.
  */
 import { randomBytes } from 'node:crypto';
 import { decodeEnvelope, toRecord } from '../../../../shared/src/eventlog/envelope.js';
@@ -21,6 +24,7 @@ import { SupervisedConsumer, type ConsumerHealth } from '../../../../shared/src/
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../../shared/src/metrics.js';
 import { RecentAccounts } from './recent-accounts.js';
+import { TailWindow } from './tail-window.js';
 import type { LiveEvent, WaiterRegistry } from './waiters.js';
 
 /** A stored event of any account, for filling a gap the broker can no longer serve. */
@@ -53,6 +57,14 @@ export interface FanOutOptions {
   stallMs?: number;
   /** Makes the consumers (tests stand in a hung one). */
   newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
+  /** The recent events kept in memory for readers near the head (default: none kept). */
+  tail?: TailWindow;
+  /**
+   * The window answers only while the consumer was heard from within this
+   * (default 5 s, at most stallMs): a fan-out that silently stopped would
+   * otherwise hold readers at its head while MongoDB moves on.
+   */
+  tailSilenceMs?: number;
 }
 
 const GAP_PAGE = 500;
@@ -65,11 +77,14 @@ export class FanOut {
   private readonly supervised: SupervisedConsumer;
   /** Which accounts had events among the offsets dispatched (lets a resuming feed skip MongoDB). */
   readonly recent: RecentAccounts;
+  /** The most recent events of each partition, gap-free up to P (readers near the head are answered from it). */
+  readonly tail: TailWindow;
   /** Group joins seen (for tests and logs). */
   joins = 0;
 
   constructor(private readonly opts: FanOutOptions) {
     this.recent = new RecentAccounts(opts.recentAccountsPerPartition ?? 20_000);
+    this.tail = opts.tail ?? new TailWindow({ events: 0, bytes: 0 });
     this.groupId = `${opts.groupPrefix}.${opts.instanceId}.${randomBytes(3).toString('hex')}`;
     this.supervised = new SupervisedConsumer({
       name: 'fan-out',
@@ -89,6 +104,7 @@ export class FanOut {
       for (const [partition, offset] of await endOffsets(admin, topic)) {
         this.positions.set(partition, offset);
         this.recent.reset(partition, offset);
+        this.tail.reset(partition, offset);
       }
     } finally {
       await admin.disconnect();
@@ -122,6 +138,12 @@ export class FanOut {
 
   health(): ConsumerHealth {
     return this.supervised.health();
+  }
+
+  /** The tail window may answer reads: the consumer is running and was heard from recently (else readers go to MongoDB). */
+  tailUsable(): boolean {
+    const health = this.supervised.health();
+    return health.alive && health.silentMs < Math.min(this.opts.tailSilenceMs ?? 5000, this.opts.stallMs ?? 60_000);
   }
 
   /** Consumers replaced because they stalled. */
@@ -238,6 +260,8 @@ export class FanOut {
     }
     // Offsets without a stored event (not an event envelope) are known to hold nothing for anyone.
     this.positions.set(partition, until);
+    // The filled events were not appended to the window: it starts again at P.
+    this.tail.reset(partition, until);
     log.info({ partition, from: from.toString(), until: until.toString() }, 'fan-out filled a gap from MongoDB');
     return true;
   }
@@ -260,16 +284,20 @@ export class FanOut {
 
   private dispatch(partition: number, offset: bigint, key: Buffer | null, value: Buffer | null): void {
     const { registry } = this.opts;
-    if (!key) {
-      this.recent.reset(partition, offset + 1n); // not keyed by account: it could be anyone's
+    const account = key ? key.toString('utf8') : null;
+    if (account === null) this.recent.reset(partition, offset + 1n); // not keyed by account: it could be anyone's
+    else this.recent.note(partition, account, offset);
+    const waited = account !== null && registry.hasAccount(account);
+    if (!waited && !this.tail.enabled) return;
+    const envelope = decodeEnvelope(value);
+    if (!envelope) {
+      this.tail.skip(partition, offset); // the materializer stores nothing for it either
       return;
     }
-    const account = key.toString('utf8');
-    this.recent.note(partition, account, offset);
-    if (!registry.hasAccount(account)) return;
-    const envelope = decodeEnvelope(value);
-    if (!envelope) return;
     const position = { partition, offset };
-    registry.dispatch(envelope.account_id, { position, record: toRecord(envelope, position), size: value?.length ?? 0 });
+    const event = { position, record: toRecord(envelope, position), size: value?.length ?? 0 };
+    // Under the envelope's account, as the materializer stores it. The waiters and the window share the object.
+    this.tail.append(envelope.account_id, event);
+    if (waited) registry.dispatch(envelope.account_id, event);
   }
 }

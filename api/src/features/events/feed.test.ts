@@ -3,6 +3,7 @@ import { decodeCursor, encodeCursor } from '../../../../shared/src/cursor.js';
 import type { EventType } from '../../../../shared/src/eventlog/types.js';
 import { openFeed, type FeedPorts, type RangeQuery } from './feed.js';
 import { RecentAccounts } from './recent-accounts.js';
+import { TailWindow } from './tail-window.js';
 import { Waiter, WaiterRegistry, type LiveEvent } from './waiters.js';
 
 /**
@@ -19,6 +20,8 @@ class FakeLog {
   /** The fan-out's index of accounts seen; null = the port never vouches (every resume reads). */
   recent: RecentAccounts | null = new RecentAccounts(1000);
   reads = 0;
+  /** The fan-out's tail window; null = none (every replay reads the store). */
+  tail: TailWindow | null = null;
 
   constructor() {
     this.recent?.reset(0, 0n);
@@ -40,6 +43,7 @@ class FakeLog {
     while (this.dispatched < BigInt(this.log.length)) {
       const e = this.log[Number(this.dispatched)]!;
       this.recent?.note(0, e.account, e.offset);
+      this.tail?.append(e.account, this.event(e.offset));
       this.registry.dispatch(e.account, this.event(e.offset));
       this.dispatched += 1n;
     }
@@ -70,6 +74,8 @@ class FakeLog {
           .map((e) => this.event(e.offset));
       },
       nothingAfter: (partition, accountId, after) => this.recent?.nothingAfter(partition, accountId, after) ?? false,
+      readWindow: (q) => this.tail?.read({ ...q, before: q.before }) ?? null,
+      windowCovers: (partition, after, before) => this.tail?.covers(partition, after, before) ?? false,
       handoffTimeoutMs: 200,
     };
   }
@@ -271,5 +277,60 @@ describe('Feed (the resume handoff)', () => {
     expect(decodeCursor(feed.checkedCursor()!).offset, 'an event queued: just before it').to.equal(3n);
     expect((await feed.next(5))?.position.offset).to.equal(4n);
     expect(decodeCursor(feed.checkedCursor()!).offset, 'all taken: the fan-out position').to.equal(5n);
+  });
+
+  describe('with a tail window', () => {
+    const withWindow = (events: number): FakeLog => {
+      const log = new FakeLog();
+      log.recent = null; // every resume must replay: the window is what is tested
+      log.tail = new TailWindow({ events, bytes: 1e9 });
+      log.tail.reset(0, 0n);
+      return log;
+    };
+
+    it('replays a covered cursor from memory: no wait for the materializer, no MongoDB read, then live', async () => {
+      const log = withWindow(100);
+      for (let i = 0; i < 6; i++) log.append(i % 2 ? 'b' : 'a', i === 4 ? 'call.ended' : 'call.started');
+      log.fanOut(); // the materializer never runs
+      const feed = await openFeed(log.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 1, maxQueue: { events: 100, bytes: 1e9 } });
+      log.append('a');
+      log.fanOut();
+      expect(await drain(feed)).to.deep.equal([2n, 4n, 6n]);
+      expect(log.reads).to.equal(0);
+      const typed = await openFeed(log.ports(), { accountId: 'a', types: ['call.ended'], since: since(0n), pageSize: 200, maxQueue: { events: 100, bytes: 1e9 } });
+      expect(await drain(typed)).to.deep.equal([4n]);
+      expect(typed.checkedCursor()).to.equal(encodeCursor({ partition: 0, offset: 6n }));
+    });
+
+    it('reads the store, after the watermark wait, for a cursor older than the window', async () => {
+      const log = withWindow(2);
+      for (let i = 0; i < 6; i++) log.append('a');
+      log.fanOut(); // the window holds 4 and 5
+      const opening = openFeed(log.ports(), { accountId: 'a', types: null, since: since(1n), pageSize: 200, maxQueue: { events: 100, bytes: 1e9 } });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      log.materialize();
+      expect(await drain(await opening)).to.deep.equal([2n, 3n, 4n, 5n]);
+      expect(log.reads).to.equal(1);
+      // Just inside: the event after the cursor is the window's first.
+      const inside = await openFeed(log.ports(), { accountId: 'a', types: null, since: since(3n), pageSize: 200, maxQueue: { events: 100, bytes: 1e9 } });
+      expect(await drain(inside)).to.deep.equal([4n, 5n]);
+      expect(log.reads).to.equal(1);
+    });
+
+    it('a window that evicts past the cursor mid-replay sends the rest to the store, never a gap', async () => {
+      const log = withWindow(5);
+      for (let i = 0; i < 5; i++) log.append('a');
+      log.fanOut();
+      const feed = await openFeed(log.ports(), { accountId: 'a', types: null, since: since(0n), pageSize: 1, maxQueue: { events: 100, bytes: 1e9 } });
+      expect((await feed.next(5))!.position.offset).to.equal(1n); // from the window
+      for (let i = 0; i < 4; i++) log.append('b');
+      log.fanOut(); // the window now holds 4..8: offsets 2 and 3 are gone from memory
+      const rest = feed.next(200);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(log.reads, 'waits for the materializer first').to.equal(0);
+      log.materialize();
+      const got = [(await rest)!.position.offset, ...(await drain(feed))];
+      expect(got).to.deep.equal([2n, 3n, 4n]);
+    });
   });
 });

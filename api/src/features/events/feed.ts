@@ -1,7 +1,7 @@
 /**
  * One reader's view of an account's events: what it missed since its cursor,
- * read from MongoDB, then live events from the fan-out, with no gap and no
- * duplicate (docs/architecture.md "The event log", the resume handoff). Transport-free:
+ * read from the tail window when it covers the cursor, else from MongoDB,
+ * then live events from the fan-out, with no gap and no duplicate (docs/architecture.md "The event log", the resume handoff). Transport-free:
  * long-poll and SSE both read through a Feed, and the unit tests drive it
  * with in-memory stand-ins.
  */
@@ -37,6 +37,13 @@ export interface FeedPorts {
    * skipped. False when it cannot tell.
    */
   nothingAfter(partition: number, accountId: string, after: bigint): boolean;
+  /**
+   * The range from this process's tail window (synchronously, one moment's
+   * window), or null when the window does not hold every event of it.
+   */
+  readWindow?(query: RangeQuery): LiveEvent[] | null;
+  /** True when this process's tail window holds every event of the partition in (after, before). */
+  windowCovers?(partition: number, after: bigint, before: bigint): boolean;
   handoffTimeoutMs: number;
 }
 
@@ -55,6 +62,8 @@ export class Feed {
   private replayAfter: bigint;
   private replayDone: boolean;
   private buffer: LiveEvent[] = [];
+  /** MongoDB is known to hold everything below replayBefore (the watermark reached it). */
+  private storeReady = false;
 
   constructor(
     private readonly ports: FeedPorts,
@@ -109,15 +118,34 @@ export class Feed {
     this.ports.registry.remove(this.waiter);
   }
 
+  /** MongoDB holds everything the replay reads (openFeed waited for the watermark). */
+  markStoreReady(): void {
+    this.storeReady = true;
+  }
+
+  /**
+   * The next page of (replayAfter, replayBefore): from the tail window when it
+   * still covers the range, else from MongoDB once the watermark has reached
+   * replayBefore - 1 (a window that evicted past the cursor meanwhile sends
+   * the rest of the replay to the store, which may then answer 503).
+   */
   private async readPage(): Promise<void> {
-    const page = await this.ports.readRange({
+    const query = {
       accountId: this.opts.accountId,
       partition: this.partition,
       after: this.replayAfter,
       before: this.replayBefore,
       types: this.opts.types,
       limit: this.opts.pageSize,
-    });
+    };
+    let page = this.ports.readWindow?.(query) ?? null;
+    if (!page) {
+      if (!this.storeReady) {
+        if (!(await this.ports.waitForWatermark(this.partition, this.replayBefore - 1n, this.ports.handoffTimeoutMs))) throw unavailable('Event history', 2);
+        this.storeReady = true;
+      }
+      page = await this.ports.readRange(query);
+    }
     if (page.length < this.opts.pageSize) this.replayDone = true;
     const last = page.at(-1);
     if (last) this.replayAfter = last.position.offset;
@@ -130,6 +158,8 @@ export class Feed {
  * partition in the same tick (no event can be dispatched in between), waits
  * until MongoDB holds everything below P, and returns a feed that reads
  * (since, P) from MongoDB before live events above max(since, P - 1).
+ * When this process's tail window holds every event of (since, P), the
+ * replay reads the window instead: no wait for the materializer, no MongoDB.
  * When the fan-out saw every offset in (since, P) and none was the account's
  * (a reader back right after its last event), there is nothing to read and
  * nothing to wait for. Throws 503 rather than serve a gap when the
@@ -145,7 +175,8 @@ export async function openFeed(ports: FeedPorts, opts: FeedOptions): Promise<Fee
   const behind = opts.since !== null && opts.since.offset < last;
   const missedNothing = behind && ports.nothingAfter(partition, opts.accountId, opts.since!.offset);
   const feed = new Feed(ports, opts, waiter, partition, registeredAt, missedNothing);
-  if (behind && !missedNothing) {
+  const fromWindow = behind && !missedNothing && ports.readWindow !== undefined && ports.windowCovers?.(partition, opts.since!.offset, registeredAt) === true;
+  if (behind && !missedNothing && !fromWindow) {
     let caughtUp = false;
     try {
       caughtUp = await ports.waitForWatermark(partition, last, ports.handoffTimeoutMs);
@@ -153,6 +184,7 @@ export async function openFeed(ports: FeedPorts, opts: FeedOptions): Promise<Fee
       if (!caughtUp) feed.close();
     }
     if (!caughtUp) throw unavailable('Event history', 2);
+    feed.markStoreReady();
   }
   return feed;
 }

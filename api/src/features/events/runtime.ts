@@ -15,7 +15,8 @@ import { FanOut, type FanOutOptions } from './fanout.js';
 import type { FeedPorts } from './feed.js';
 import { Materializer, type MaterializerOptions } from './materializer.js';
 import { readPartition, readRange } from './store.js';
-import { WaiterRegistry } from './waiters.js';
+import { TailWindow, type TailRead } from './tail-window.js';
+import { WaiterRegistry, type LiveEvent } from './waiters.js';
 import { WatermarkReader } from './watermarks.js';
 
 export interface EventsRuntime {
@@ -27,11 +28,13 @@ export interface EventsRuntime {
   watermarks: WatermarkReader;
   materializer: Materializer;
   fanout: FanOut;
+  /** Recent events per partition, kept by the fan-out (shared with it). */
+  tail: TailWindow;
 }
 
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
 export interface EventsRuntimeOverrides {
-  fanout?: Partial<Pick<FanOutOptions, 'stallMs' | 'newConsumer'>>;
+  fanout?: Partial<Pick<FanOutOptions, 'stallMs' | 'newConsumer' | 'tailSilenceMs'>>;
   materializer?: Partial<Pick<MaterializerOptions, 'stallMs' | 'newConsumer'>>;
 }
 
@@ -67,8 +70,10 @@ export function createEventsRuntime(
     lag,
     ...overrides.materializer,
   });
+  const tail = new TailWindow({ events: config.events.tailWindowEvents, bytes: config.events.tailWindowBytes });
   const fanout = new FanOut({
     kafka,
+    tail,
     topic,
     groupPrefix: config.events.fanoutGroupPrefix,
     instanceId: config.instanceId,
@@ -88,7 +93,7 @@ export function createEventsRuntime(
     await guardTopic(mongo.collections, { topic, partitions: log.partitionCount, topicId: log.topicId }, guardLog);
     topicChecked = log.topicId;
   };
-  return { log, guard, guardLog, registry, watermarks, materializer, fanout };
+  return { log, guard, guardLog, registry, watermarks, materializer, fanout, tail };
 }
 
 /**
@@ -132,6 +137,15 @@ export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifec
   await Promise.all([events.materializer.start(), events.fanout.start()]);
 }
 
+/** The range from the tail window, or null when it cannot vouch for it (not covered, or the fan-out has gone silent). */
+export function readTail(events: EventsRuntime, query: TailRead): LiveEvent[] | null {
+  if (!events.fanout.tailUsable()) {
+    if (events.tail.enabled) events.tail.misses += 1;
+    return null;
+  }
+  return events.tail.read(query);
+}
+
 export function feedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs: number): FeedPorts {
   return {
     registry: events.registry,
@@ -139,6 +153,8 @@ export function feedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs:
     partitionOf: (accountId) => events.log.partitionOf(accountId),
     waitForWatermark: (partition, offset, timeoutMs) => events.watermarks.waitFor(partition, offset, timeoutMs),
     readRange: (query) => readRange(mongo.collections.events, query),
+    readWindow: (query) => readTail(events, query),
+    windowCovers: (partition, after, before) => events.fanout.tailUsable() && events.tail.covers(partition, after, before),
     nothingAfter: (partition, accountId, after) => events.fanout.recent.nothingAfter(partition, accountId, after),
     handoffTimeoutMs,
   };

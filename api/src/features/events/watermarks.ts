@@ -14,6 +14,8 @@ export function watermarkId(topic: string, partition: number): string {
 export class WatermarkReader {
   private readonly known = new Map<number, bigint>();
   private readonly reads = new Map<number, Promise<void>>();
+  /** When each partition's watermark was last read from MongoDB (ms). */
+  private readonly readAt = new Map<number, number>();
 
   constructor(
     private readonly read: (partition: number) => Promise<bigint | null>,
@@ -31,6 +33,19 @@ export class WatermarkReader {
   async current(partition: number): Promise<bigint> {
     await this.refresh(partition);
     return this.known.get(partition) ?? -1n;
+  }
+
+  /**
+   * A watermark read from MongoDB at most about `maxAgeMs` ago: waits (at
+   * most `waitMs`) for a read only when the last one is older than that, and
+   * renews one older than `refreshMs` in the background. MongoDB down or slow
+   * leaves the value known (a lower bound, never an error).
+   */
+  async recent(partition: number, maxAgeMs = 1000, refreshMs = 100, waitMs = 250): Promise<bigint> {
+    const age = Date.now() - (this.readAt.get(partition) ?? 0);
+    if (age >= maxAgeMs) await withinDeadline(this.refresh(partition).catch(() => undefined), Date.now() + waitMs);
+    else if (age >= refreshMs) void this.refresh(partition).catch(() => undefined);
+    return this.cached(partition);
   }
 
   /** The highest watermark known without reading MongoDB (-1 when none yet). */
@@ -62,6 +77,7 @@ export class WatermarkReader {
     if (!pending) {
       pending = this.read(partition)
         .then((offset) => {
+          this.readAt.set(partition, Date.now());
           if (offset !== null) this.note(partition, offset);
         })
         .finally(() => this.reads.delete(partition));
