@@ -1,3 +1,4 @@
+import type { Admin } from 'kafkajs';
 import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer } from '../../shared/src/eventlog/kafka.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
@@ -7,7 +8,7 @@ import { systemResolver, type Resolver } from '../../shared/src/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
 import { countQueue, type AttemptRecord } from './deliveries.js';
-import { Dispatcher } from './dispatch.js';
+import { Dispatcher, type DispatchHooks } from './dispatch.js';
 import { createSender } from './http-sender.js';
 import { countAttempt, createDeliveryMetrics, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
 import { startSweeper } from './retention.js';
@@ -29,6 +30,32 @@ export interface DeliveryOptions {
   log?: Logger;
   /** DNS for receiver names; tests inject a fake to play DNS rebinding. */
   resolve?: Resolver;
+  /** Test hooks of the dispatcher (force rare timings). */
+  hooks?: DispatchHooks;
+}
+
+/** Per shutdown step: the dispatcher's may take an attempt's 4 s and then its records' flush. */
+const STOP_STEP_MS = 15_000;
+
+/**
+ * A group that has never committed an offset starts at the end of the log
+ * (unless DELIVERY_START_FROM=earliest): its committed offsets are set to
+ * each partition's end before the first member joins. A group with any
+ * committed offset resumes where it was, and a partition it never consumed
+ * is read from its beginning (nothing acknowledged there is skipped).
+ */
+async function placeNewGroup(admin: Admin, groupId: string, topic: string, startFrom: 'latest' | 'earliest', log: Logger): Promise<void> {
+  if (startFrom === 'earliest') return;
+  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  if (committed && committed.partitions.some((p) => p.offset !== '-1')) return;
+  const ends = await admin.fetchTopicOffsets(topic);
+  try {
+    await admin.setOffsets({ groupId, topic, partitions: ends.map((p) => ({ partition: p.partition, offset: p.high })) });
+    log.info({ group: groupId, offsets: ends.map((p) => p.high) }, 'new delivery group starts at the end of the log (DELIVERY_START_FROM=latest)');
+  } catch (err) {
+    // Another process of a fresh deployment joined first and is placing the group itself.
+    log.info({ err, group: groupId }, 'could not place the new delivery group; another member is already in it');
+  }
 }
 
 export const USER_AGENT = 'event-platform-webhooks/1.0';
@@ -48,6 +75,7 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const admin = kafka.admin();
   await admin.connect();
   await ensureTopic(admin, topicCatalog(config).events, log);
+  await placeNewGroup(admin, config.groupId, config.kafka.eventsTopic, config.startFrom, log);
   await admin.disconnect();
 
   const wh = config.webhooks;
@@ -63,11 +91,12 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock };
   const metrics = createDeliveryMetrics();
   const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
-  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt }, {
+  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt, hooks: opts.hooks }, {
     concurrency: wh.concurrency,
     perSubscription: wh.concurrencyPerSubscription,
   });
-  // Stopped after the consumer (hooks run in reverse): attempts in flight finish, queued ones are handed back.
+  // Stopped after the consumer (hooks run in reverse): attempts in flight finish and their
+  // records are written (the recorder flushes before exit), queued ones are handed back.
   lifecycle.onStop('dispatcher', () => dispatcher.stop(ATTEMPT_TIMEOUT_MS + 1000));
 
   const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: wh.pollIntervalMs });
@@ -99,5 +128,5 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     metricsUrl = server.url;
   }
   log.info({ group: config.groupId, concurrency: wh.concurrency, retries: wh.retrySchedule.length }, 'delivery worker started');
-  return { log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop() };
+  return { log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop(STOP_STEP_MS) };
 }
