@@ -38,6 +38,13 @@ export interface DeliveryOptions {
 const STOP_STEP_MS = 15_000;
 
 /**
+ * The whole shutdown, inside docker-compose.yml's `stop_grace_period` for
+ * the delivery service (30 s): the consumer leaves its group, attempts in
+ * flight finish (≤ 5 s), their records are written (≤ 8 s), the rest closes.
+ */
+export const DELIVERY_SHUTDOWN_MS = 25_000;
+
+/**
  * A group that has never committed an offset starts at the end of the log
  * (unless DELIVERY_START_FROM=earliest): its committed offsets are set to
  * each partition's end before the first member joins. A group with any
@@ -128,5 +135,5 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     metricsUrl = server.url;
   }
   log.info({ group: config.groupId, concurrency: wh.concurrency, retries: wh.retrySchedule.length }, 'delivery worker started');
-  return { log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop(STOP_STEP_MS) };
+  return { log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop(STOP_STEP_MS, DELIVERY_SHUTDOWN_MS) };
 }
