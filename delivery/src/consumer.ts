@@ -115,8 +115,28 @@ export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepD
   return created;
 }
 
+/** How long a step waits for a healthy subscription's waiting room before its overflow goes to the store. */
+const ROOM_WAIT_MS = 5000;
+
+/**
+ * Waits until every healthy subscription of the step has room for its
+ * deliveries (a healthy receiver drains its queue at its own pace: the
+ * consumer follows it instead of spilling work into the store, where only
+ * the retry scheduler's polling would find it). A slowed-down subscription
+ * (hanging, refusing connections) is not waited for: its overflow goes to the
+ * store at once, so it never holds up the partition.
+ */
+async function roomForStep(deps: ConsumerDeps, planned: { sub: WebhookDoc }[]): Promise<void> {
+  const need = new Map<string, number>();
+  for (const { sub } of planned) need.set(sub._id, (need.get(sub._id) ?? 0) + 1);
+  const waiting = (): boolean => [...need].some(([id, n]) => !deps.dispatcher.isSlowed(id) && deps.dispatcher.roomFor(id) < n);
+  const deadline = Date.now() + ROOM_WAIT_MS;
+  while (waiting() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+}
+
 async function writeStep(deps: ConsumerDeps, planned: { envelope: EventEnvelope; body: string; sub: WebhookDoc }[]): Promise<number> {
   if (planned.length === 0) return 0;
+  await roomForStep(deps, planned);
   const now = deps.clock();
   const room = new Map<string, number>();
   const docs: { doc: DeliveryDoc; queue: boolean }[] = planned.map(({ envelope, body, sub }) => {
@@ -136,10 +156,17 @@ async function writeStep(deps: ConsumerDeps, planned: { envelope: EventEnvelope;
   return fresh.size;
 }
 
-/** Waits (heartbeating) while this process already has plenty of deliveries queued. */
+/**
+ * Waits (heartbeating) while this process already has plenty of deliveries
+ * queued or sending, or very many records not yet written (a slow store:
+ * memory stays bounded, but a few hundred records in flight do not stop the
+ * sending).
+ */
 async function waitForRoom(deps: ConsumerDeps, payload: EachBatchPayload): Promise<void> {
   const highWater = deps.dispatcher.concurrency * 4;
-  while (deps.dispatcher.load > highWater && payload.isRunning() && !payload.isStale()) {
+  const recordHighWater = deps.dispatcher.concurrency * 16;
+  const full = (): boolean => deps.dispatcher.backlog > highWater || deps.dispatcher.recording > recordHighWater;
+  while (full() && payload.isRunning() && !payload.isStale()) {
     await new Promise((r) => setTimeout(r, 100));
     await payload.heartbeat();
   }

@@ -100,6 +100,11 @@ export class Dispatcher {
     return this.held.has(id);
   }
 
+  /** True when the subscription's cap was cut (its attempts hang or cannot connect): its overflow waits in the store. */
+  isSlowed(subscriptionId: string): boolean {
+    return this.queue.capOf(subscriptionId) < this.limits.perSubscription;
+  }
+
   /** How many more deliveries of `subscriptionId` may wait here (its waiting room follows its AIMD cap). */
   roomFor(subscriptionId: string): number {
     return this.stopped ? 0 : this.queue.roomOf(subscriptionId);
@@ -118,9 +123,23 @@ export class Dispatcher {
     return this.bookkeeping + this.queue.size;
   }
 
-  /** Slots free right now (the poller claims no more than this). */
+  /** Work waiting or sending here (what occupies slots; records being written do not). */
+  get backlog(): number {
+    return this.running + this.queue.size;
+  }
+
+  /** Attempts sent whose records (or other bookkeeping) are still being written. */
+  get recording(): number {
+    return Math.max(0, this.bookkeeping - this.running);
+  }
+
+  /**
+   * Slots free right now (the poller claims no more than this). Records still
+   * being written take no slot: a slow store delays the records, not the next
+   * attempts (the lease keeper holds their deliveries meanwhile).
+   */
   get room(): number {
-    return this.stopped ? 0 : Math.max(0, this.limits.concurrency - this.load);
+    return this.stopped ? 0 : Math.max(0, this.limits.concurrency - this.backlog);
   }
 
   /** Subscriptions with all their slots in use (the poller leaves their due work for later). */

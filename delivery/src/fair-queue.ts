@@ -100,9 +100,15 @@ export class FairQueue<T> {
     return extra;
   }
 
-  /** Keys running at their cap with a full waiting room: claiming more of their work now would only make it wait. */
+  /**
+   * Keys whose due work is not worth claiming now: running at their cap with
+   * a full waiting room, or slowed down (cap cut by hangs or connect
+   * failures) and running at that cap. A hung receiver's backlog so stays in
+   * the store instead of being claimed and handed back again and again ahead
+   * of healthy subscriptions' work.
+   */
   busyKeys(): string[] {
-    return [...this.running].filter(([key, n]) => n >= this.capOf(key) && !this.hasRoom(key)).map(([key]) => key);
+    return [...this.running].filter(([key, n]) => n >= this.capOf(key) && (!this.hasRoom(key) || this.capOf(key) < this.perKeyRunning)).map(([key]) => key);
   }
 
   /** Removes and returns everything waiting. */

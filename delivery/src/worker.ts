@@ -53,7 +53,17 @@ export const DELIVERY_SHUTDOWN_MS = 25_000;
  */
 async function placeNewGroup(admin: Admin, groupId: string, topic: string, startFrom: 'latest' | 'earliest', log: Logger): Promise<void> {
   if (startFrom === 'earliest') return;
-  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  // A broker that has just started may not have a group coordinator yet (NOT_COORDINATOR): ask again.
+  let committed: Awaited<ReturnType<Admin['fetchOffsets']>>[number] | undefined;
+  for (let tries = 1; ; tries++) {
+    try {
+      [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      break;
+    } catch (err) {
+      if (tries >= 60) throw err;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
   if (committed && committed.partitions.some((p) => p.offset !== '-1')) return;
   const ends = await admin.fetchTopicOffsets(topic);
   try {

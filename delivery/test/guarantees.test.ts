@@ -7,6 +7,7 @@
  */
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
+import { verifyServiceSignature } from '../../shared/src/signing.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { uniqueName } from '../../shared/test/support/env.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
@@ -58,6 +59,24 @@ describe('delivery guarantees', function () {
     const late = receiver.received(path).filter((r) => r.at > deletedAt);
     console.log(`      ${receiver.received(path).length} requests before the delete returned, ${late.length} after`);
     expect(late, 'requests that started after the DELETE returned').to.have.length(0);
+  });
+
+  it('signs with a rotated secret every attempt that starts after the rotation, queued ones included', async () => {
+    const account = newAccountId();
+    const path = '/rotated-busy';
+    const sub = await db.subscribe(account, receiver.url(path), ['*']);
+    let rotated: Promise<{ secret: string; at: number }> | null = null;
+    receiver.on(path, (n) => {
+      if (n === 32) rotated = sleep(500).then(async () => ({ secret: await db.rotateSecret(sub._id), at: Date.now() }));
+      return { status: 200, delayMs: 1500 };
+    });
+    await log.publishAtOnce(Array.from({ length: 100 }, (_, n) => envelope(account, 'message.sent', { n })));
+    await receiver.waitFor(path, 100, 60_000);
+    const { secret, at } = await rotated!;
+    const after = receiver.received(path).filter((r) => r.at > at);
+    expect(after.length).to.be.above(0);
+    const oldSigned = after.filter((r) => !verifyServiceSignature(secret, r.raw, r.headers['x-service-signature'] as string));
+    expect(oldSigned, 'attempts after the rotation signed with the old secret').to.have.length(0);
   });
 
   it('delivers to a subscription only the events that occurred at or after its creation', async () => {

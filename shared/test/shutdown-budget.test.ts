@@ -16,7 +16,7 @@ function gracePeriodMs(service: string): number {
   const text = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');
   const block = new RegExp(`\\n  ${service}:\\n((?:    .*\\n|\\s*\\n)*)`).exec(text)?.[1];
   if (block === undefined) throw new Error(`no service ${service} in docker-compose.yml`);
-  const m = /\n    stop_grace_period: (\d+)s/.exec('\n' + block);
+  const m = /\n {4}stop_grace_period: (\d+)s/.exec('\n' + block);
   return (m ? Number(m[1]) : 10) * 1000;
 }
 
