@@ -140,8 +140,13 @@ export class AttemptRecorder {
 async function recordStateOf(c: DeliveryCollections, r: AttemptRecord): Promise<void> {
   // r.delivery is the dispatcher's held copy: its claim_seq is the latest extension of our lease.
   const [fence, update] = deliveryUpdate(r);
-  const current = await c.deliveries.findOne({ _id: fence._id }, { projection: { claim_seq: 1 } });
-  if (current?.claim_seq !== r.delivery.claim_seq) return; // claimed by another since (or gone): theirs to record
+  const current = await c.deliveries.findOne({ _id: fence._id }, { projection: { claim_seq: 1, lease_owner: 1 } });
+  if (!current) return; // gone (its subscription was deleted)
+  // Our claim, or a later one of our own process: the lease keeper's extension may have
+  // landed on the delivery a moment before our copy learnt its number (this process never
+  // claims a delivery it still holds, so a later claim of ours is that extension).
+  const ours = current.claim_seq === r.delivery.claim_seq || (r.delivery.lease_owner !== null && current.lease_owner === r.delivery.lease_owner && current.claim_seq > r.delivery.claim_seq);
+  if (!ours) return; // claimed by another since: theirs to record
   await c.deliveries.updateOne({ _id: fence._id }, update);
 }
 

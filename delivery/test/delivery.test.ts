@@ -136,7 +136,11 @@ describe('webhook delivery process', function () {
     expect(attempts.every((a) => a.delivery_id === ids[0] && a.event_id === ev.id)).to.equal(true);
     expect(attempts[0].next_attempt_at).to.be.an.instanceOf(Date);
     expect(attempts[2].next_attempt_at).to.equal(null);
-    const delivery = await db.collection('deliveries').findOne({ _id: ids[0] });
+    // The attempt is recorded first, the delivery's state right after it.
+    const delivery = await db.until(async () => {
+      const d = await db.collection('deliveries').findOne({ _id: ids[0] });
+      return d?.state === 'succeeded' && d;
+    }, 10_000, 'delivery succeeded');
     expect(delivery).to.include({ state: 'succeeded', attempts: 3, lease_owner: null });
     expect((await db.webhook(sub._id))?.last_status).to.equal(200);
   });
