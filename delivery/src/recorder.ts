@@ -27,8 +27,13 @@ interface Pending {
 /** At most this many attempts per flush (one insertMany and bulkWrites of this size). */
 const MAX_BATCH = 500;
 
-/** Tries per record after a failed batch write (with a pause between), before its delivery is left to its lease. */
-const RECORD_TRIES = 3;
+/**
+ * After a failed batch write, each record is tried again (pauses growing to
+ * 2 s) for up to this long before its delivery is left to its lease: the
+ * lease keeper holds the delivery meanwhile, so a store that stalls for
+ * seconds costs a late record, not a second send.
+ */
+const RECORD_RETRY_MS = 60_000;
 const RETRY_PAUSE_MS = 500;
 const DUPLICATE_KEY = 11000;
 
@@ -88,6 +93,7 @@ export class AttemptRecorder {
       if (batch.length > 1) this.log?.warn({ err, records: batch.length }, 'could not write a batch of attempt records; writing them one by one');
       else if (batch.length === 1) this.log?.warn({ err }, 'could not write an attempt record; trying again');
     }
+    const deadline = Date.now() + RECORD_RETRY_MS;
     for (const p of batch) {
       for (let tries = 1; ; tries++) {
         try {
@@ -95,11 +101,11 @@ export class AttemptRecorder {
           p.settle.resolve();
           break;
         } catch (err) {
-          if (tries >= RECORD_TRIES) {
+          if (Date.now() >= deadline) {
             p.settle.reject(err);
             break;
           }
-          await new Promise((r) => setTimeout(r, RETRY_PAUSE_MS * tries));
+          await new Promise((r) => setTimeout(r, Math.min(2000, RETRY_PAUSE_MS * tries)));
         }
       }
     }

@@ -90,6 +90,30 @@ describe('fault: the store freezes while delivery attempts are being recorded', 
     expect(twice, 'successful deliveries sent more than once').to.equal(0);
   });
 
+  it('keeps its group membership while scheduling a batch waits 12 s on a frozen store (heartbeats throughout)', async () => {
+    // Its own topic and group: the first test's worker is not involved.
+    const ownEnv = { ...env, EVENTS_TOPIC: uniqueName('events-freeze-hb'), DELIVERY_GROUP_ID: uniqueName('freeze-hb'), INSTANCE_ID: uniqueName('dw') };
+    const worker = await startTestDelivery(ownEnv);
+    await waitForGroup(ownEnv);
+    let joins = 0;
+    worker.consumer.on(worker.consumer.events.GROUP_JOIN, () => joins++);
+    const db = new TestDb(ownEnv);
+    const account = newAccountId();
+    const SUBS = 50;
+    const EVENTS = 20;
+    for (let i = 0; i < SUBS; i++) await db.subscribe(account, receiver.url(`/hb-${i}`), ['*']);
+    await new TestLog(ownEnv).publishAtOnce(Array.from({ length: EVENTS }, (_, n) => envelope(account, 'call.started', { n })));
+    // The consumer fetches the batch within ~100 ms and its writes then wait for the store:
+    // longer than the group's session timeout (10 s) without a heartbeat would evict it.
+    await freeze();
+    await sleep(12_000);
+    await thaw();
+    const delivered = (): number => new Set(receiver.received().filter((r) => r.path.startsWith('/hb-')).map((r) => r.headers['x-service-delivery'])).size;
+    await db.until(async () => delivered() >= SUBS * EVENTS, 120_000, 'every delivery');
+    recordFigures('delivery-heartbeat-through-frozen-store', { subscriptions: SUBS, events: EVENTS, deliveries: delivered(), requests: receiver.received().filter((r) => r.path.startsWith('/hb-')).length, rejoins: joins, freeze_ms: 12_000 });
+    expect(joins, 'group rejoins (the member was evicted while scheduling)').to.equal(0);
+  });
+
   it('writes the record of an attempt that finished during shutdown before the dispatcher stops', async () => {
     const silent = pino({ level: 'silent' });
     const cfg = loadDeliveryConfig(env);
