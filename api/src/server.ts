@@ -7,6 +7,13 @@ import { createDeps, type ApiDeps } from './deps.js';
 import { startEventsRuntime } from './features/events/runtime.js';
 import { answerClientError } from './middleware/client-error.js';
 
+
+/**
+ * The whole shutdown (waiters answered, HTTP drained, consumers and producer
+ * stopped, database closed) is bounded by this, inside docker-compose.yml's
+ * `stop_grace_period` (20 s) with room for the process to exit before SIGKILL.
+ */
+export const API_SHUTDOWN_MS = 17_000;
 export interface RunningApi {
   url: string;
   server: http.Server;
@@ -80,5 +87,5 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
   // Runs before the server closes: pending long-polls answer `timed_out` (clients loop), streams end.
   lifecycle.onStop('live waiters', () => deps.events.registry.closeAll('shutdown'));
 
-  return { url, server, deps, close: () => lifecycle.stop() };
+  return { url, server, deps, close: () => lifecycle.stop(10_000, API_SHUTDOWN_MS) };
 }

@@ -8,6 +8,13 @@ import { DEFAULT_SCHEDULE, parseSchedule } from './retry-policy.js';
 export interface DeliveryConfig extends BaseConfig {
   instanceId: string;
   groupId: string;
+  /**
+   * Where a delivery group with no committed offsets starts: 'latest' (the
+   * default: a fresh deployment sends nothing of the log's past) or
+   * 'earliest' (replay the log; subscriptions still get only events that
+   * occurred after they were created).
+   */
+  startFrom: 'latest' | 'earliest';
   webhooks: WebhookConfig & {
     /** Extra trusted CA certificates (PEM), added to Node's roots; for test receivers with a private CA. */
     caPem: string | null;
@@ -65,6 +72,7 @@ export function loadDeliveryConfig(env: Env): DeliveryConfig {
     instanceId: read.str(env, 'INSTANCE_ID', `delivery-${randomUUID().slice(0, 8)}`),
     // Per (topic, database), like the materializer: offsets mean "recorded in this database".
     groupId: read.str(env, 'DELIVERY_GROUP_ID', `${base.kafka.eventsTopic}.delivery.${base.mongo.dbName}`),
+    startFrom: read.oneOf(env, 'DELIVERY_START_FROM', ['latest', 'earliest'] as const, 'latest'),
     webhooks: {
       ...loadWebhookConfig(env, base.production),
       caPem: readCa(env),

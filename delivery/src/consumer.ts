@@ -4,10 +4,22 @@
  * Per batch: decode the events, load the subscriptions of the batch's
  * accounts in one query, write one delivery per (event, matching
  * subscription) to MongoDB, hand the new ones to the dispatcher, and only
- * then commit the batch's offsets. A committed offset therefore always means
+ * then commit the offsets. A committed offset therefore always means
  * "every delivery of these events is durably recorded"; sending happens
  * afterwards and is driven by those records (retries and crash recovery go
  * through the same records), so a slow receiver never holds the consumer.
+ *
+ * A batch is written in steps of at most DELIVERIES_PER_STEP deliveries
+ * (one account with 50 `["*"]` subscriptions turns 5,000 events into
+ * 250,000): after each step its offsets are committed, the consumer
+ * heartbeats and waits (heartbeating) for room in the dispatcher. A
+ * heartbeat also runs on a timer for the whole batch, so a slow store
+ * cannot make the group evict this member either.
+ *
+ * A subscription receives only events that occurred at or after its
+ * creation (event `created_at` >= subscription `created_at`), whatever the
+ * group's start position: a new subscription, or a new delivery group
+ * reading old log, never gets history.
  */
 import { decodeEnvelope, toRecord } from '../../shared/src/eventlog/envelope.js';
 import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/kafka.js';
@@ -26,10 +38,15 @@ export interface ConsumerDeps {
   clock: () => Date;
 }
 
-interface Decoded {
+export interface Decoded {
   envelope: EventEnvelope;
   record: EventRecord;
+  /** The message's offset in its partition. */
+  offset: string;
 }
+
+/** Deliveries written per step of a batch; the consumer heartbeats and commits between steps. */
+export const DELIVERIES_PER_STEP = 500;
 
 /** Parses one message; null (logged) for anything that is not an event envelope. */
 export function decodeMessage(message: KafkaMessage, partition: number, log: Logger): Decoded | null {
@@ -39,14 +56,20 @@ export function decodeMessage(message: KafkaMessage, partition: number, log: Log
     return null;
   }
   // The same record polling returns: its cursor is the message's position in the log.
-  return { envelope, record: toRecord(envelope, { partition, offset: BigInt(message.offset) }) };
+  return { envelope, offset: message.offset, record: toRecord(envelope, { partition, offset: BigInt(message.offset) }) };
 }
 
-/** `["*"]` matches everything; a ping goes only to the subscription it names. */
+/** `["*"]` matches everything; a ping goes only to the subscription it names; nothing older than the subscription. */
 export function matches(sub: WebhookDoc, envelope: EventEnvelope): boolean {
   if (sub.account_id !== envelope.account_id) return false;
+  if (occurredBefore(envelope, sub)) return false;
   if (envelope.type === 'webhook.ping') return envelope.target_subscription_id === sub._id;
   return sub.events.includes('*') || sub.events.includes(envelope.type);
+}
+
+function occurredBefore(envelope: EventEnvelope, sub: WebhookDoc): boolean {
+  const at = Date.parse(envelope.created_at);
+  return !Number.isNaN(at) && sub.created_at instanceof Date && at < sub.created_at.getTime();
 }
 
 async function subscriptionsByAccount(c: DeliveryCollections, accounts: string[]): Promise<Map<string, WebhookDoc[]>> {
@@ -60,39 +83,112 @@ async function subscriptionsByAccount(c: DeliveryCollections, accounts: string[]
   return byAccount;
 }
 
-/** Writes the deliveries of a batch and queues the new ones; returns how many were new. */
-export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[]): Promise<number> {
+/** Called after each step with the last event written; false stops the batch there (rebalance, shutdown). */
+export type StepDone = (last: Decoded) => Promise<boolean>;
+
+/**
+ * Writes the deliveries of a batch and queues the new ones, in steps;
+ * returns how many were new. Deliveries of a subscription with room in the
+ * dispatcher are written leased to this process and queued; the rest are
+ * written unleased and due now, so they wait in the store for the retry
+ * scheduler (a slow receiver's backlog holds no memory or slot here).
+ */
+export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepDone: StepDone = async () => true): Promise<number> {
   const accounts = [...new Set(events.map((e) => e.envelope.account_id))];
   const subs = await subscriptionsByAccount(deps.collections, accounts);
-  const now = deps.clock();
-  const planned: { doc: DeliveryDoc; sub: WebhookDoc }[] = [];
-  for (const { envelope, record } of events) {
-    const body = JSON.stringify(record);
+  let created = 0;
+  let planned: { envelope: EventEnvelope; body: string; sub: WebhookDoc }[] = [];
+  for (let i = 0; i < events.length; i++) {
+    const { envelope, record } = events[i] as Decoded;
+    let body: string | null = null;
     for (const sub of subs.get(envelope.account_id) ?? []) {
       if (!matches(sub, envelope)) continue;
-      const doc = newDelivery({ eventId: envelope.id, eventType: envelope.type, accountId: envelope.account_id, subscription: sub, body, owner: deps.owner, now, leaseMs: deps.leaseMs });
-      planned.push({ doc, sub });
+      body ??= JSON.stringify(record);
+      planned.push({ envelope, body, sub });
+    }
+    if (planned.length >= DELIVERIES_PER_STEP || i === events.length - 1) {
+      created += await writeStep(deps, planned);
+      planned = [];
+      if (!(await stepDone(events[i] as Decoded))) break;
     }
   }
+  return created;
+}
+
+/** How long a step waits for a healthy subscription's waiting room before its overflow goes to the store. */
+const ROOM_WAIT_MS = 5000;
+
+/**
+ * Waits until every healthy subscription of the step has room for its
+ * deliveries (a healthy receiver drains its queue at its own pace: the
+ * consumer follows it instead of spilling work into the store, where only
+ * the retry scheduler's polling would find it). A slowed-down subscription
+ * (hanging, refusing connections) is not waited for: its overflow goes to the
+ * store at once, so it never holds up the partition.
+ */
+async function roomForStep(deps: ConsumerDeps, planned: { sub: WebhookDoc }[]): Promise<void> {
+  const need = new Map<string, number>();
+  for (const { sub } of planned) need.set(sub._id, (need.get(sub._id) ?? 0) + 1);
+  const waiting = (): boolean => [...need].some(([id, n]) => !deps.dispatcher.isSlowed(id) && deps.dispatcher.roomFor(id) < n);
+  const deadline = Date.now() + ROOM_WAIT_MS;
+  while (waiting() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+}
+
+async function writeStep(deps: ConsumerDeps, planned: { envelope: EventEnvelope; body: string; sub: WebhookDoc }[]): Promise<number> {
   if (planned.length === 0) return 0;
-  const fresh = await insertDeliveries(deps.collections, planned.map((p) => p.doc));
+  await roomForStep(deps, planned);
+  const now = deps.clock();
+  const room = new Map<string, number>();
+  const docs: { doc: DeliveryDoc; queue: boolean }[] = planned.map(({ envelope, body, sub }) => {
+    const doc = newDelivery({ eventId: envelope.id, eventType: envelope.type, accountId: envelope.account_id, subscription: sub, body, owner: deps.owner, now, leaseMs: deps.leaseMs });
+    const left = room.get(sub._id) ?? deps.dispatcher.roomFor(sub._id);
+    room.set(sub._id, left - 1);
+    if (left > 0) return { doc, queue: true };
+    return { doc: { ...doc, lease_owner: null, lease_until: null }, queue: false };
+  });
+  const fresh = await insertDeliveries(deps.collections, docs.map((d) => d.doc));
   const handBack: string[] = [];
-  for (const { doc, sub } of planned) {
-    if (!fresh.has(doc._id)) continue;
-    if (deps.dispatcher.enqueue({ delivery: doc, subscription: sub }) === 'full') handBack.push(doc._id);
+  for (const { doc, queue } of docs) {
+    if (!queue || !fresh.has(doc._id)) continue;
+    if (deps.dispatcher.enqueue({ delivery: doc }) === 'full') handBack.push(doc._id);
   }
-  // A subscription with a backlog here (a slow receiver): its new deliveries wait in MongoDB instead.
   await releaseLeases(deps.collections, handBack, deps.owner, now);
   return fresh.size;
 }
 
-/** Waits (heartbeating) while this process already has plenty of deliveries queued. */
+/**
+ * Waits (heartbeating) while this process already has plenty of deliveries
+ * queued or sending, or very many records not yet written (a slow store:
+ * memory stays bounded, but a few hundred records in flight do not stop the
+ * sending).
+ */
 async function waitForRoom(deps: ConsumerDeps, payload: EachBatchPayload): Promise<void> {
   const highWater = deps.dispatcher.concurrency * 4;
-  while (deps.dispatcher.load > highWater && payload.isRunning() && !payload.isStale()) {
+  const recordHighWater = deps.dispatcher.concurrency * 16;
+  const full = (): boolean => deps.dispatcher.backlog > highWater || deps.dispatcher.recording > recordHighWater;
+  while (full() && payload.isRunning() && !payload.isStale()) {
     await new Promise((r) => setTimeout(r, 100));
     await payload.heartbeat();
   }
+}
+
+/** Heartbeats on a timer while a batch is being scheduled; `failed` once the group says we must rejoin. */
+function heartbeatWhile(payload: EachBatchPayload, log: Logger): { stop(): void; failed(): boolean } {
+  let failed = false;
+  let beating = false;
+  const timer = setInterval(() => {
+    if (beating || failed) return;
+    beating = true;
+    payload
+      .heartbeat()
+      .catch((err: unknown) => {
+        failed = true; // a rebalance (or a lost member id): stop at the next step, the runner rejoins
+        log.info({ err }, 'heartbeat refused while scheduling a batch; stopping at the next step');
+      })
+      .finally(() => (beating = false));
+  }, 1000);
+  timer.unref();
+  return { stop: () => clearInterval(timer), failed: () => failed };
 }
 
 export function eachBatchHandler(deps: ConsumerDeps) {
@@ -100,13 +196,26 @@ export function eachBatchHandler(deps: ConsumerDeps) {
     const { batch } = payload;
     if (batch.messages.length === 0) return;
     await waitForRoom(deps, payload);
-    if (!payload.isRunning() || payload.isStale()) return;
-    const events = batch.messages.map((m) => decodeMessage(m, batch.partition, deps.log)).filter((e): e is Decoded => e !== null);
-    const created = await scheduleBatch(deps, events);
-    // Every delivery of these events is recorded: now the offsets may move.
-    payload.resolveOffset(batch.lastOffset());
-    await payload.commitOffsetsIfNecessary();
-    await payload.heartbeat();
-    if (created > 0) deps.log.debug({ partition: batch.partition, events: events.length, deliveries: created }, 'deliveries scheduled');
+    const beat = heartbeatWhile(payload, deps.log);
+    const alive = (): boolean => payload.isRunning() && !payload.isStale() && !beat.failed();
+    try {
+      if (!alive()) return;
+      const events = batch.messages.map((m) => decodeMessage(m, batch.partition, deps.log)).filter((e): e is Decoded => e !== null);
+      const created = await scheduleBatch(deps, events, async (last) => {
+        // Every delivery up to `last` is recorded: its offset may move.
+        payload.resolveOffset(last.offset);
+        await payload.commitOffsetsIfNecessary();
+        await payload.heartbeat();
+        await waitForRoom(deps, payload);
+        return alive();
+      });
+      if (!alive()) return;
+      payload.resolveOffset(batch.lastOffset());
+      await payload.commitOffsetsIfNecessary();
+      await payload.heartbeat();
+      if (created > 0) deps.log.debug({ partition: batch.partition, events: events.length, deliveries: created }, 'deliveries scheduled');
+    } finally {
+      beat.stop();
+    }
   };
 }

@@ -10,7 +10,8 @@ describe('fair queue', () => {
     const order = [q.take(), q.take(), q.take(), q.take(), q.take()].map((t) => t?.item ?? null);
     // a runs at most two; b and c are not stuck behind a's backlog.
     expect(order).to.deep.equal(['a1', 'b1', 'c1', 'a2', null]);
-    expect(q.busyKeys()).to.deep.equal(['a']);
+    // a runs at its cap but may still queue more: its due work is still worth claiming.
+    expect(q.busyKeys()).to.deep.equal([]);
     q.done('a');
     expect(q.take()?.item).to.equal('a3');
     expect(q.size).to.equal(1);
@@ -36,5 +37,24 @@ describe('fair queue', () => {
     for (let i = 0; i < 40; i++) q.observe('hung', false);
     expect(q.capOf('hung')).to.equal(32);
     expect(q.capOf('never-seen')).to.equal(32);
+  });
+
+  it('keeps the waiting room in step with the cap: a hung key holds a few items, the rest goes back', () => {
+    const q = new FairQueue<number>(32, 128);
+    for (let i = 0; i < 128; i++) expect(q.push('hung', i)).to.equal(true);
+    expect(q.push('hung', 128)).to.equal(false);
+    for (let i = 0; i < 6; i++) q.observe('hung', true);
+    expect(q.capOf('hung')).to.equal(1);
+    expect(q.queueLimitOf('hung')).to.equal(4);
+    const extra = q.trim('hung');
+    expect(extra).to.have.length(124);
+    expect(q.size).to.equal(4);
+    expect(q.push('hung', 999)).to.equal(false);
+    expect(q.take()?.item).to.equal(0);
+    expect(q.busyKeys()).to.deep.equal(['hung']); // slowed down and at its cap: its due work stays in the store
+    expect(q.push('hung', 999)).to.equal(true);
+    expect(q.busyKeys()).to.deep.equal(['hung']);
+    expect(q.push('ok', 1)).to.equal(true); // other keys keep their whole room
+    expect(q.queueLimitOf('ok')).to.equal(128);
   });
 });

@@ -10,6 +10,11 @@
  * raises it by one (up to the configured cap). A hung receiver so keeps one
  * slot, not 32: with 20% of the subscriptions hanging, they would otherwise
  * hold all of the process's slots between them.
+ *
+ * The waiting room follows the same cap (perKeyQueued / perKeyRunning items
+ * per running slot): a hung receiver at cap 1 keeps 4 items in memory, not
+ * 128, and the rest of its work waits in the store (the caller hands it back)
+ * instead of in memory that throttles the consumer for every subscription.
  */
 export class FairQueue<T> {
   /** Map order is the round-robin order: a key that was served moves to the back. */
@@ -28,10 +33,25 @@ export class FairQueue<T> {
     return this.queued;
   }
 
+  /** How many items of `key` may wait: proportional to its running cap (at least 1). */
+  queueLimitOf(key: string): number {
+    return Math.max(1, Math.ceil((this.perKeyQueued * this.capOf(key)) / this.perKeyRunning));
+  }
+
+  /** True while `key` may queue another item. */
+  hasRoom(key: string): boolean {
+    return this.roomOf(key) > 0;
+  }
+
+  /** How many more items `key` may queue now. */
+  roomOf(key: string): number {
+    return Math.max(0, this.queueLimitOf(key) - (this.queues.get(key)?.length ?? 0));
+  }
+
   /** False when the key already has its fill of waiting items (the caller leaves this one for later). */
   push(key: string, item: T): boolean {
     const q = this.queues.get(key);
-    if (q && q.length >= this.perKeyQueued) return false;
+    if (q && q.length >= this.queueLimitOf(key)) return false;
     if (q) q.push(item);
     else this.queues.set(key, [item]);
     this.queued++;
@@ -70,9 +90,25 @@ export class FairQueue<T> {
     return this.caps.get(key) ?? this.perKeyRunning;
   }
 
-  /** Keys running at their cap: claiming more of their work now would only make it wait. */
+  /** Removes and returns the items of `key` beyond its (possibly just lowered) queue limit, newest first. */
+  trim(key: string): T[] {
+    const q = this.queues.get(key);
+    const limit = this.queueLimitOf(key);
+    if (!q || q.length <= limit) return [];
+    const extra = q.splice(limit);
+    this.queued -= extra.length;
+    return extra;
+  }
+
+  /**
+   * Keys whose due work is not worth claiming now: running at their cap with
+   * a full waiting room, or slowed down (cap cut by hangs or connect
+   * failures) and running at that cap. A hung receiver's backlog so stays in
+   * the store instead of being claimed and handed back again and again ahead
+   * of healthy subscriptions' work.
+   */
   busyKeys(): string[] {
-    return [...this.running].filter(([key, n]) => n >= this.capOf(key)).map(([key]) => key);
+    return [...this.running].filter(([key, n]) => n >= this.capOf(key) && (!this.hasRoom(key) || this.capOf(key) < this.perKeyRunning)).map(([key]) => key);
   }
 
   /** Removes and returns everything waiting. */

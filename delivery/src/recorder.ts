@@ -13,7 +13,8 @@
  * would have after n separate writes). With little traffic a flush holds one
  * attempt and nothing waits.
  */
-import type { Filter, UpdateFilter } from 'mongodb';
+import { MongoBulkWriteError, type Filter, type UpdateFilter } from 'mongodb';
+import type { Logger } from '../../shared/src/log.js';
 import type { AttemptDoc, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
 
@@ -26,11 +27,25 @@ interface Pending {
 /** At most this many attempts per flush (one insertMany and bulkWrites of this size). */
 const MAX_BATCH = 500;
 
+/**
+ * After a failed batch write, each record is tried again (pauses growing to
+ * 2 s) for up to this long before its delivery is left to its lease: the
+ * lease keeper holds the delivery meanwhile, so a store that stalls for
+ * seconds costs a late record, not a second send.
+ */
+const RECORD_RETRY_MS = 60_000;
+const RETRY_PAUSE_MS = 500;
+const DUPLICATE_KEY = 11000;
+
 export class AttemptRecorder {
   private queue: Pending[] = [];
   private flushing: Promise<void> | null = null;
+  private drained: (() => void)[] = [];
 
-  constructor(private readonly c: DeliveryCollections) {}
+  constructor(
+    private readonly c: DeliveryCollections,
+    private readonly log?: Logger,
+  ) {}
 
   /** Resolves once the attempt, the delivery's state and the subscription's last_* are written. */
   record(record: AttemptRecord, attemptId: string): Promise<void> {
@@ -40,25 +55,74 @@ export class AttemptRecorder {
     });
   }
 
+  /** Records queued or being written. */
+  get pending(): number {
+    return this.queue.length + (this.flushing ? 1 : 0);
+  }
+
+  /** Resolves once nothing is queued or being written (shutdown: flush before exit). */
+  idle(): Promise<void> {
+    if (!this.flushing && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drained.push(resolve));
+  }
+
   private flushNext(): void {
     const batch = this.queue.splice(0, MAX_BATCH);
-    if (batch.length === 0) return;
-    this.flushing = this.write(batch)
-      .then(
-        () => batch.forEach((p) => p.settle.resolve()),
-        (err: unknown) => batch.forEach((p) => p.settle.reject(err)),
-      )
-      .finally(() => {
-        this.flushing = null;
-        this.flushNext();
-      });
+    if (batch.length === 0) {
+      for (const wake of this.drained.splice(0)) wake();
+      return;
+    }
+    this.flushing = this.writeBatch(batch).finally(() => {
+      this.flushing = null;
+      this.flushNext();
+    });
+  }
+
+  /**
+   * The whole batch in three steps; if that fails, record by record (with a
+   * few tries each), so one record the store refuses, or a write cut short,
+   * fails only its own delivery (left to its lease and retried), not the
+   * hundreds of others in the batch.
+   */
+  private async writeBatch(batch: Pending[]): Promise<void> {
+    try {
+      await this.write(batch);
+      for (const p of batch) p.settle.resolve();
+      return;
+    } catch (err) {
+      if (batch.length > 1) this.log?.warn({ err, records: batch.length }, 'could not write a batch of attempt records; writing them one by one');
+      else if (batch.length === 1) this.log?.warn({ err }, 'could not write an attempt record; trying again');
+    }
+    const deadline = Date.now() + RECORD_RETRY_MS;
+    for (const p of batch) {
+      for (let tries = 1; ; tries++) {
+        try {
+          await this.write([p]);
+          p.settle.resolve();
+          break;
+        } catch (err) {
+          if (Date.now() >= deadline) {
+            p.settle.reject(err);
+            break;
+          }
+          await new Promise((r) => setTimeout(r, Math.min(2000, RETRY_PAUSE_MS * tries)));
+        }
+      }
+    }
   }
 
   private async write(batch: Pending[]): Promise<void> {
-    await this.c.attempts.insertMany(
-      batch.map((p) => attemptDoc(p.record, p.attemptId)),
-      { ordered: false },
-    );
+    try {
+      await this.c.attempts.insertMany(
+        batch.map((p) => attemptDoc(p.record, p.attemptId)),
+        { ordered: false },
+      );
+    } catch (err) {
+      // Written by an earlier try of this record: not an error.
+      if (!(err instanceof MongoBulkWriteError)) throw err;
+      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+      if (errors.some((e) => e.code !== DUPLICATE_KEY)) throw err;
+    }
     // One update after another, not a bulkWrite: FerretDB 1.24 stalls for minutes on an
     // update command of a few hundred statements (measured: 2 fine, 200 never returned
     // in 60 s), and one writer at a time also spares SQLite its lock contention.
@@ -80,9 +144,15 @@ export class AttemptRecorder {
  * label it with its own outcome. Nothing is lost either way.
  */
 async function recordStateOf(c: DeliveryCollections, r: AttemptRecord): Promise<void> {
+  // r.delivery is the dispatcher's held copy: its claim_seq is the latest extension of our lease.
   const [fence, update] = deliveryUpdate(r);
-  const current = await c.deliveries.findOne({ _id: fence._id }, { projection: { claim_seq: 1 } });
-  if (current?.claim_seq !== r.delivery.claim_seq) return; // claimed by another since (or gone): theirs to record
+  const current = await c.deliveries.findOne({ _id: fence._id }, { projection: { claim_seq: 1, lease_owner: 1 } });
+  if (!current) return; // gone (its subscription was deleted)
+  // Our claim, or a later one of our own process: the lease keeper's extension may have
+  // landed on the delivery a moment before our copy learnt its number (this process never
+  // claims a delivery it still holds, so a later claim of ours is that extension).
+  const ours = current.claim_seq === r.delivery.claim_seq || (r.delivery.lease_owner !== null && current.lease_owner === r.delivery.lease_owner && current.claim_seq > r.delivery.claim_seq);
+  if (!ours) return; // claimed by another since: theirs to record
   await c.deliveries.updateOne({ _id: fence._id }, update);
 }
 

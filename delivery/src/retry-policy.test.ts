@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { loadDeliveryConfig } from './config.js';
-import { DEFAULT_SCHEDULE, nextDelay, parseRetryAfter, parseSchedule } from './retry-policy.js';
+import { DEFAULT_SCHEDULE, isPermanentFailure, nextDelay, parseRetryAfter, parseSchedule } from './retry-policy.js';
 
 describe('retry policy', () => {
   const none = { status: 500, retryAfterMs: null };
@@ -42,5 +42,20 @@ describe('retry policy', () => {
   it('refuses an unreadable CA file and a lease shorter than two attempts', () => {
     expect(() => loadDeliveryConfig({ NODE_ENV: 'development', WEBHOOK_CA_FILE: '/nonexistent/ca.pem' })).to.throw(/WEBHOOK_CA_FILE cannot be read/);
     expect(() => loadDeliveryConfig({ NODE_ENV: 'development', WEBHOOK_LEASE_MS: '1000' })).to.throw(/WEBHOOK_LEASE_MS must be between 8000/);
+  });
+
+  it('names the permanent failures: a blocked address, a certificate for another name or nobody trusted, a 410', () => {
+    const f = (outcome: string, status: number | null, error: string | null = null) => isPermanentFailure({ outcome: outcome as never, status, error });
+    expect(f('blocked_address', null, '10.0.0.1 is a private address')).to.equal(true);
+    expect(f('tls', null, "ERR_TLS_CERT_ALTNAME_INVALID: Hostname/IP does not match certificate's altnames")).to.equal(true);
+    expect(f('tls', null, 'DEPTH_ZERO_SELF_SIGNED_CERT: self-signed certificate')).to.equal(true);
+    expect(f('tls', null, 'UNABLE_TO_VERIFY_LEAF_SIGNATURE: unable to verify the first certificate')).to.equal(true);
+    expect(f('http_4xx', 410)).to.equal(true);
+    // Retried: the receiver can recover within the schedule.
+    expect(f('tls', null, 'CERT_HAS_EXPIRED: certificate has expired')).to.equal(false);
+    expect(f('tls', null, 'EPROTO: handshake failure')).to.equal(false);
+    for (const [outcome, status] of [['http_4xx', 404], ['http_4xx', 429], ['http_5xx', 500], ['http_3xx', 301], ['timeout', null], ['connect', null], ['dns', null]] as const) {
+      expect(f(outcome, status), `${outcome} ${status}`).to.equal(false);
+    }
   });
 });

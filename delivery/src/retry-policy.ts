@@ -1,9 +1,10 @@
 /**
- * When to try a failed delivery again. Every non-2xx answer and every
- * network failure is retried (a 410 too: it is recorded, and the user
- * decides whether to delete the subscription); after the last step of the
+ * When to try a failed delivery again. A non-2xx answer or a network failure
+ * is retried on the schedule, except the permanent failures below, which no
+ * retry within the schedule's 8 hours could cure; after the last step of the
  * schedule the delivery is given up.
  */
+import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
@@ -40,6 +41,27 @@ export function parseRetryAfter(value: string | undefined, now: Date): number | 
   const at = Date.parse(text);
   if (Number.isNaN(at)) return null;
   return Math.max(0, at - now.getTime());
+}
+
+/**
+ * Certificate verdicts that say "this is not the host you meant" or "nobody
+ * we trust vouches for it": a name mismatch, a self-signed or unknown-issuer
+ * chain. An expired certificate, a handshake cut short or a protocol error is
+ * retried: the receiver may renew or recover within the schedule.
+ */
+const PERMANENT_TLS = /ERR_TLS_CERT_ALTNAME_INVALID|HOSTNAME_MISMATCH|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT|altnames|does not match certificate/i;
+
+/**
+ * Failures that are not retried (the delivery is failed after this attempt):
+ * - `blocked_address`: the URL or what its name resolves to is an address we never send to;
+ * - `tls` with a certificate for another name, or one no trusted CA signed;
+ * - HTTP 410 Gone: the receiver says the endpoint is gone for good.
+ * Everything else (timeouts, refused connections, DNS failures, 3xx, other 4xx, 5xx) is retried.
+ */
+export function isPermanentFailure(result: { outcome: AttemptOutcome; status: number | null; error: string | null }): boolean {
+  if (result.outcome === 'blocked_address') return true;
+  if (result.status === 410) return true;
+  return result.outcome === 'tls' && result.error !== null && PERMANENT_TLS.test(result.error);
 }
 
 export interface AttemptResult {

@@ -47,6 +47,11 @@ export class RetryScheduler {
       let won = 0;
       for (const seen of candidates) {
         if (this.stopped || deps.dispatcher.room === 0) break;
+        // Ours already (queued, sending, or its record still being written): a claim now would
+        // fence out our own record and leave the delivery to be sent a second time.
+        if (deps.dispatcher.holds(seen._id)) continue;
+        // No room for its subscription here: claiming it would only hand it back.
+        if (deps.dispatcher.roomFor(seen.subscription_id) === 0) continue;
         const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
         if (!held) continue; // another process took it first
         won++;

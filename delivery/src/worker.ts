@@ -1,3 +1,4 @@
+import type { Admin } from 'kafkajs';
 import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
 import { SupervisedConsumer } from '../../shared/src/eventlog/supervised-consumer.js';
 import { guardTopic, topicFacts } from '../../shared/src/eventlog/topic-guard.js';
@@ -10,7 +11,7 @@ import type { Resolver } from '../../shared/src/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
 import { countQueue, type AttemptRecord } from './deliveries.js';
-import { Dispatcher } from './dispatch.js';
+import { Dispatcher, type DispatchHooks } from './dispatch.js';
 import { createSender } from './http-sender.js';
 import { countAttempt, createDeliveryMetrics, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
 import { startSweeper } from './retention.js';
@@ -37,6 +38,49 @@ export interface DeliveryOptions {
   stallMs?: number;
   /** Makes the consumers (tests stand in a hung one). */
   newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
+  /** Test hooks of the dispatcher (force rare timings). */
+  hooks?: DispatchHooks;
+}
+
+/** Per shutdown step: the dispatcher's may take an attempt's 4 s and then its records' flush. */
+const STOP_STEP_MS = 15_000;
+
+/**
+ * The whole shutdown, inside docker-compose.yml's `stop_grace_period` for
+ * the delivery service (30 s): the consumer leaves its group, attempts in
+ * flight finish (≤ 5 s), their records are written (≤ 8 s), the rest closes.
+ */
+export const DELIVERY_SHUTDOWN_MS = 25_000;
+
+/**
+ * A group that has never committed an offset starts at the end of the log
+ * (unless DELIVERY_START_FROM=earliest): its committed offsets are set to
+ * each partition's end before the first member joins. A group with any
+ * committed offset resumes where it was, and a partition it never consumed
+ * is read from its beginning (nothing acknowledged there is skipped).
+ */
+async function placeNewGroup(admin: Admin, groupId: string, topic: string, startFrom: 'latest' | 'earliest', log: Logger): Promise<void> {
+  if (startFrom === 'earliest') return;
+  // A broker that has just started may not have a group coordinator yet (NOT_COORDINATOR): ask again.
+  let committed: Awaited<ReturnType<Admin['fetchOffsets']>>[number] | undefined;
+  for (let tries = 1; ; tries++) {
+    try {
+      [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      break;
+    } catch (err) {
+      if (tries >= 60) throw err;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  if (committed && committed.partitions.some((p) => p.offset !== '-1')) return;
+  const ends = await admin.fetchTopicOffsets(topic);
+  try {
+    await admin.setOffsets({ groupId, topic, partitions: ends.map((p) => ({ partition: p.partition, offset: p.high })) });
+    log.info({ group: groupId, offsets: ends.map((p) => p.high) }, 'new delivery group starts at the end of the log (DELIVERY_START_FROM=latest)');
+  } catch (err) {
+    // Another process of a fresh deployment joined first and is placing the group itself.
+    log.info({ err, group: groupId }, 'could not place the new delivery group; another member is already in it');
+  }
 }
 
 export const USER_AGENT = 'event-platform-webhooks/1.0';
@@ -59,6 +103,7 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     await ensureTopic(admin, topicCatalog(config).events, log);
     // Refuses a topic whose partition count differs from the one recorded on first start (TopicMismatchError).
     await guardTopic(mongo.collections, await topicFacts(admin, topicCatalog(config).events), log.child({ component: 'topic-guard' }));
+    await placeNewGroup(admin, config.groupId, config.kafka.eventsTopic, config.startFrom, log);
   } finally {
     await admin.disconnect();
   }
@@ -79,11 +124,12 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock };
   const metrics = createDeliveryMetrics();
   const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
-  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt }, {
+  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt, hooks: opts.hooks }, {
     concurrency: wh.concurrency,
     perSubscription: wh.concurrencyPerSubscription,
   });
-  // Stopped after the consumer (hooks run in reverse): attempts in flight finish, queued ones are handed back.
+  // Stopped after the consumer (hooks run in reverse): attempts in flight finish and their
+  // records are written (the recorder flushes before exit), queued ones are handed back.
   lifecycle.onStop('dispatcher', () => dispatcher.stop(ATTEMPT_TIMEOUT_MS + 1000));
 
   const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: wh.pollIntervalMs });
@@ -124,5 +170,5 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     metricsUrl = server.url;
   }
   log.info({ group: config.groupId, concurrency: wh.concurrency, retries: wh.retrySchedule.length }, 'delivery worker started');
-  return { log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop() };
+  return { log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop(STOP_STEP_MS, DELIVERY_SHUTDOWN_MS) };
 }

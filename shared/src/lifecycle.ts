@@ -21,19 +21,28 @@ export class Lifecycle {
     return this.stopping !== null;
   }
 
-  stop(timeoutMs = 10000): Promise<void> {
-    this.stopping ??= this.runStops(timeoutMs);
+  /**
+   * Runs the stop hooks in reverse order, each bounded by `timeoutMs`, and
+   * all of them by `totalMs` (so shutdown fits the orchestrator's grace
+   * period before it SIGKILLs): a step starting late gets only what is left
+   * of the total, and at least MIN_STEP_MS so that the last steps (closing
+   * the database client) still run.
+   */
+  stop(timeoutMs = 10000, totalMs = Infinity): Promise<void> {
+    this.stopping ??= this.runStops(timeoutMs, totalMs);
     return this.stopping;
   }
 
-  private async runStops(timeoutMs: number): Promise<void> {
+  private async runStops(timeoutMs: number, totalMs: number): Promise<void> {
+    const deadline = Date.now() + totalMs;
     for (const hook of [...this.stops].reverse()) {
+      const budget = Math.min(timeoutMs, Math.max(MIN_STEP_MS, deadline - Date.now()));
       let timer: NodeJS.Timeout | undefined;
       try {
         await Promise.race([
           Promise.resolve().then(hook.fn),
           new Promise((_, reject) => {
-            timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+            timer = setTimeout(() => reject(new Error(`timed out after ${budget} ms`)), budget);
           }),
         ]);
       } catch (err) {
@@ -44,3 +53,6 @@ export class Lifecycle {
     }
   }
 }
+
+/** What a shutdown step gets at least, even past the total budget. */
+const MIN_STEP_MS = 200;

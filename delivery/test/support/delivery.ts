@@ -133,6 +133,13 @@ export class TestDb {
     return { ...doc, secret };
   }
 
+  /** Replaces a subscription's secret as a rotation would; returns the new plain secret. */
+  async rotateSecret(id: string): Promise<string> {
+    const secret = newWebhookSecret();
+    await this.db.collection<WebhookDoc>('webhooks').updateOne({ _id: id }, { $set: { secret_enc: this.box.seal(secret, id) } });
+    return secret;
+  }
+
   webhook(id: string): Promise<WebhookDoc | null> {
     return this.db.collection<WebhookDoc>('webhooks').findOne({ _id: id });
   }

@@ -1,0 +1,149 @@
+/**
+ * Delivery guarantees of issue 14 against real Kafka, the real Mongo server
+ * and a real HTTPS receiver: a deleted subscription gets nothing once its
+ * DELETE has returned, a subscription gets no event older than itself, a new
+ * delivery group starts at the end of the log, and permanent failures are
+ * not retried.
+ */
+import { expect } from 'chai';
+import { Kafka, logLevel } from 'kafkajs';
+import { verifyServiceSignature } from '../../shared/src/signing.js';
+import { Receiver } from '../../shared/test/support/receiver.js';
+import { uniqueName } from '../../shared/test/support/env.js';
+import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('delivery guarantees', function () {
+  this.timeout(90_000);
+  let receiver: Receiver;
+  let env: Record<string, string>;
+  let log: TestLog;
+  let db: TestDb;
+
+  before(async function () {
+    this.timeout(90_000);
+    receiver = await Receiver.start();
+    env = deliveryTestEnv(receiver.caFile, { MONGO_DB: `${deliveryTestEnv('x').MONGO_DB}_guarantees` });
+    // Every name resolves to the local receiver (a name the certificate does not carry plays a mismatch).
+    await startTestDelivery(env, async () => ['127.0.0.1']);
+    await waitForGroup(env);
+    log = new TestLog(env);
+    db = new TestDb(env);
+  });
+  after(() => receiver.close());
+
+  it('sends nothing to a subscription after its DELETE returned, with many deliveries to it queued', async () => {
+    const account = newAccountId();
+    const path = '/deleted-busy';
+    const sub = await db.subscribe(account, receiver.url(path), ['*']);
+    let deletedAt = Infinity;
+    let deleting: Promise<void> | null = null;
+    receiver.on(path, (n) => {
+      // The first 32 attempts (the subscription's slots) are open for 1.5 s and over a
+      // hundred deliveries wait behind them: delete halfway through that wait, as the API's
+      // DELETE does (the subscription, then its deliveries).
+      if (n === 32)
+        deleting = sleep(500).then(async () => {
+          await db.collection('webhooks').deleteOne({ _id: sub._id });
+          await db.collection('deliveries').deleteMany({ subscription_id: sub._id });
+          deletedAt = Date.now();
+        });
+      return { status: 200, delayMs: 1500 };
+    });
+    await log.publishAtOnce(Array.from({ length: 200 }, (_, n) => envelope(account, 'message.sent', { n })));
+    await receiver.waitFor(path, 32, 30_000);
+    await db.until(async () => deleting !== null, 5000, 'delete started');
+    await deleting;
+    await sleep(6000);
+    const late = receiver.received(path).filter((r) => r.at > deletedAt);
+    console.log(`      ${receiver.received(path).length} requests before the delete returned, ${late.length} after`);
+    expect(late, 'requests that started after the DELETE returned').to.have.length(0);
+  });
+
+  it('signs with a rotated secret every attempt that starts after the rotation, queued ones included', async () => {
+    const account = newAccountId();
+    const path = '/rotated-busy';
+    const sub = await db.subscribe(account, receiver.url(path), ['*']);
+    let rotated: Promise<{ secret: string; at: number }> | null = null;
+    receiver.on(path, (n) => {
+      if (n === 32) rotated = sleep(500).then(async () => ({ secret: await db.rotateSecret(sub._id), at: Date.now() }));
+      return { status: 200, delayMs: 1500 };
+    });
+    await log.publishAtOnce(Array.from({ length: 100 }, (_, n) => envelope(account, 'message.sent', { n })));
+    await receiver.waitFor(path, 100, 60_000);
+    const { secret, at } = await rotated!;
+    const after = receiver.received(path).filter((r) => r.at > at);
+    expect(after.length).to.be.above(0);
+    const oldSigned = after.filter((r) => !verifyServiceSignature(secret, r.raw, r.headers['x-service-signature'] as string));
+    expect(oldSigned, 'attempts after the rotation signed with the old secret').to.have.length(0);
+  });
+
+  it('delivers to a subscription only the events that occurred at or after its creation', async () => {
+    const account = newAccountId();
+    const path = '/since-creation';
+    await db.subscribe(account, receiver.url(path), ['*']);
+    const old = envelope(account, 'call.started', { old: true }, { created_at: new Date(Date.now() - 3600_000).toISOString() });
+    const fresh = envelope(account, 'call.started', { old: false });
+    await log.publishAtOnce([old, fresh]);
+    await receiver.waitFor(path, 1, 20_000);
+    await sleep(1500);
+    expect(receiver.received(path).map((r) => r.body.id)).to.deep.equal([fresh.id]);
+  });
+
+  it('a new delivery group starts at the end of the log; DELIVERY_START_FROM=earliest replays it', async () => {
+    const topic = `${env.EVENTS_TOPIC}-${uniqueName('fresh')}`;
+    const admin = new Kafka({ brokers: env.KAFKA_BROKERS!.split(','), logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    await admin.createTopics({ topics: [{ topic, numPartitions: 3, replicationFactor: 1 }], waitForLeaders: true });
+    await admin.disconnect();
+    const freshEnv = { ...env, EVENTS_TOPIC: topic, MONGO_DB: `${env.MONGO_DB}_fresh`, DELIVERY_GROUP_ID: uniqueName('fresh-group'), INSTANCE_ID: uniqueName('dw') };
+    const freshDb = new TestDb(freshEnv);
+    const freshLog = new TestLog(freshEnv);
+    const account = newAccountId();
+    const path = '/fresh-group';
+    const sub = await freshDb.subscribe(account, receiver.url(path), ['*']);
+    // The subscription is older than every event here: only the group's start position decides.
+    await freshDb.collection('webhooks').updateOne({ _id: sub._id }, { $set: { created_at: new Date(Date.now() - 24 * 3600_000) } });
+    const history = envelope(account, 'call.started', { n: 'history' });
+    await freshLog.publish([history]);
+
+    await startTestDelivery(freshEnv);
+    await waitForGroup(freshEnv);
+    const live = envelope(account, 'call.started', { n: 'live' });
+    await freshLog.publish([live]);
+    await receiver.waitFor(path, 1, 20_000);
+    await sleep(2000);
+    expect(receiver.received(path).map((r) => r.body.id), 'a fresh group sends only what came after it started').to.deep.equal([live.id]);
+
+    const replayEnv = { ...freshEnv, DELIVERY_GROUP_ID: uniqueName('replay-group'), INSTANCE_ID: uniqueName('dw'), DELIVERY_START_FROM: 'earliest' };
+    await startTestDelivery(replayEnv);
+    await receiver.waitFor(path, 2, 20_000);
+    await sleep(1500);
+    // The live event's delivery already exists (same id): only the history is new to the replaying group.
+    expect(receiver.received(path).map((r) => r.body.id)).to.deep.equal([live.id, history.id]);
+  });
+
+  it('does not retry a blocked address, a certificate for another name or a 410; retries a 404', async () => {
+    const account = newAccountId();
+    receiver.on('/perm-gone', () => ({ status: 410 })).on('/perm-404', () => ({ status: 404 }));
+    const gone = await db.subscribe(account, receiver.url('/perm-gone'), ['call.started']);
+    const mismatch = await db.subscribe(account, receiver.url('/perm-tls', 'not-in-the-certificate.example'), ['call.started']);
+    const blocked = await db.subscribe(account, 'https://169.254.169.254/perm-blocked', ['call.started']);
+    const retried = await db.subscribe(account, receiver.url('/perm-404'), ['call.started']);
+    await log.publish([envelope(account, 'call.started')]);
+    // The test schedule retries after 1 s, three times: 4 attempts within ~4 s for a retriable failure.
+    await receiver.waitFor('/perm-404', 4, 30_000);
+    await sleep(1500);
+    const states = async (subId: string) => (await db.collection('deliveries').find({ subscription_id: subId }).toArray()).map((d) => [d.state, d.attempts]);
+    const outcomes = async (subId: string) => (await db.attempts(subId)).map((a) => a.outcome);
+    expect(await states(gone._id), '410').to.deep.equal([['failed', 1]]);
+    expect(await states(mismatch._id), 'TLS name mismatch').to.deep.equal([['failed', 1]]);
+    expect(await states(blocked._id), 'blocked address').to.deep.equal([['failed', 1]]);
+    expect(await states(retried._id), '404').to.deep.equal([['failed', 4]]);
+    expect(await outcomes(mismatch._id)).to.deep.equal(['tls']);
+    expect(await outcomes(blocked._id)).to.deep.equal(['blocked_address']);
+    expect(receiver.received('/perm-gone')).to.have.length(1);
+    expect(receiver.received('/perm-tls')).to.have.length(0);
+  });
+});
