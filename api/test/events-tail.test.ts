@@ -131,7 +131,7 @@ describe('tail window: reads near the head come from memory', function () {
       expect(typedWait.body.event?.id).to.equal(sent[1]!.id);
 
       const token = await call(win.url, 'POST', '/api/v1/events/stream-token', { headers: { 'x-api-key': acct.apiKey } });
-      const stream = new StreamClient(token.body.stream_url, { lastEventId: first!.cursor });
+      const stream = new StreamClient(new URL(token.body.stream_url, win.url).href, { lastEventId: first!.cursor });
       try {
         await stream.until((c) => c.events.length >= 3, 5000);
         expect(stream.events.map((e) => e.record.id)).to.deep.equal(sent.map((s) => s.id));

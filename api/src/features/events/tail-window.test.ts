@@ -35,6 +35,18 @@ describe('TailWindow (recent events per partition, gap-free up to the head)', ()
     expect(w.covers(0, 9n, 15n)).to.equal(true);
   });
 
+  it('passes over a second copy of an event id (an ingest retry re-produced it), as the store keeps the first', () => {
+    const w = new TailWindow({ events: 100, bytes: 1e9 });
+    w.reset(0, 10n);
+    const first = ev(0, 10n);
+    w.append('a', first);
+    w.append('a', ev(0, 11n));
+    w.append('a', { ...ev(0, 12n), record: { ...first.record, cursor: encodeCursor({ partition: 0, offset: 12n }) } });
+    w.append('a', ev(0, 13n));
+    expect(offsets(w.read(q('a', 9n)))).to.deep.equal([10, 11, 13]);
+    expect(w.covers(0, 9n, 14n), "the copy's offset stays covered").to.equal(true);
+  });
+
   it('filters by type and stops at the limit, like the store read', () => {
     const w = new TailWindow({ events: 100, bytes: 1e9 });
     w.reset(0, 0n);

@@ -83,6 +83,8 @@ interface PartitionTail {
   next: bigint;
   entries: Queue<Entry>;
   byAccount: Map<string, Queue<Entry>>;
+  /** Event ids in the window: a second copy of one (an ingest retry re-produced after a lost ack) is passed over, as the materializer skips ids already stored. */
+  ids: Set<string>;
   bytes: number;
 }
 
@@ -123,7 +125,7 @@ export class TailWindow {
   /** Starts the partition's window empty at `next` (nothing covered until events are appended). */
   reset(partition: number, next: bigint): void {
     if (!this.enabled) return;
-    this.partitions.set(partition, { start: next, next, entries: new Queue(), byAccount: new Map(), bytes: 0 });
+    this.partitions.set(partition, { start: next, next, entries: new Queue(), byAccount: new Map(), ids: new Set(), bytes: 0 });
   }
 
   /** The fan-out dispatched `event` (at its position) of `accountId`. Out of order resets the window there. */
@@ -135,6 +137,11 @@ export class TailWindow {
       this.reset(partition, offset);
       tail = this.partitions.get(partition) as PartitionTail;
     }
+    if (tail.ids.has(event.record.id)) {
+      tail.next = offset + 1n; // covered, holding nothing: the first copy is the event
+      return;
+    }
+    tail.ids.add(event.record.id);
     const entry: Entry = { accountId, event, bytes: chargedBytes(event.size ?? 0) };
     tail.entries.push(entry);
     let own = tail.byAccount.get(accountId);
@@ -221,6 +228,7 @@ export class TailWindow {
   private evict(tail: PartitionTail): void {
     const entry = tail.entries.shift() as Entry;
     tail.bytes -= entry.bytes;
+    tail.ids.delete(entry.event.record.id);
     tail.start = entry.event.position.offset + 1n;
     const own = tail.byAccount.get(entry.accountId) as Queue<Entry>;
     own.shift(); // offsets ascend in both queues: the account's oldest is this one
