@@ -36,7 +36,7 @@ describe('api config', () => {
 
   it('uses the docs/spec.md limits by default and takes overrides', () => {
     const c = loadApiConfig({});
-    expect(c.limits).to.deep.equal({ apiKeyPerMinute: 100, sessionPerMinute: 600, signupPerHour: 10, loginPerMinute: 30, loginFailuresPerAccount: 10, loginAccountWindowSeconds: 900 });
+    expect(c.limits).to.deep.equal({ apiKeyPerMinute: 100, sessionPerMinute: 600, signupPerHour: 10, loginPerMinute: 30, loginFailuresPerAccount: 10, loginAccountWindowSeconds: 900, flushMs: 1000 });
     expect(c.http).to.include({ trustProxy: false, proxyHops: 1 });
     expect(loadApiConfig({ SIGNUP_LIMIT_PER_HOUR: '50' }).limits.signupPerHour).to.equal(50);
     expect(() => loadApiConfig({ API_KEY_LIMIT_PER_MINUTE: '0' })).to.throw(/API_KEY_LIMIT_PER_MINUTE must be between 1/);

@@ -54,6 +54,11 @@ export interface ApiConfig extends BaseConfig {
     /** Failed logins per email (existing or not) in one window, from any address. */
     loginFailuresPerAccount: number;
     loginAccountWindowSeconds: number;
+    /**
+     * API-key and session requests admitted locally are written this often
+     * (ms); 0 writes every request (exact). docs/api.md, "Limits".
+     */
+    flushMs: number;
   };
   ingestToken: string;
   events: {
@@ -136,6 +141,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       loginPerMinute: read.int(env, 'LOGIN_LIMIT_PER_MINUTE', 30, 1, 1_000_000),
       loginFailuresPerAccount: read.int(env, 'LOGIN_FAILURES_PER_ACCOUNT', 10, 1, 1_000_000),
       loginAccountWindowSeconds: read.int(env, 'LOGIN_ACCOUNT_WINDOW_S', 900, 10, 86_400),
+      flushMs: read.int(env, 'RATE_LIMIT_FLUSH_MS', 1000, 0, 60_000),
     },
     ingestToken: read.secret(env, 'INGEST_TOKEN', base.development, DEV_INGEST_TOKEN, 24),
     events: {

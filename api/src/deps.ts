@@ -10,7 +10,7 @@ import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './features/events/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { startKeySweeper } from './features/ingest/idempotency.js';
-import { createRateLimits, type RateLimits } from './features/limits/limiter.js';
+import { createRateLimits, flushRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { startWindowSweeper } from './features/limits/window-store.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
@@ -53,6 +53,8 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
   lifecycle.onStop('mongo', () => mongo.close());
   lifecycle.onStop('kafka-probe', () => kafkaProbe.close());
   const limits = createRateLimits(config, mongo, log);
+  // Stops run in reverse: the pending local admissions are written before MongoDB closes.
+  lifecycle.onStop('rate-limit-flush', () => flushRateLimits(limits));
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
   lifecycle.onStop('ingest-key-sweeper', startKeySweeper(mongo.collections.ingestKeys, log));
   const clock = (): Date => new Date();

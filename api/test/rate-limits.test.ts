@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import net from 'node:net';
+import type { CommandStartedEvent } from 'mongodb';
 import { AppError } from '../../shared/src/errors/index.js';
 import { createLogger } from '../../shared/src/log.js';
 import { createMongo, ensureIndexes } from '../../shared/src/mongo/index.js';
@@ -35,17 +37,15 @@ async function roomInWindow(seconds: number, room: number): Promise<void> {
 describe('rate limits shared through MongoDB', function () {
   this.timeout(120_000);
 
-  describe('API keys: 100 per minute per key', () => {
+  describe('API keys: 100 per minute per key, exact mode (RATE_LIMIT_FLUSH_MS=0)', () => {
     let a: RunningApi;
     let b: RunningApi;
 
     before(async () => {
-      // Two processes on one database, with the production budget.
+      // Two processes on one database, with the production budget, every request written (no local counting).
       const MONGO_DB = ownDb();
-      [a, b] = await Promise.all([
-        startTestApi({ MONGO_DB, INSTANCE_ID: 'rl-a', API_KEY_LIMIT_PER_MINUTE: '100', SESSION_LIMIT_PER_MINUTE: '600' }),
-        startTestApi({ MONGO_DB, INSTANCE_ID: 'rl-b', API_KEY_LIMIT_PER_MINUTE: '100', SESSION_LIMIT_PER_MINUTE: '600' }),
-      ]);
+      const env = { MONGO_DB, API_KEY_LIMIT_PER_MINUTE: '100', SESSION_LIMIT_PER_MINUTE: '600', RATE_LIMIT_FLUSH_MS: '0' };
+      [a, b] = await Promise.all([startTestApi({ ...env, INSTANCE_ID: 'rl-a' }), startTestApi({ ...env, INSTANCE_ID: 'rl-b' })]);
     });
 
     it('answers the 101st request within a minute with 429, counting both processes together', async () => {
@@ -77,6 +77,78 @@ describe('rate limits shared through MongoDB', function () {
       const rotated = await call(a.url, 'POST', '/api/auth/api-key', { headers: bearer(acct.token) });
       expect(rotated.status).to.equal(201);
       expectThrottled(await call(b.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': rotated.body.api_key } }), 60);
+    });
+  });
+
+  describe('API keys counted locally and flushed in batches (the default)', () => {
+    /** What `api` sent to the rate_limits collection while `fn` ran. */
+    async function windowWrites<T>(apis: RunningApi[], fn: () => Promise<T>): Promise<{ result: T; writes: number }> {
+      let writes = 0;
+      const count = (e: CommandStartedEvent): void => {
+        if (e.commandName === 'findAndModify' && e.command.findAndModify === 'rate_limits') writes++;
+      };
+      for (const api of apis) api.deps.mongo.client.on('commandStarted', count);
+      try {
+        return { result: await fn(), writes };
+      } finally {
+        for (const api of apis) api.deps.mongo.client.off('commandStarted', count);
+      }
+    }
+
+    it('refuses a burst spread over two processes at the limit plus at most 2 × 5 (processes × 5% of the budget), refusing the rest without writes', async function () {
+      this.timeout(240_000);
+      // No timer flush within the test, so every write is one a request made and no two writes of the
+      // window overlap (FerretDB loses simultaneous $inc of one document): the processes carry their
+      // unflushed local admissions the whole time, the worst case of the bound.
+      const MONGO_DB = ownDb();
+      const env = { MONGO_DB, API_KEY_LIMIT_PER_MINUTE: '100', RATE_LIMIT_FLUSH_MS: '60000', MONGO_SLOW_MS: '600000' };
+      const [a, b] = await Promise.all([startTestApi({ ...env, INSTANCE_ID: 'rl-la' }), startTestApi({ ...env, INSTANCE_ID: 'rl-lb' })]);
+      try {
+        const acct = await createAccount(a.url);
+        await roomInWindow(60, 58);
+        const window = Math.floor(Date.now() / 60_000);
+        const statuses: number[] = [];
+        const { writes } = await windowWrites([a, b], async () => {
+          for (let i = 0; i < 120; i++) {
+            const res = await call(i % 2 ? b.url : a.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': acct.apiKey } });
+            statuses.push(res.status);
+            if (res.status === 200) {
+              expect(res.headers.get('ratelimit-limit')).to.equal('100');
+              expect(Number(res.headers.get('ratelimit-remaining'))).to.be.within(0, 99);
+            } else {
+              expectThrottled(res, 60);
+              expect(res.headers.get('ratelimit-remaining')).to.equal('0');
+            }
+          }
+        });
+        expect(Math.floor(Date.now() / 60_000), 'the burst fitted in one window').to.equal(window);
+        const admitted = statuses.filter((s) => s === 200).length;
+        expect(admitted, 'the budget, plus at most 5 unflushed per process').to.be.within(100, 110);
+        expect(statuses.slice(112), 'once both processes know the window is spent, everything is refused').to.deep.equal(Array(8).fill(429));
+        expect(writes, 'about one write per 6 requests until the window is spent, none after').to.be.below(50);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+
+    it('writes a run of requests of one key within one flush interval once, and every admitted request reaches the store', async () => {
+      const MONGO_DB = ownDb();
+      const api = await startTestApi({ MONGO_DB, API_KEY_LIMIT_PER_MINUTE: '10000', RATE_LIMIT_FLUSH_MS: '60000', MONGO_SLOW_MS: '600000' });
+      try {
+        const acct = await createAccount(api.url);
+        await roomInWindow(60, 50);
+        const { writes } = await windowWrites([api], async () => {
+          for (let i = 0; i < 60; i++) expect((await call(api.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': acct.apiKey } })).status).to.equal(200);
+        });
+        // The window's first request is written; the other 59 are admitted locally (5% of 10000 may be unconfirmed).
+        expect(writes).to.equal(1);
+        // The flush writes what was admitted locally: the window ends up counting all 60.
+        await api.deps.limits.apiKey.flush();
+        const windows = await api.deps.mongo.collections.rateLimits.find({ key: `apikey:${acct.userId}` }).toArray();
+        expect(windows.map((w) => w.points)).to.deep.equal([60]);
+      } finally {
+        await api.close();
+      }
     });
   });
 
@@ -144,6 +216,60 @@ describe('rate limits shared through MongoDB', function () {
       expectThrottled(await attempt(acct.password), 60);
     } finally {
       await api.close();
+    }
+  });
+
+  it('with local counting, answers 503 once a flush failed, and writes what it admitted when the store is back', async () => {
+    // A TCP relay to the test server that can be cut: a real outage, as the driver sees one.
+    const config = testApiConfig({ MONGO_DB: ownDb() });
+    const target = new URL(config.mongo.url.replace(/^mongodb:/, 'http:'));
+    const sockets = new Set<net.Socket>();
+    let up = true;
+    const relay = net.createServer((client) => {
+      if (!up) return client.destroy();
+      const server = net.connect(Number(target.port || 27017), target.hostname);
+      for (const s of [client, server]) {
+        sockets.add(s);
+        s.on('close', () => sockets.delete(s)).on('error', () => undefined);
+      }
+      client.pipe(server).pipe(client);
+    });
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    const port = (relay.address() as net.AddressInfo).port;
+    const url = new URL(config.mongo.url);
+    url.host = `127.0.0.1:${port}`;
+    url.searchParams.set('directConnection', 'true');
+    const mongo = createMongo({ ...config, mongo: { ...config.mongo, url: url.toString() } }, { serverSelectionTimeoutMS: 500 });
+    try {
+      const limiter = new SharedLimiter(mongo, 'outage', 100, 60, '100 per minute', createLogger('test', 'silent'), { flushMs: 50, cap: 5 });
+      await roomInWindow(60, 20);
+      await limiter.consume('k'); // written
+      for (let i = 0; i < 3; i++) await limiter.consume('k'); // admitted locally, owed to the store
+      up = false;
+      for (const s of sockets) s.destroy();
+      // The flush fails; from then on no request is admitted without a write that succeeds.
+      let err: unknown = null;
+      for (let i = 0; i < 100 && !err; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        err = await limiter.consume('k').then(() => null, (e: unknown) => e);
+      }
+      expect(err).to.be.instanceOf(AppError).and.to.include({ code: 'unavailable', status: 503 });
+      expect(await limiter.consume('k').catch((e: unknown) => e)).to.include({ status: 503 });
+      up = true;
+      // Back: the owed local admissions go with the next write.
+      let state: unknown = null;
+      for (let i = 0; i < 100 && !state; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        state = await limiter.consume('k').catch(() => null);
+      }
+      expect(state).to.not.equal(null);
+      await limiter.flush();
+      const [window] = await mongo.collections.rateLimits.find({ key: 'outage:k' }).toArray();
+      expect(window?.points, 'the first, the 3 admitted before the outage, and the one after').to.equal(5);
+    } finally {
+      await mongo.close();
+      for (const s of sockets) s.destroy();
+      relay.close();
     }
   });
 

@@ -1,5 +1,5 @@
 import { RateLimiterMongo, type IRateLimiterMongoOptions } from 'rate-limiter-flexible';
-import type { Collection } from 'mongodb';
+import type { Collection, UpdateFilter } from 'mongodb';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { RateLimitDoc } from '../../../../shared/src/mongo/index.js';
 
@@ -41,6 +41,20 @@ export class WindowedMongoStore extends RateLimiterMongo {
   async _upsert(rlKey: string, points: number, msDuration: number, forceExpire = false): Promise<RateLimitDoc> {
     const { _id, expire } = this.window(rlKey, msDuration);
     const update = forceExpire ? { $set: { key: rlKey, points, expire } } : { $setOnInsert: { key: rlKey, expire }, $inc: { points } };
+    return this.upsertWindow(_id, update);
+  }
+
+  /**
+   * Adds `points` to the window of `subject` that starts at `start` (ms), the
+   * window a request was admitted in even if it has ended since; returns the
+   * window's total. One `findOneAndUpdate` by `_id`.
+   */
+  async addPoints(subject: string, start: number, points: number): Promise<RateLimitDoc> {
+    const rlKey = this.getKey(subject);
+    return this.upsertWindow(`${rlKey}:${start}`, { $setOnInsert: { key: rlKey, expire: new Date(start + this.windowMs) }, $inc: { points } });
+  }
+
+  private async upsertWindow(_id: string, update: UpdateFilter<RateLimitDoc>): Promise<RateLimitDoc> {
     for (let attempt = 0; ; attempt++) {
       try {
         const doc = await this.windows.findOneAndUpdate({ _id }, update, { upsert: true, returnDocument: 'after' });
