@@ -167,6 +167,13 @@ export interface WebhookDoc {
   last_status: number | null;
   last_delivery_at: Date | null;
   last_error: string | null;
+  /**
+   * false: nothing is sent to it (PATCH enabled:false). Absent on documents
+   * written before the field existed, which are enabled.
+   */
+  enabled?: boolean;
+  /** Set when re-enabled: like created_at, events that occurred before it are not delivered. */
+  enabled_at?: Date;
 }
 
 /**

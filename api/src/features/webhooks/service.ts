@@ -12,7 +12,7 @@ import { newWebhookSecret } from '../../../../shared/src/signing.js';
 import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
 import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '../../../../shared/src/url-safety.js';
 import type { ApiDeps } from '../../deps.js';
-import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput } from './schemas.js';
+import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 
 export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
 
@@ -22,6 +22,7 @@ export interface Webhook {
   url: string;
   events: string[];
   description: string;
+  enabled: boolean;
   created_at: string;
   last_status: number | null;
   last_delivery_at: string | null;
@@ -48,6 +49,7 @@ export function toWebhook(doc: WebhookDoc): Webhook {
     url: doc.url,
     events: doc.events,
     description: doc.description,
+    enabled: doc.enabled !== false,
     created_at: doc.created_at.toISOString(),
     last_status: doc.last_status,
     last_delivery_at: doc.last_delivery_at ? doc.last_delivery_at.toISOString() : null,
@@ -159,6 +161,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
       last_status: null,
       last_delivery_at: null,
       last_error: null,
+      enabled: true,
     };
     try {
       await webhooks.insertOne(doc);
@@ -169,6 +172,35 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
     }
   }
   throw full();
+}
+
+/**
+ * Changes any of url, events, description and enabled; the URL goes through
+ * the same checks as at creation. The delivery process reads the
+ * subscription right before every send, so once this returns:
+ * - `enabled: false`: nothing more is sent to it. Deliveries already queued
+ *   or waiting to be retried are given up when their turn comes (state
+ *   `failed`, outcome `subscription_disabled`), never sent later.
+ * - `enabled: true` again (from false): like a new subscription, it gets the
+ *   events that occur from now on (`enabled_at`), not those of the time it
+ *   was disabled.
+ * - a new url or events list applies to every send from now on (a retry of
+ *   an older delivery goes to the new url).
+ */
+export async function updateWebhook(deps: WebhookDeps, accountId: string, id: string, input: UpdateWebhookInput): Promise<Webhook> {
+  const current = await findOwned(deps, accountId, id);
+  if (input.events) assertEvents(input.events);
+  const set: Partial<WebhookDoc> = {};
+  if (input.url !== undefined) set.url = await assertSafeUrl(deps, accountId, input.url);
+  if (input.events !== undefined) set.events = input.events;
+  if (input.description !== undefined) set.description = input.description;
+  if (input.enabled !== undefined) {
+    set.enabled = input.enabled;
+    if (input.enabled && current.enabled === false) set.enabled_at = deps.clock();
+  }
+  const res = await storage(deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, { $set: set }));
+  if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
+  return getWebhook(deps, accountId, id);
 }
 
 /** Deletes the subscription; its pending deliveries are dropped and its attempt log removed. */

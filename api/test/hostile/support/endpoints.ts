@@ -33,7 +33,7 @@ export interface Fixture {
 
 export interface Endpoint {
   /** ALL: a route that answers every other method (with 405). */
-  method: 'GET' | 'POST' | 'DELETE' | 'OPTIONS' | 'ALL';
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE' | 'OPTIONS' | 'ALL';
   /** As the router declares it, e.g. `/api/v1/webhooks/:id`. */
   route: string;
   auth: AuthKind;
@@ -173,6 +173,15 @@ const WEBHOOKS: Endpoint[] = [
     runs: 150,
   },
   { method: 'GET', route: '/api/v1/webhooks/:id', auth: 'account', runs: 60 },
+  {
+    method: 'PATCH',
+    route: '/api/v1/webhooks/:id',
+    auth: 'account',
+    body: () =>
+      fc.record({ url: publicUrl, events: webhookEvents, description: fc.string({ unit: 'grapheme', maxLength: 80 }), enabled: fc.boolean() }, { requiredKeys: [] }).filter((b) => Object.keys(b).length > 0),
+    bodyFields: ['url', 'events', 'description', 'enabled'],
+    runs: 100,
+  },
   { method: 'DELETE', route: '/api/v1/webhooks/:id', auth: 'account', runs: 40 },
   { method: 'POST', route: '/api/v1/webhooks/:id/secret', auth: 'account', runs: 60 },
   { method: 'POST', route: '/api/v1/webhooks/:id/ping', auth: 'account', runs: 60 },
