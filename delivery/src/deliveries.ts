@@ -17,7 +17,7 @@ import { MongoBulkWriteError } from 'mongodb';
 import type { EventType } from '../../shared/src/eventlog/types.js';
 import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 
-export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'claims'>;
+export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims'>;
 
 /** Deterministic, so consuming the same event twice finds the existing delivery. */
 export function deliveryId(eventId: string, subscriptionId: string): string {
