@@ -69,7 +69,7 @@ describe('dashboard in a real browser', function () {
     await page.screenshot({ path: `${ARTIFACTS}/dashboard.png`, fullPage: true });
   });
 
-  it('adds a webhook, pings it, sees the ping in the live feed, and deletes it', async () => {
+  it('adds a webhook, pings it, sees the ping in the live feed, disables and enables it, and deletes it', async () => {
     const url = receiver.url('/ui-hook');
     await page.getByRole('button', { name: 'Start live feed' }).click();
     await page.locator('#feed-state', { hasText: 'live' }).waitFor();
