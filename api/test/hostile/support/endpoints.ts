@@ -196,12 +196,12 @@ const WEBHOOKS: Endpoint[] = [
 ];
 
 /** Tool arguments: names the tools know, with values of any shape (short waits when valid). */
-const toolArguments = fc.dictionary(fc.constantFrom('since', 'types', 'timeout_ms', 'limit', 'type', 'url', 'events', 'description', 'id', 'extra'), fc.oneof(hostileJson(2), fc.integer({ min: 0, max: 50 })), { maxKeys: 4 });
+const toolArguments = fc.dictionary(fc.constantFrom('since', 'types', 'timeout_ms', 'limit', 'type', 'url', 'events', 'description', 'enabled', 'id', 'extra'), fc.oneof(hostileJson(2), fc.integer({ min: 0, max: 50 })), { maxKeys: 4 });
 const rpcId = fc.oneof(fc.integer(), fc.string({ maxLength: 20 }));
 const rpcMessage = fc.oneof(
   fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constant('initialize'), params: fc.record({ protocolVersion: fc.constantFrom('2025-11-25', '2025-06-18', '2025-03-26', '1999-01-01'), capabilities: fc.constant({}), clientInfo: fc.record({ name: fc.string(), version: fc.string() }) }) }),
   fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constantFrom('ping', 'tools/list') }),
-  fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constant('tools/call'), params: fc.record({ name: fc.constantFrom('whoami', 'list_events', 'wait_for_event', 'list_webhooks', 'create_webhook', 'get_webhook', 'delete_webhook', 'no_such_tool'), arguments: toolArguments }) }),
+  fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constant('tools/call'), params: fc.record({ name: fc.constantFrom('whoami', 'list_events', 'wait_for_event', 'list_webhooks', 'create_webhook', 'update_webhook', 'get_webhook', 'delete_webhook', 'no_such_tool'), arguments: toolArguments }) }),
   fc.record({ jsonrpc: fc.constant('2.0'), method: fc.constantFrom('notifications/initialized', 'notifications/cancelled') }),
 );
 
