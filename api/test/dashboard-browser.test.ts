@@ -69,7 +69,7 @@ describe('dashboard in a real browser', function () {
     await page.screenshot({ path: `${ARTIFACTS}/dashboard.png`, fullPage: true });
   });
 
-  it('adds a webhook, pings it, sees the ping in the live feed, and deletes it', async () => {
+  it('adds a webhook, pings it, sees the ping in the live feed, disables and enables it, and deletes it', async () => {
     const url = receiver.url('/ui-hook');
     await page.getByRole('button', { name: 'Start live feed' }).click();
     await page.locator('#feed-state', { hasText: 'live' }).waitFor();
@@ -87,6 +87,21 @@ describe('dashboard in a real browser', function () {
     // The ping goes through the event log, so the live feed (SSE) shows it.
     await page.locator('#feed li', { hasText: 'webhook.ping' }).waitFor({ timeout: 20_000 });
     await page.screenshot({ path: `${ARTIFACTS}/dashboard.png`, fullPage: true });
+
+    // Disable and enable again (PATCH); the state shows in the row and in the API.
+    const enabledOf = (): Promise<boolean> =>
+      page.evaluate(async (u) => {
+        const res = await fetch('/api/v1/webhooks', { headers: { authorization: `Bearer ${(globalThis as unknown as { sessionStorage: { getItem(k: string): string | null } }).sessionStorage.getItem('svc_session')}` } });
+        return ((await res.json()) as { webhooks: { url: string; enabled: boolean }[] }).webhooks.find((w) => w.url === u)!.enabled;
+      }, url);
+    await row.getByRole('button', { name: `Disable ${url}` }).click();
+    await row.getByRole('button', { name: `Enable ${url}` }).waitFor();
+    expect(await row.locator('td').nth(2).textContent()).to.match(/disabled$/);
+    expect(await enabledOf()).to.equal(false);
+    await row.getByRole('button', { name: `Enable ${url}` }).click();
+    await row.getByRole('button', { name: `Disable ${url}` }).waitFor();
+    expect(await row.locator('td').nth(2).textContent()).to.not.match(/disabled/);
+    expect(await enabledOf()).to.equal(true);
 
     await row.getByRole('button', { name: `Delete ${url}` }).click();
     await row.waitFor({ state: 'detached' });

@@ -8,7 +8,7 @@ import { call, sharedApis } from './support/api.js';
 import { eventually, ingest, sleep } from './support/events.js';
 import { connectClient } from './support/mcp.js';
 
-const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'delete_webhook', 'ping_webhook', 'whoami'];
+const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'update_webhook', 'delete_webhook', 'ping_webhook', 'whoami'];
 
 async function expectHttpStatus(promise: Promise<unknown>, status: number): Promise<void> {
   try {
@@ -198,6 +198,16 @@ describe('MCP with the official SDK client', function () {
     });
     expect(pinged).to.deep.include({ id: ping.event_id, type: 'webhook.ping' });
     expect(pinged.data).to.deep.equal({ subscription_id: created.id });
+
+    const updated = structured(await c.callTool({ name: 'update_webhook', arguments: { id: created.id, enabled: false, events: ['*'] } }));
+    expect(updated).to.include({ id: created.id, enabled: false, description: 'agent' });
+    expect(updated.events).to.deep.equal(['*']);
+    expect(updated).to.not.have.property('secret');
+    expect((await call(api.url, 'GET', `/api/v1/webhooks/${created.id}`, { headers: bearer(acct.apiKey) })).body).to.deep.equal(updated);
+    for (const args of [{ id: created.id }, { id: created.id, url: 'https://10.1.2.3/in' }, { id: created.id, enabled: 'no' }]) {
+      const refused = await c.callTool({ name: 'update_webhook', arguments: args });
+      expect(refused.isError, JSON.stringify(args)).to.equal(true);
+    }
 
     expect(structured(await c.callTool({ name: 'delete_webhook', arguments: { id: created.id } }))).to.deep.equal({ id: created.id, deleted: true });
     const again = await c.callTool({ name: 'delete_webhook', arguments: { id: created.id } });

@@ -59,9 +59,14 @@ export function decodeMessage(message: KafkaMessage, partition: number, log: Log
   return { envelope, offset: message.offset, record: toRecord(envelope, { partition, offset: BigInt(message.offset) }) };
 }
 
-/** `["*"]` matches everything; a ping goes only to the subscription it names; nothing older than the subscription. */
+/**
+ * `["*"]` matches everything; a ping goes only to the subscription it names;
+ * nothing older than the subscription (or than its last re-enabling); nothing
+ * to a disabled one (dispatch checks again right before sending).
+ */
 export function matches(sub: WebhookDoc, envelope: EventEnvelope): boolean {
   if (sub.account_id !== envelope.account_id) return false;
+  if (sub.enabled === false) return false;
   if (occurredBefore(envelope, sub)) return false;
   if (envelope.type === 'webhook.ping') return envelope.target_subscription_id === sub._id;
   return sub.events.includes('*') || sub.events.includes(envelope.type);
@@ -69,7 +74,9 @@ export function matches(sub: WebhookDoc, envelope: EventEnvelope): boolean {
 
 function occurredBefore(envelope: EventEnvelope, sub: WebhookDoc): boolean {
   const at = Date.parse(envelope.created_at);
-  return !Number.isNaN(at) && sub.created_at instanceof Date && at < sub.created_at.getTime();
+  if (Number.isNaN(at)) return false;
+  if (sub.created_at instanceof Date && at < sub.created_at.getTime()) return true;
+  return sub.enabled_at instanceof Date && at < sub.enabled_at.getTime();
 }
 
 async function subscriptionsByAccount(c: DeliveryCollections, accounts: string[]): Promise<Map<string, WebhookDoc[]>> {

@@ -17,7 +17,7 @@ import { MongoBulkWriteError } from 'mongodb';
 import type { EventType } from '../../shared/src/eventlog/types.js';
 import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 
-export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'claims'>;
+export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims'>;
 
 /** Deterministic, so consuming the same event twice finds the existing delivery. */
 export function deliveryId(eventId: string, subscriptionId: string): string {
@@ -145,6 +145,21 @@ export interface AttemptRecord {
 /** A delivery whose subscription was deleted is dropped rather than sent. */
 export async function dropDelivery(c: DeliveryCollections, held: DeliveryDoc): Promise<void> {
   await c.deliveries.deleteOne({ _id: held._id, claim_seq: held.claim_seq });
+}
+
+/** Outcome of a delivery given up unsent because its subscription was disabled. */
+export const DISABLED_OUTCOME = 'subscription_disabled';
+
+/**
+ * A delivery whose subscription is disabled is given up, unsent: it is not
+ * kept for a later re-enabling (which, like a new subscription, gets only
+ * events from then on). Fenced on our claim.
+ */
+export async function giveUpDisabled(c: DeliveryCollections, held: DeliveryDoc, now: Date): Promise<void> {
+  await c.deliveries.updateOne(
+    { _id: held._id, claim_seq: held.claim_seq, state: 'pending' },
+    { $set: { state: 'failed', next_attempt_at: null, last_outcome: DISABLED_OUTCOME, lease_owner: null, lease_until: null, updated_at: now } },
+  );
 }
 
 export function newDelivery(args: {

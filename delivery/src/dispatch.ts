@@ -9,8 +9,9 @@
  * alive here (a record lagging behind a slow store must not let the lease run
  * out while the attempt is already sent: another claimer would send it
  * again), and the scheduler skips what this process holds. The subscription is
- * read right before each attempt, so a deleted subscription gets nothing and a
- * rotated secret signs the very next attempt.
+ * read right before each attempt, so a deleted or disabled subscription gets
+ * nothing, a rotated secret signs the very next attempt and a changed url is
+ * where it goes.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../shared/src/log.js';
@@ -18,7 +19,7 @@ import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { claim, dropDelivery, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { claim, dropDelivery, giveUpDisabled, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import type { Sender } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
 import { FairQueue } from './fair-queue.js';
@@ -226,6 +227,12 @@ export class Dispatcher {
       const sub = await deps.collections.webhooks.findOne({ _id: held.subscription_id });
       if (!sub) {
         await dropDelivery(deps.collections, held);
+        return;
+      }
+      // Likewise a PATCH enabled:false: given up unsent, not kept for a re-enabling.
+      if (sub.enabled === false) {
+        await giveUpDisabled(deps.collections, held, deps.clock());
+        deps.log.debug({ delivery: held._id, subscription: sub._id }, 'delivery given up: its subscription is disabled');
         return;
       }
       const outcome = await send(deps, held, sub);

@@ -3,7 +3,8 @@
  * attempt itself first (so a crash right after sending can at worst repeat a
  * recorded attempt, never lose one), then the delivery's new state (only
  * while we still hold it), then the subscription's last_* fields (only if no
- * later attempt was recorded there). A batch keeps that order step by step
+ * later attempt was recorded there; in their own document, webhook_status,
+ * never in the subscription's, which only the API writes: see WebhookDoc). A batch keeps that order step by step
  * (every attempt of the batch, then every delivery, then the subscriptions),
  * so a crash between two steps leaves what it always left: a recorded attempt
  * whose delivery is still leased and is retried when the lease runs out. What changes is the number of round trips:
@@ -15,7 +16,7 @@
  */
 import { MongoBulkWriteError, type Filter, type UpdateFilter } from 'mongodb';
 import type { Logger } from '../../shared/src/log.js';
-import type { AttemptDoc, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
+import type { AttemptDoc, DeliveryDoc, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
 import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
 
 interface Pending {
@@ -127,7 +128,7 @@ export class AttemptRecorder {
     // update command of a few hundred statements (measured: 2 fine, 200 never returned
     // in 60 s), and one writer at a time also spares SQLite its lock contention.
     for (const p of batch) await recordStateOf(this.c, p.record);
-    for (const u of subscriptionUpdates(batch.map((p) => p.record))) await this.c.webhooks.updateOne(...u);
+    for (const [filter, update] of subscriptionUpdates(batch.map((p) => p.record))) await writeStatus(this.c, filter, update);
   }
 }
 
@@ -206,14 +207,30 @@ export function deliveryUpdate(r: AttemptRecord): [{ _id: string; claim_seq: num
  * subscription run concurrently, so the stored last_delivery_at guards against
  * an earlier-started attempt overwriting a later one from another flush.
  */
-export function subscriptionUpdates(records: AttemptRecord[]): [Filter<WebhookDoc>, UpdateFilter<WebhookDoc>][] {
+export function subscriptionUpdates(records: AttemptRecord[]): [Filter<WebhookStatusDoc> & { _id: string }, { $set: Omit<WebhookStatusDoc, '_id'> }][] {
   const latest = new Map<string, AttemptRecord>();
   for (const r of records) {
     const seen = latest.get(r.delivery.subscription_id);
     if (!seen || seen.at.getTime() <= r.at.getTime()) latest.set(r.delivery.subscription_id, r);
   }
   return [...latest.values()].map((r) => [
-    { _id: r.delivery.subscription_id, $or: [{ last_delivery_at: null }, { last_delivery_at: { $lte: r.at } }] },
+    { _id: r.delivery.subscription_id, last_delivery_at: { $lte: r.at } },
     { $set: { last_status: r.status, last_delivery_at: r.at, last_error: r.status === null ? r.outcome : null } },
   ]);
+}
+
+/**
+ * The guarded update; when it matches nothing, the status document may not
+ * exist yet: insert it. A concurrent insert wins the _id: then the guarded
+ * update is tried once more (it applies only if ours is the later attempt).
+ */
+async function writeStatus(c: DeliveryCollections, filter: Filter<WebhookStatusDoc> & { _id: string }, update: { $set: Omit<WebhookStatusDoc, '_id'> }): Promise<void> {
+  const res = await c.webhookStatus.updateOne(filter, update);
+  if (res.matchedCount > 0) return;
+  try {
+    await c.webhookStatus.insertOne({ _id: filter._id, ...update.$set });
+  } catch (err) {
+    if ((err as { code?: number }).code !== DUPLICATE_KEY) throw err;
+    await c.webhookStatus.updateOne(filter, update);
+  }
 }

@@ -22,7 +22,7 @@ describe('hostile: fuzzing every endpoint', function () {
   });
 
   /** Endpoints that change or delete what they are given get an account of their own; the rest share one. */
-  const fixtureOf = (ep: Endpoint): Promise<Fixture> => (ep.changesCredential || ep.method === 'DELETE' ? richFixture(apis[0]) : (shared ??= richFixture(apis[0])));
+  const fixtureOf = (ep: Endpoint): Promise<Fixture> => (ep.changesCredential || ep.method === 'DELETE' || ep.method === 'PATCH' ? richFixture(apis[0]) : (shared ??= richFixture(apis[0])));
 
   after(async () => {
     console.log(`        fuzz total so far: ${total('fuzz')} cases`);

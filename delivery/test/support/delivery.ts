@@ -140,8 +140,12 @@ export class TestDb {
     return secret;
   }
 
-  webhook(id: string): Promise<WebhookDoc | null> {
-    return this.db.collection<WebhookDoc>('webhooks').findOne({ _id: id });
+  /** The subscription with its last-attempt status (kept apart, in webhook_status) merged in, as the API shows it. */
+  async webhook(id: string): Promise<WebhookDoc | null> {
+    const doc = await this.db.collection<WebhookDoc>('webhooks').findOne({ _id: id });
+    const status = await this.db.collection<{ _id: string; last_status: number | null; last_delivery_at: Date; last_error: string | null }>('webhook_status').findOne({ _id: id });
+    if (!doc || !status) return doc;
+    return { ...doc, last_status: status.last_status, last_delivery_at: status.last_delivery_at, last_error: status.last_error };
   }
 
   attempts(subscriptionId: string): Promise<any[]> {

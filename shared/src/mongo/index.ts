@@ -22,6 +22,7 @@ import type {
   UserDoc,
   WatermarkDoc,
   WebhookDoc,
+  WebhookStatusDoc,
 } from './documents.js';
 import { watchSlowCommands } from './slow-log.js';
 import { MonitorWatchdog } from './watchdog.js';
@@ -39,6 +40,7 @@ export const COLLECTION_NAMES = {
   ingestKeys: 'ingest_keys',
   streamSlots: 'stream_slots',
   webhooks: 'webhooks',
+  webhookStatus: 'webhook_status',
   deliveries: 'deliveries',
   attempts: 'delivery_attempts',
   claims: 'delivery_claims',
@@ -57,6 +59,7 @@ export interface Collections {
   ingestKeys: Collection<IngestKeyDoc>;
   streamSlots: Collection<StreamSlotDoc>;
   webhooks: Collection<WebhookDoc>;
+  webhookStatus: Collection<WebhookStatusDoc>;
   deliveries: Collection<DeliveryDoc>;
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
@@ -95,6 +98,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     ingestKeys: db.collection(COLLECTION_NAMES.ingestKeys),
     streamSlots: db.collection(COLLECTION_NAMES.streamSlots),
     webhooks: db.collection(COLLECTION_NAMES.webhooks),
+    webhookStatus: db.collection(COLLECTION_NAMES.webhookStatus),
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
     attempts: db.collection(COLLECTION_NAMES.attempts),
     claims: db.collection(COLLECTION_NAMES.claims),
@@ -131,6 +135,7 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { account_id: 1, created_at: 1 }, name: 'account_created' },
     { key: { account_id: 1, slot: 1 }, name: 'account_slot_unique', unique: true },
   ],
+  webhookStatus: [],
   deliveries: [
     { key: { state: 1, next_attempt_at: 1 }, name: 'due' },
     { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },

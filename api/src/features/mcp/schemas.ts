@@ -8,7 +8,7 @@
 import type { Schema } from 'ajv';
 import type { ApiConfig } from '../../config.js';
 import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, listEventsQuery, waitBody } from '../events/schemas.js';
-import { createWebhookBody } from '../webhooks/schemas.js';
+import { createWebhookBody, updateWebhookBody } from '../webhooks/schemas.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -55,6 +55,22 @@ export const webhookIdInput: JsonSchema = {
   additionalProperties: false,
 };
 
+/** PATCH's own body schema plus the id: at least one field besides it. */
+export const updateWebhookInput: JsonSchema = (() => {
+  const body = described(updateWebhookBody.schema, {
+    url: 'New HTTPS URL on the public internet (checked as at creation: private, loopback and internal addresses are refused).',
+    events: 'New list of event types to deliver, or ["*"] for every type.',
+    description: 'New free text to recognise the subscription by.',
+    enabled: 'false stops every delivery to it (queued and retrying ones are given up, not sent later); true resumes with the events that occur from then on.',
+  });
+  return {
+    ...body,
+    properties: { id: (webhookIdInput.properties as Record<string, JsonSchema>).id, ...(body.properties as Record<string, JsonSchema>) },
+    required: ['id'],
+    minProperties: 2,
+  };
+})();
+
 const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: 'null' }] });
 
 const eventRecord: JsonSchema = {
@@ -94,6 +110,7 @@ export const webhookOutput: JsonSchema = {
     url: { type: 'string' },
     events: { type: 'array', items: { type: 'string' } },
     description: { type: 'string' },
+    enabled: { type: 'boolean' },
     created_at: { type: 'string' },
     last_status: nullable({ type: 'integer' }),
     last_delivery_at: nullable({ type: 'string' }),

@@ -10,8 +10,8 @@ import { valueValidator, type Validator } from '../../validation.js';
 import { profile } from '../auth/service.js';
 import type { WaitInput } from '../events/schemas.js';
 import { listEvents, waitForEvent } from '../events/service.js';
-import type { CreateWebhookInput } from '../webhooks/schemas.js';
-import { createWebhook, deleteWebhook, listWebhooks, pingWebhook } from '../webhooks/service.js';
+import type { CreateWebhookInput, UpdateWebhookInput } from '../webhooks/schemas.js';
+import { createWebhook, deleteWebhook, listWebhooks, pingWebhook, updateWebhook } from '../webhooks/service.js';
 import {
   createdWebhookOutput,
   createWebhookInput,
@@ -22,9 +22,11 @@ import {
   listWebhooksOutput,
   noArguments,
   pingOutput,
+  updateWebhookInput,
   waitForEventInput,
   waitForEventOutput,
   webhookIdInput,
+  webhookOutput,
   whoamiOutput,
 } from './schemas.js';
 
@@ -122,6 +124,15 @@ const webhookTools: Tool[] = [
     inputSchema: createWebhookInput,
     outputSchema: createdWebhookOutput,
     run: ({ deps, caller }, args) => createWebhook(deps, caller.accountId, args),
+  }),
+  tool<UpdateWebhookInput & { id: string }>('update_webhook', {
+    title: 'Change or disable a webhook subscription',
+    description:
+      'Changes any of url, events, description and enabled of one subscription (by id). enabled: false stops all deliveries to it (those queued or retrying are given up); enabled: true resumes it for events from then on. Returns the subscription as list_webhooks shows it (no secret).',
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+    inputSchema: updateWebhookInput,
+    outputSchema: webhookOutput,
+    run: ({ deps, caller }, { id, ...changes }) => updateWebhook(deps, caller.accountId, id, changes),
   }),
   tool<{ id: string }>('delete_webhook', {
     title: 'Delete a webhook subscription',

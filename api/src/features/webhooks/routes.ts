@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
-import { attemptsQuery, createWebhookBody } from './schemas.js';
-import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret } from './service.js';
+import { attemptsQuery, createWebhookBody, updateWebhookBody } from './schemas.js';
+import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret, updateWebhook } from './service.js';
 import { newRouter, route } from '../../middleware/route.js';
 
 /** Webhook subscriptions of the caller's account (docs/spec.md section 4, Webhooks). */
@@ -23,6 +23,11 @@ export function webhookRoutes(deps: ApiDeps): Router {
 
   route(router, deps.config.http, { method: 'get', path: '/:id', guard: auth }, async (ctx) => {
     ctx.body = await getWebhook(deps, authOf(ctx).accountId, ctx.params.id as string);
+  });
+
+  route(router, deps.config.http, { method: 'patch', path: '/:id', guard: auth }, async (ctx) => {
+    const input = updateWebhookBody(ctx.request.body);
+    ctx.body = await updateWebhook(deps, authOf(ctx).accountId, ctx.params.id as string, input);
   });
 
   route(router, deps.config.http, { method: 'delete', path: '/:id', guard: auth }, async (ctx) => {

@@ -15,21 +15,38 @@ export interface CreateWebhookInput {
   description?: string;
 }
 
+const webhookFields = {
+  url: { type: 'string', minLength: 1, maxLength: MAX_URL_LENGTH },
+  events: {
+    type: 'array',
+    minItems: 1,
+    maxItems: EVENT_TYPES.length,
+    uniqueItems: true,
+    items: { type: 'string', enum: ['*', ...EVENT_TYPES] },
+  },
+  description: { type: 'string', maxLength: MAX_DESCRIPTION_LENGTH },
+};
+
 export const createWebhookBody = bodyValidator<CreateWebhookInput>({
   type: 'object',
   additionalProperties: false,
   required: ['url', 'events'],
-  properties: {
-    url: { type: 'string', minLength: 1, maxLength: MAX_URL_LENGTH },
-    events: {
-      type: 'array',
-      minItems: 1,
-      maxItems: EVENT_TYPES.length,
-      uniqueItems: true,
-      items: { type: 'string', enum: ['*', ...EVENT_TYPES] },
-    },
-    description: { type: 'string', maxLength: MAX_DESCRIPTION_LENGTH },
-  },
+  properties: webhookFields,
+});
+
+export interface UpdateWebhookInput {
+  url?: string;
+  events?: string[];
+  description?: string;
+  enabled?: boolean;
+}
+
+/** PATCH: any of the fields, at least one; unknown fields are refused by name. */
+export const updateWebhookBody = bodyValidator<UpdateWebhookInput>({
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { ...webhookFields, enabled: { type: 'boolean' } },
 });
 
 export interface AttemptsQuery {

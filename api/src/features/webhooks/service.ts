@@ -7,12 +7,12 @@ import { randomBytes } from 'node:crypto';
 import { AppError, notFound, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
 import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
-import type { AttemptDoc, WebhookDoc } from '../../../../shared/src/mongo/index.js';
+import type { AttemptDoc, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
 import { newWebhookSecret } from '../../../../shared/src/signing.js';
 import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
 import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '../../../../shared/src/url-safety.js';
 import type { ApiDeps } from '../../deps.js';
-import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput } from './schemas.js';
+import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 
 export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
 
@@ -22,6 +22,7 @@ export interface Webhook {
   url: string;
   events: string[];
   description: string;
+  enabled: boolean;
   created_at: string;
   last_status: number | null;
   last_delivery_at: string | null;
@@ -42,16 +43,19 @@ export interface Attempt {
   next_attempt_at: string | null;
 }
 
-export function toWebhook(doc: WebhookDoc): Webhook {
+/** `status`: the delivery process's record of the last attempt (older documents carry it themselves). */
+export function toWebhook(doc: WebhookDoc, status?: WebhookStatusDoc | null): Webhook {
+  const last = status ?? doc;
   return {
     id: doc._id,
     url: doc.url,
     events: doc.events,
     description: doc.description,
+    enabled: doc.enabled !== false,
     created_at: doc.created_at.toISOString(),
-    last_status: doc.last_status,
-    last_delivery_at: doc.last_delivery_at ? doc.last_delivery_at.toISOString() : null,
-    last_error: doc.last_error,
+    last_status: last.last_status ?? null,
+    last_delivery_at: last.last_delivery_at ? last.last_delivery_at.toISOString() : null,
+    last_error: last.last_error ?? null,
   };
 }
 
@@ -88,12 +92,16 @@ export async function findOwned(deps: WebhookDeps, accountId: string, id: string
 }
 
 export async function listWebhooks(deps: WebhookDeps, accountId: string): Promise<{ webhooks: Webhook[] }> {
-  const docs = await storage(deps.mongo.collections.webhooks.find({ account_id: accountId }).sort({ created_at: 1, _id: 1 }).toArray());
-  return { webhooks: docs.map(toWebhook) };
+  const { webhooks, webhookStatus } = deps.mongo.collections;
+  const docs = await storage(webhooks.find({ account_id: accountId }).sort({ created_at: 1, _id: 1 }).toArray());
+  const statuses = docs.length === 0 ? [] : await storage(webhookStatus.find({ _id: { $in: docs.map((d) => d._id) } }).toArray());
+  const byId = new Map(statuses.map((s) => [s._id, s]));
+  return { webhooks: docs.map((d) => toWebhook(d, byId.get(d._id))) };
 }
 
 export async function getWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<Webhook> {
-  return toWebhook(await findOwned(deps, accountId, id));
+  const doc = await findOwned(deps, accountId, id);
+  return toWebhook(doc, await storage(deps.mongo.collections.webhookStatus.findOne({ _id: doc._id })));
 }
 
 /**
@@ -159,6 +167,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
       last_status: null,
       last_delivery_at: null,
       last_error: null,
+      enabled: true,
     };
     try {
       await webhooks.insertOne(doc);
@@ -171,14 +180,43 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
   throw full();
 }
 
+/**
+ * Changes any of url, events, description and enabled; the URL goes through
+ * the same checks as at creation. The delivery process reads the
+ * subscription right before every send, so once this returns:
+ * - `enabled: false`: nothing more is sent to it. Deliveries already queued
+ *   or waiting to be retried are given up when their turn comes (state
+ *   `failed`, outcome `subscription_disabled`), never sent later.
+ * - `enabled: true` again (from false): like a new subscription, it gets the
+ *   events that occur from now on (`enabled_at`), not those of the time it
+ *   was disabled.
+ * - a new url or events list applies to every send from now on (a retry of
+ *   an older delivery goes to the new url).
+ */
+export async function updateWebhook(deps: WebhookDeps, accountId: string, id: string, input: UpdateWebhookInput): Promise<Webhook> {
+  const current = await findOwned(deps, accountId, id);
+  if (input.events) assertEvents(input.events);
+  const set: Partial<WebhookDoc> = {};
+  if (input.url !== undefined) set.url = await assertSafeUrl(deps, accountId, input.url);
+  if (input.events !== undefined) set.events = input.events;
+  if (input.description !== undefined) set.description = input.description;
+  if (input.enabled !== undefined) {
+    set.enabled = input.enabled;
+    if (input.enabled && current.enabled === false) set.enabled_at = deps.clock();
+  }
+  const res = await storage(deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, { $set: set }));
+  if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
+  return getWebhook(deps, accountId, id);
+}
+
 /** Deletes the subscription; its pending deliveries are dropped and its attempt log removed. */
 export async function deleteWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<void> {
   if (!WEBHOOK_ID.test(id)) throw notFound('Webhook');
-  const { webhooks, deliveries, attempts } = deps.mongo.collections;
+  const { webhooks, webhookStatus, deliveries, attempts } = deps.mongo.collections;
   const res = await storage(webhooks.deleteOne({ _id: id, account_id: accountId }));
   if (res.deletedCount === 0) throw notFound('Webhook');
   // Best effort: the delivery process also drops deliveries whose subscription is gone.
-  await storage(Promise.all([deliveries.deleteMany({ subscription_id: id }), attempts.deleteMany({ subscription_id: id })]));
+  await storage(Promise.all([deliveries.deleteMany({ subscription_id: id }), attempts.deleteMany({ subscription_id: id }), webhookStatus.deleteOne({ _id: id })]));
 }
 
 export async function revealSecret(deps: WebhookDeps, accountId: string, id: string): Promise<{ secret: string }> {

@@ -33,7 +33,7 @@ export interface Fixture {
 
 export interface Endpoint {
   /** ALL: a route that answers every other method (with 405). */
-  method: 'GET' | 'POST' | 'DELETE' | 'OPTIONS' | 'ALL';
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE' | 'OPTIONS' | 'ALL';
   /** As the router declares it, e.g. `/api/v1/webhooks/:id`. */
   route: string;
   auth: AuthKind;
@@ -173,6 +173,15 @@ const WEBHOOKS: Endpoint[] = [
     runs: 150,
   },
   { method: 'GET', route: '/api/v1/webhooks/:id', auth: 'account', runs: 60 },
+  {
+    method: 'PATCH',
+    route: '/api/v1/webhooks/:id',
+    auth: 'account',
+    body: () =>
+      fc.record({ url: publicUrl, events: webhookEvents, description: fc.string({ unit: 'grapheme', maxLength: 80 }), enabled: fc.boolean() }, { requiredKeys: [] }).filter((b) => Object.keys(b).length > 0),
+    bodyFields: ['url', 'events', 'description', 'enabled'],
+    runs: 100,
+  },
   { method: 'DELETE', route: '/api/v1/webhooks/:id', auth: 'account', runs: 40 },
   { method: 'POST', route: '/api/v1/webhooks/:id/secret', auth: 'account', runs: 60 },
   { method: 'POST', route: '/api/v1/webhooks/:id/ping', auth: 'account', runs: 60 },
@@ -187,12 +196,12 @@ const WEBHOOKS: Endpoint[] = [
 ];
 
 /** Tool arguments: names the tools know, with values of any shape (short waits when valid). */
-const toolArguments = fc.dictionary(fc.constantFrom('since', 'types', 'timeout_ms', 'limit', 'type', 'url', 'events', 'description', 'id', 'extra'), fc.oneof(hostileJson(2), fc.integer({ min: 0, max: 50 })), { maxKeys: 4 });
+const toolArguments = fc.dictionary(fc.constantFrom('since', 'types', 'timeout_ms', 'limit', 'type', 'url', 'events', 'description', 'enabled', 'id', 'extra'), fc.oneof(hostileJson(2), fc.integer({ min: 0, max: 50 })), { maxKeys: 4 });
 const rpcId = fc.oneof(fc.integer(), fc.string({ maxLength: 20 }));
 const rpcMessage = fc.oneof(
   fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constant('initialize'), params: fc.record({ protocolVersion: fc.constantFrom('2025-11-25', '2025-06-18', '2025-03-26', '1999-01-01'), capabilities: fc.constant({}), clientInfo: fc.record({ name: fc.string(), version: fc.string() }) }) }),
   fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constantFrom('ping', 'tools/list') }),
-  fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constant('tools/call'), params: fc.record({ name: fc.constantFrom('whoami', 'list_events', 'wait_for_event', 'list_webhooks', 'create_webhook', 'get_webhook', 'delete_webhook', 'no_such_tool'), arguments: toolArguments }) }),
+  fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constant('tools/call'), params: fc.record({ name: fc.constantFrom('whoami', 'list_events', 'wait_for_event', 'list_webhooks', 'create_webhook', 'update_webhook', 'get_webhook', 'delete_webhook', 'no_such_tool'), arguments: toolArguments }) }),
   fc.record({ jsonrpc: fc.constant('2.0'), method: fc.constantFrom('notifications/initialized', 'notifications/cancelled') }),
 );
 

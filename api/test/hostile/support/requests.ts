@@ -32,7 +32,7 @@ const HEADER_NAMES = ['authorization', 'x-api-key', 'content-type', 'content-enc
 function bodyArb(ep: Endpoint, f: Fixture): fc.Arbitrary<{ body?: string; contentType?: string }> {
   const json = (v: unknown): { body: string } => ({ body: JSON.stringify(v) ?? 'null' });
   const none = fc.constant({});
-  if (ep.method !== 'POST' && ep.method !== 'ALL') return none; // fetch sends no body with GET; DELETE bodies are ignored
+  if (ep.method !== 'POST' && ep.method !== 'PATCH' && ep.method !== 'ALL') return none; // fetch sends no body with GET; DELETE bodies are ignored
   const valid = ep.body ? ep.body(f) : fc.constant({});
   return fc.oneof(
     { weight: 1, arbitrary: none },

@@ -72,7 +72,8 @@ async function loadHooks() {
   const { webhooks } = await api('GET', '/api/v1/webhooks');
   const rows = webhooks.map((hook) => {
     const tr = el('tr');
-    tr.append(el('td', hook.url), el('td', hook.events.join(', ')), el('td', hook.last_status ?? hook.last_error ?? '—'), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
+    const last = String(hook.last_status ?? hook.last_error ?? '—');
+    tr.append(el('td', hook.url), el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · disabled` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
     const actions = el('td');
     const ping = el('button', 'Ping', { type: 'button', 'aria-label': `Ping ${hook.url}` });
     ping.onclick = () => act(async () => { await api('POST', `/api/v1/webhooks/${hook.id}/ping`); say('Ping sent.'); setTimeout(loadHooks, 1500); });
@@ -80,7 +81,14 @@ async function loadHooks() {
     attempts.onclick = () => act(() => showAttempts(hook));
     const del = el('button', 'Delete', { type: 'button', class: 'secondary', 'aria-label': `Delete ${hook.url}` });
     del.onclick = () => act(async () => { await api('DELETE', `/api/v1/webhooks/${hook.id}`); say('Webhook deleted.'); await loadHooks(); });
-    actions.append(ping, ' ', attempts, ' ', del);
+    const enabled = hook.enabled !== false;
+    const toggle = el('button', enabled ? 'Disable' : 'Enable', { type: 'button', class: 'secondary', 'aria-label': `${enabled ? 'Disable' : 'Enable'} ${hook.url}` });
+    toggle.onclick = () => act(async () => {
+      await api('PATCH', `/api/v1/webhooks/${hook.id}`, { enabled: !enabled });
+      say(enabled ? 'Webhook disabled: nothing is sent to it until it is enabled again.' : 'Webhook enabled: it gets events from now on.');
+      await loadHooks();
+    });
+    actions.append(ping, ' ', attempts, ' ', toggle, ' ', del);
     tr.append(actions);
     return tr;
   });

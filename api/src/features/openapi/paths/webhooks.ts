@@ -1,5 +1,5 @@
 import type { ApiConfig } from '../../../config.js';
-import { attemptsQuery, createWebhookBody, WEBHOOK_ID } from '../../webhooks/schemas.js';
+import { attemptsQuery, createWebhookBody, updateWebhookBody, WEBHOOK_ID } from '../../webhooks/schemas.js';
 import { authedJson, errors, ref, USER_SECURITY } from '../components.js';
 import { bodySchema, queryParameters, type SchemaObject } from '../convert.js';
 
@@ -9,12 +9,13 @@ const nullableDate = (description: string): SchemaObject => ({ type: ['string', 
 
 const webhook = {
   type: 'object',
-  required: ['id', 'url', 'events', 'description', 'created_at', 'last_status', 'last_delivery_at', 'last_error'],
+  required: ['id', 'url', 'events', 'description', 'enabled', 'created_at', 'last_status', 'last_delivery_at', 'last_error'],
   properties: {
     id: { type: 'string', pattern: WEBHOOK_ID.source },
     url: { type: 'string', description: 'HTTPS, public; stored in canonical form' },
     events: { type: 'array', items: { type: 'string' }, description: 'Event types, or `["*"]` for all' },
     description: { type: 'string' },
+    enabled: { type: 'boolean', description: 'false: nothing is sent to it (set with PATCH); true for subscriptions created before the field existed' },
     created_at: { type: 'string', format: 'date-time' },
     last_status: { type: ['integer', 'null'], description: 'HTTP status of the last attempt; null before the first attempt or when none was received (timeout, connection failure)' },
     last_delivery_at: nullableDate('When the last attempt was made'),
@@ -69,6 +70,12 @@ export function webhookPaths(config: ApiConfig): Record<string, SchemaObject> {
     '/api/v1/webhooks/{id}': {
       parameters: [idParam],
       get: op('getWebhook', 'One subscription, with its last delivery status', { responses: { '200': authedJson('The subscription', ref('Webhook')), ...errors(401, 404, 429, 503) } }),
+      patch: op('updateWebhook', 'Change a subscription\'s url, events, description or enabled', {
+        description:
+          'Any of the fields, at least one; an unknown field is a 400 naming it. A new `url` is checked as on POST: HTTPS, the port policy, public addresses only; a refusal names the rule broken; 429 when the account has too many URL checks waiting for DNS. Once this answers, every send uses the new values: `enabled: false` stops all sending, and deliveries already queued or waiting to be retried are given up unsent (never sent later); `enabled: true` after a disable delivers the events that occur from then on, not those of the time it was disabled. The secret is unchanged and not in this response.',
+        requestBody: { required: true, content: { 'application/json': { schema: bodySchema(updateWebhookBody) } } },
+        responses: { '200': authedJson('The subscription as now stored', ref('Webhook')), ...errors(400, 401, 404, 413, 415, 429, 503) },
+      }),
       delete: op('deleteWebhook', 'Delete a subscription', {
         description: 'Its pending deliveries are dropped and its attempt log removed.',
         responses: { '204': { description: 'Deleted' }, ...errors(401, 404, 429, 503) },
