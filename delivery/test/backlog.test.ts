@@ -90,7 +90,7 @@ describe('delivery backlogs', function () {
   it('a hung receiver with 1,000 queued events does not hold up 20 healthy subscriptions on the same partition', async function () {
     this.timeout(240_000);
     const HEALTHY = 20;
-    const PER_HEALTHY = FULL ? 200 : 40;
+    const PER_HEALTHY = FULL ? 200 : 100;
     const base = deliveryTestEnv(receiver.caFile);
     // Few slots, so that one hung subscription's waiting work could exceed them (as 20% hanging
     // subscriptions do with the default 256): what is queued for it must not throttle the rest.
