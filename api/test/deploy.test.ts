@@ -10,13 +10,13 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import http from 'node:http';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount } from './support/accounts.js';
 import { startTestApi } from './support/api.js';
+import { freePort } from '../../shared/test/support/wait.js';
 
 const root = process.cwd();
 const nginxConf = readFileSync(join(root, 'deploy/nginx.conf'), 'utf8');
@@ -33,16 +33,6 @@ function composeCommand(): string[] {
   throw new Error('no Compose v2: run the tests with npm test (it builds one: scripts/infra/compose.sh), or set COMPOSE_BIN');
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 interface Answer {
   status: number;

@@ -4,15 +4,11 @@
  * (with the test server's own origin on MCP_ALLOWED_ORIGINS, as a deployment
  * serving a browser client from the same origin would set it).
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
-import { createApp } from '../src/app.js';
 import { sharedApis } from './support/api.js';
-import { MCP } from './support/mcp.js';
+import { MCP, serveWith } from './support/mcp.js';
 import { type ConformanceTool, conformanceTool, runServerScenario } from './support/mcp-conformance.js';
 
 const ARTIFACTS = join(fileURLToPath(new URL('../..', import.meta.url)), 'test-artifacts', 'mcp-conformance');
@@ -25,19 +21,8 @@ describe('MCP conformance (official @modelcontextprotocol/conformance)', functio
 
   before(async () => {
     const [api] = await sharedApis();
-    // Listen first: the allowed origin is the server's own, port included.
-    const server = http.createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    atRunEnd(
-      () =>
-        new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeAllConnections();
-        }),
-    );
-    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const app = createApp({ ...api.deps, config: { ...api.deps.config, mcp: { ...api.deps.config.mcp, allowedOrigins: [origin] } } });
-    server.on('request', app.callback());
+    // The allowed origin is the server's own, port included.
+    const origin = await serveWith(api, (deps, own) => ({ ...deps, config: { ...deps.config, mcp: { ...deps.config.mcp, allowedOrigins: [own] } } }));
     url = origin + MCP;
     tool = await conformanceTool();
   });

@@ -16,7 +16,7 @@ import { createApp } from '../src/app.js';
 import { accessOf } from '../src/middleware/route.js';
 import type { RunningApi } from '../src/server.js';
 import { createAccount } from './support/accounts.js';
-import { call, startTestApi } from './support/api.js';
+import { call, rawRequest, startTestApi } from './support/api.js';
 
 interface Layer {
   methods: string[];
@@ -77,21 +77,11 @@ export function spellings(path: string): string[] {
   return [...new Set(out)];
 }
 
-function request(base: string, method: string, path: string, body?: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const url = new URL(base);
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-    if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
-    // http.request, not fetch: fetch (and URL) normalise `..`, `.` and case in paths before sending.
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+async function request(base: string, method: string, path: string, body?: string): Promise<{ status: number; text: string }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
+  const res = await rawRequest(base, method, path, headers, body);
+  return { status: res.status, text: res.body };
 }
 
 const MCP_TOOL_CALL = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'wait_for_event', arguments: { timeout_ms: 1 } } });

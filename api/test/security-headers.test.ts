@@ -1,24 +1,9 @@
-import http from 'node:http';
 import net from 'node:net';
 import { expect } from 'chai';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
-import { call, sharedApis, startTestApi } from './support/api.js';
+import { call, rawRequest, sharedApis, startTestApi } from './support/api.js';
 
-/** A request with exactly these headers (fetch will not send a Host of our choosing). */
-function rawRequest(base: string, method: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
-  const url = new URL(base);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 /** Bytes Node's parser refuses: the answer comes from the server's clientError handler, not Koa. */
 function malformed(base: string): Promise<string> {

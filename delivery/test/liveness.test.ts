@@ -4,33 +4,14 @@
  * watchdog has replaced it, and the replacement joins the group.
  */
 import { expect } from 'chai';
-import net from 'node:net';
 import { createConsumer, type Consumer } from '../../shared/src/eventlog/kafka.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { startDelivery } from '../src/worker.js';
+import { eventually, freePort } from '../../shared/test/support/wait.js';
 import { deliveryTestEnv, waitForGroup } from './support/delivery.js';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
-async function until<T>(check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('consumer liveness (delivery)', function () {
   this.timeout(60_000);
@@ -58,10 +39,10 @@ describe('consumer liveness (delivery)', function () {
         await res.arrayBuffer();
         return res.status;
       };
-      await until(async () => ((await readyz()) === 503 ? true : undefined), 20_000);
+      await eventually(async () => ((await readyz()) === 503 ? true : undefined), 20_000, 100);
       expect(worker.consumer.health().alive).to.equal(false);
       release();
-      await until(async () => ((await readyz()) === 200 ? true : undefined), 30_000);
+      await eventually(async () => ((await readyz()) === 200 ? true : undefined), 30_000, 100);
       expect(worker.consumer.replaced).to.equal(1);
       expect(made).to.equal(2);
       await waitForGroup(env); // the replacement is a working member of the group

@@ -4,23 +4,19 @@
  * database so the queue gauges count only this test's deliveries.
  */
 import { expect } from 'chai';
-import net from 'node:net';
 import { createRegistry } from '../../shared/src/metrics.js';
 import { createLogger } from '../../shared/src/log.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { metricNames, parseMetrics, sampleValue, type Sample } from '../../shared/test/support/prometheus.js';
 import { Receiver, status } from '../../shared/test/support/receiver.js';
+import { eventually, freePort } from '../../shared/test/support/wait.js';
 import { startMetricsServer } from '../src/metrics.js';
 import type { RunningDelivery } from '../src/worker.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+/** The checks here wait up to 20 s unless they say otherwise, every 100 ms. */
+const until = <T>(check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> => eventually(check, timeoutMs, 100);
+
 
 async function scrape(url: string, headers: Record<string, string> = {}): Promise<{ text: string; samples: Sample[] }> {
   const res = await fetch(`${url}/metrics`, { headers });
@@ -30,15 +26,6 @@ async function scrape(url: string, headers: Record<string, string> = {}): Promis
   return { text, samples: parseMetrics(text) };
 }
 
-async function until<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('delivery metrics: GET /metrics on METRICS_PORT', function () {
   this.timeout(60_000);

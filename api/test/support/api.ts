@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { atRunEnd } from '../../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../../shared/test/support/env.js';
 import { loadApiConfig, type ApiConfig } from '../../src/config.js';
@@ -71,4 +72,22 @@ export async function call<T = any>(base: string, method: string, path: string, 
     // leave as text
   }
   return { status: res.status, headers: res.headers, body };
+}
+
+/**
+ * A request sent exactly as given, path and headers included: fetch (and URL) normalise `..`,
+ * `.` and case in paths and will not send a Host of our choosing.
+ */
+export function rawRequest(base: string, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  const url = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }

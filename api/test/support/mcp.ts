@@ -37,11 +37,14 @@ export async function connectClient(base: string, headers: Record<string, string
 
 /**
  * The running app again over changed deps (another config, other limits), on
- * its own port: no second set of Kafka consumers to start.
+ * its own port: no second set of Kafka consumers to start. The server listens
+ * before `change` runs, so a config may name the server's own URL.
  */
-export async function serveWith(api: RunningApi, change: (deps: ApiDeps) => ApiDeps): Promise<string> {
-  const server = http.createServer(createApp(change(api.deps)).callback());
+export async function serveWith(api: RunningApi, change: (deps: ApiDeps, url: string) => ApiDeps): Promise<string> {
+  const server = http.createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  server.on('request', createApp(change(api.deps, url)).callback());
   atRunEnd(
     () =>
       new Promise<void>((resolve) => {
@@ -49,5 +52,5 @@ export async function serveWith(api: RunningApi, change: (deps: ApiDeps) => ApiD
         server.closeAllConnections();
       }),
   );
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return url;
 }

@@ -6,7 +6,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
-import net from 'node:net';
 import { join } from 'node:path';
 import { atRunEnd } from '../../../../shared/test/support/cleanup.js';
 import { ROOT } from './infra.js';
@@ -21,17 +20,7 @@ export interface Exit {
   signal: NodeJS.Signals | null;
 }
 
-/** A port nobody listens on right now (the process binds it a moment later). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../../../shared/test/support/wait.js';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
