@@ -1,7 +1,8 @@
 /**
  * The layers of the production code, enforced by `npm run lint` (depcruise): shared/src imports neither
  * api/ nor delivery/; delivery/ never imports api/ (and api/ never delivery/):
- * the two processes share only shared/; no import cycles anywhere in the code.
+ * the two processes share only shared/; no import cycles anywhere in the code; in api/, the event store
+ * (api/src/event-store) and the live runtime (api/src/live) sit below the features and import none.
  */
 module.exports = {
   forbidden: [
@@ -9,6 +10,8 @@ module.exports = {
     { name: 'shared-is-shared', severity: 'error', comment: 'shared/ holds only what both processes import; it imports neither', from: { path: '^shared/src/' }, to: { path: '^(api|delivery)/' } },
     { name: 'delivery-not-api', severity: 'error', comment: 'the delivery process shares only shared/ with the API', from: { path: '^delivery/src/' }, to: { path: '^api/' } },
     { name: 'api-not-delivery', severity: 'error', comment: 'the API process shares only shared/ with delivery', from: { path: '^api/src/' }, to: { path: '^delivery/' } },
+    { name: 'live-below-features', severity: 'error', comment: 'the live runtime (fan-out, tail window, waiters, feed) and the event store serve the features; they import none', from: { path: '^api/src/(live|event-store)/' }, to: { path: '^api/src/(features|middleware)/' } },
+    { name: 'store-below-live', severity: 'error', comment: 'the event store (materializer, reads, watermarks) does not know the live runtime', from: { path: '^api/src/event-store/' }, to: { path: '^api/src/live/' } },
     { name: 'not-to-tests', severity: 'error', comment: 'production code never imports test code', from: { path: '^(api|delivery|shared)/src', pathNot: '\\.test\\.ts$' }, to: { path: '(^(api|delivery|shared)/test/|\\.test\\.ts$)' } },
   ],
   options: {

@@ -7,14 +7,14 @@ import { DnsResolver } from '../../shared/src/dns.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
 import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
-import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './features/events/runtime.js';
+import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './live/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { startKeySweeper } from './features/ingest/idempotency.js';
 import { createRateLimits, flushRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { startWindowSweeper } from './features/limits/window-store.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
-import { registerTailMetrics } from './features/events/tail-metrics.js';
+import { registerTailMetrics } from './live/tail-metrics.js';
 
 /**
  * Everything a route or service may use, built once per process (or per test

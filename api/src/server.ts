@@ -4,7 +4,7 @@ import { ensureIndexes } from '../../shared/src/mongo/index.js';
 import { createApp } from './app.js';
 import type { ApiConfig } from './config.js';
 import { createDeps, type ApiDeps } from './deps.js';
-import { startEventsRuntime } from './features/events/runtime.js';
+import { startEventsRuntime } from './live/runtime.js';
 import { answerClientError } from './middleware/client-error.js';
 
 

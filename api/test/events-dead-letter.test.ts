@@ -4,7 +4,7 @@ import { buildEnvelope, encodeEnvelope } from '../../shared/src/eventlog/envelop
 import { createKafka, createProducer, partitionForKey } from '../../shared/src/eventlog/kafka.js';
 import { createLogger } from '../../shared/src/log.js';
 import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
-import { isRefusal } from '../src/features/events/materializer.js';
+import { isRefusal } from '../src/event-store/materializer.js';
 import { call, startTestApi } from './support/api.js';
 import { createAccount } from './support/accounts.js';
 import { eventually, ingest } from './support/events.js';

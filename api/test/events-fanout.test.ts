@@ -35,8 +35,8 @@ describe('fan-out: offsets the broker no longer has', function () {
       const partitions = await eventually(async () => (held.length > 0 ? held : undefined), 30_000);
       let acct: TestAccount;
       do acct = await createAccount(api.url);
-      while (!partitions.includes(api.deps.events.log.partitionOf(acct.userId)));
-      const partition = api.deps.events.log.partitionOf(acct.userId);
+      while (!partitions.includes(api.deps.events.producer.partitionOf(acct.userId)));
+      const partition = api.deps.events.producer.partitionOf(acct.userId);
 
       const before = api.deps.events.registry.size;
       const waiting = call(api.url, 'POST', '/api/v1/events/wait', { headers: { 'x-api-key': acct.apiKey }, body: { timeout_ms: 50_000 } });

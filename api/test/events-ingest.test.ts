@@ -47,7 +47,7 @@ describe('ingest: POST /internal/v1/events', function () {
 
   it('batches concurrent requests into fewer Kafka sends, each caller getting its own positions', async () => {
     const account = fakeAccountId();
-    const log = a.deps.events.log as unknown as { send: (items: unknown[]) => Promise<unknown> };
+    const log = a.deps.events.producer as unknown as { send: (items: unknown[]) => Promise<unknown> };
     const original = log.send;
     let sends = 0;
     log.send = function (this: unknown, items: unknown[]) {

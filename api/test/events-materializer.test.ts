@@ -6,7 +6,7 @@ import { createConsumer, createKafka, topicCatalog, type Consumer } from '../../
 import { createLogger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
-import { Materializer, type MaterializerOptions } from '../src/features/events/materializer.js';
+import { Materializer, type MaterializerOptions } from '../src/event-store/materializer.js';
 import { testApiConfig } from './support/api.js';
 import { eventually, fakeAccountId, sleep } from './support/events.js';
 

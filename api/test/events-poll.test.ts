@@ -119,7 +119,7 @@ describe('cursor polling: GET /api/v1/events', function () {
   });
 
   it("never returns another account's events, even given that account's cursor", async () => {
-    const partitionOf = (id: string) => b.deps.events.log.partitionOf(id);
+    const partitionOf = (id: string) => b.deps.events.producer.partitionOf(id);
     const mine = partitionOf(acct.userId);
     // Other accounts (ingest takes any id): one sharing our partition, one on another.
     const neighbour = accountIdWhere((id) => partitionOf(id) === mine);

@@ -5,7 +5,7 @@ import { createConsumer } from '../../shared/src/eventlog/kafka.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { createDeps } from '../src/deps.js';
-import type { EventsRuntimeOverrides } from '../src/features/events/runtime.js';
+import type { EventsRuntimeOverrides } from '../src/live/runtime.js';
 import { startApi, type RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';
 import { call, testApiConfig } from './support/api.js';

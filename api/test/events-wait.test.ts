@@ -189,9 +189,9 @@ describe('long-poll at shutdown', function () {
   it('returns a cursor no later than what it checked: events ingested during the shutdown reach a client looping on it on another process', async () => {
     const [a, b] = await sharedApis();
     const acct = await createAccount(a.url);
-    const partition = a.deps.events.log.partitionOf(acct.userId);
+    const partition = a.deps.events.producer.partitionOf(acct.userId);
     let other = fakeAccountId();
-    while (a.deps.events.log.partitionOf(other) !== partition) other = fakeAccountId();
+    while (a.deps.events.producer.partitionOf(other) !== partition) other = fakeAccountId();
     const [first] = await ingest(a, [{ account_id: acct.userId, type: 'call.started' }]);
     await ingest(a, [{ account_id: other, type: 'call.started' }]); // the cursor is now behind the partition's end
     // A process started now cannot vouch for offsets before it started: resuming from `first` waits for the

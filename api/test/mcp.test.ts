@@ -166,7 +166,7 @@ describe('MCP with the official SDK client', function () {
   });
 
   it('reports a service refusal as an isError result the model can read (a cursor of another partition)', async () => {
-    const mine = api.deps.events.log.partitionOf(acct.userId);
+    const mine = api.deps.events.producer.partitionOf(acct.userId);
     const foreign = encodeCursor({ partition: (mine + 1) % api.deps.config.kafka.eventsPartitions, offset: 0n });
     const c = await client(bearer(acct.apiKey));
     const result = await c.callTool({ name: 'list_events', arguments: { since: foreign } });

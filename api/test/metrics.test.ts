@@ -109,7 +109,7 @@ describe('metrics: GET /metrics on the API', function () {
   it('reports materializer lag for every partition and consumer lag for the partitions it reads', async () => {
     const account = fakeAccountId();
     await ingest(a, [{ account_id: account, type: 'message.sent', data: {} }]);
-    const partition = String(a.deps.events.log.partitionOf(account));
+    const partition = String(a.deps.events.producer.partitionOf(account));
     // Once the fan-out has passed the event and it is materialized, every lag is back to 0.
     const samples = await eventually(async () => {
       const { samples: s } = await scrape(a);

@@ -45,7 +45,7 @@ async function owner(api: RunningApi, account: TestAccount, events = 3): Promise
 async function accountIn(api: RunningApi, partition: number, same: boolean): Promise<TestAccount> {
   for (let tries = 0; tries < 50; tries++) {
     const acct = await createAccount(api.url);
-    if ((api.deps.events.log.partitionOf(acct.userId) === partition) === same) return acct;
+    if ((api.deps.events.producer.partitionOf(acct.userId) === partition) === same) return acct;
   }
   throw new Error('could not place an account');
 }
@@ -78,7 +78,7 @@ describe('hostile: cross-account matrix', function () {
     apis = await sharedApis();
     const accountA = await createAccount(apis[0].url);
     a = await owner(apis[0], accountA);
-    const partition = apis[0].deps.events.log.partitionOf(accountA.userId);
+    const partition = apis[0].deps.events.producer.partitionOf(accountA.userId);
     intruders.push({ label: 'B in the same partition', who: await owner(apis[1], await accountIn(apis[0], partition, true), 2) });
     intruders.push({ label: 'B in another partition', who: await owner(apis[1], await accountIn(apis[0], partition, false), 2) });
   });

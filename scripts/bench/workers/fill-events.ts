@@ -10,7 +10,7 @@
 import { MongoClient } from 'mongodb';
 import { buildEnvelope, toEventDoc } from '../../../shared/src/eventlog/envelope.js';
 import { COLLECTION_NAMES, type WatermarkDoc } from '../../../shared/src/mongo/index.js';
-import { watermarkId } from '../../../api/src/features/events/watermarks.js';
+import { watermarkId } from '../../../api/src/event-store/watermarks.js';
 
 const [url, db, topic, accountId, partition, first, count] = process.argv.slice(2);
 const client = new MongoClient(url as string);

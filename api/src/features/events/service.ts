@@ -9,10 +9,10 @@ import { validationFailed } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord, EventType } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
-import { openFeed } from './feed.js';
-import { feedPorts, readTail } from './runtime.js';
+import { openFeed } from '../../live/feed.js';
+import { feedPorts, readTail } from '../../live/runtime.js';
 import { LIST_DEFAULT_LIMIT, listEventsQuery, waitBody, type ListEventsInput, type WaitInput } from './schemas.js';
-import { readAfter } from './store.js';
+import { readAfter } from '../../event-store/store.js';
 import { holdLongPoll } from './long-poll-cap.js';
 
 export interface EventPage {
@@ -26,7 +26,7 @@ export type WaitResult = { event: EventRecord } | { event: null; timed_out: true
 /** A cursor from the caller, checked to lie in the account's partition (all its events are there). */
 export function resolveSince(deps: ApiDeps, accountId: string, raw: string, field: string): Position {
   const position = decodeCursor(raw, field);
-  if (position.partition !== deps.events.log.partitionOf(accountId)) {
+  if (position.partition !== deps.events.producer.partitionOf(accountId)) {
     throw validationFailed([{ path: field, message: 'is not a cursor of this account' }], `${field} is not a valid cursor`);
   }
   return position;
@@ -41,7 +41,7 @@ export function resolveSince(deps: ApiDeps, accountId: string, raw: string, fiel
 export async function listEvents(deps: ApiDeps, accountId: string, input: ListEventsInput | Record<string, unknown>): Promise<EventPage> {
   const q = listEventsQuery({ ...input }); // a copy: validation coerces query strings in place
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
-  const partition = since?.partition ?? deps.events.log.partitionOf(accountId);
+  const partition = since?.partition ?? deps.events.producer.partitionOf(accountId);
   const types = q.type ? [q.type] : null;
   const limit = q.limit ?? LIST_DEFAULT_LIMIT;
   const recent = since ? readTail(deps.events, { accountId, partition, after: since.offset, before: null, types, limit }) : null;

@@ -79,7 +79,7 @@ export async function ingestEvents(deps: ApiDeps, events: IngestEvent[], opts: I
 async function produce(deps: ApiDeps, envelopes: EventEnvelope[]): Promise<IngestResult> {
   let positions;
   try {
-    positions = await deps.events.log.publish(envelopes);
+    positions = await deps.events.producer.publish(envelopes);
   } catch (err) {
     throw asUnavailable(err, 'The event log');
   }

@@ -7,7 +7,7 @@
  * written to this stream.
  */
 import type { Logger } from '../../../../shared/src/log.js';
-import type { Feed } from '../events/feed.js';
+import type { Feed } from '../../live/feed.js';
 import type { StreamLease, StreamSlots } from './slots.js';
 import type { SseWriter } from './sse.js';
 

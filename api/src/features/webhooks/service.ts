@@ -237,7 +237,7 @@ export async function pingWebhook(deps: WebhookDeps, accountId: string, id: stri
     deps.clock(),
   );
   try {
-    await deps.events.log.publish([envelope]);
+    await deps.events.producer.publish([envelope]);
   } catch (err) {
     throw asUnavailable(err, 'The event log');
   }

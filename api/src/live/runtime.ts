@@ -3,24 +3,25 @@
  * materializer (shared group), the fan-out (own group) and the waiters it
  * releases. Built with the deps, started by startApi before it listens.
  */
-import { EventLog } from '../../../../shared/src/eventlog/event-log.js';
-import { topicCatalog, type Kafka } from '../../../../shared/src/eventlog/kafka.js';
-import { guardTopic, TopicMismatchError } from '../../../../shared/src/eventlog/topic-guard.js';
-import type { Lifecycle } from '../../../../shared/src/lifecycle.js';
-import type { Logger } from '../../../../shared/src/log.js';
-import type { ConsumerLag } from '../../../../shared/src/metrics.js';
-import type { Mongo } from '../../../../shared/src/mongo/index.js';
-import type { ApiConfig } from '../../config.js';
+import { EventLog } from '../../../shared/src/eventlog/event-log.js';
+import { topicCatalog, type Kafka } from '../../../shared/src/eventlog/kafka.js';
+import { guardTopic, TopicMismatchError } from '../../../shared/src/eventlog/topic-guard.js';
+import type { Lifecycle } from '../../../shared/src/lifecycle.js';
+import type { Logger } from '../../../shared/src/log.js';
+import type { ConsumerLag } from '../../../shared/src/metrics.js';
+import type { Mongo } from '../../../shared/src/mongo/index.js';
+import type { ApiConfig } from '../config.js';
 import { FanOut, type FanOutOptions } from './fanout.js';
 import type { FeedPorts } from './feed.js';
-import { Materializer, type MaterializerOptions } from './materializer.js';
-import { readPartition, readRange } from './store.js';
+import { Materializer, type MaterializerOptions } from '../event-store/materializer.js';
+import { readPartition, readRange } from '../event-store/store.js';
 import { TailWindow, type TailRead } from './tail-window.js';
 import { WaiterRegistry, type LiveEvent } from './waiters.js';
-import { WatermarkReader } from './watermarks.js';
+import { WatermarkReader } from '../event-store/watermarks.js';
 
 export interface EventsRuntime {
-  log: EventLog;
+  /** The producer of the event log (the logger is `deps.log`). */
+  producer: EventLog;
   /** Checks the topic against what MongoDB recorded (partition count, topic id); see topic-guard.ts. */
   guard: () => Promise<void>;
   guardLog: Logger;
@@ -50,7 +51,7 @@ export function createEventsRuntime(
   const topic = config.kafka.eventsTopic;
   const registry = new WaiterRegistry();
   const watermarks = WatermarkReader.forCollection(mongo.collections.watermarks, topic);
-  const log = new EventLog(kafka, topicCatalog(config).events, logger, {
+  const producer = new EventLog(kafka, topicCatalog(config).events, logger, {
     lingerMs: config.events.producerLingerMs,
     produceTimeoutMs: config.events.produceTimeoutMs,
     maxBatchMessages: 1000,
@@ -90,10 +91,10 @@ export function createEventsRuntime(
   let topicChecked: string | null = null;
   const guardLog = logger.child({ component: 'topic-guard' });
   const guard = async (): Promise<void> => {
-    await guardTopic(mongo.collections, { topic, partitions: log.partitionCount, topicId: log.topicId }, guardLog);
-    topicChecked = log.topicId;
+    await guardTopic(mongo.collections, { topic, partitions: producer.partitionCount, topicId: producer.topicId }, guardLog);
+    topicChecked = producer.topicId;
   };
-  return { log, guard, guardLog, registry, watermarks, materializer, fanout, tail };
+  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail };
 }
 
 /**
@@ -107,13 +108,13 @@ export function createEventsRuntime(
  */
 export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifecycle): Promise<void> {
   const logger = events.guardLog;
-  await events.log.start();
-  lifecycle.onStop('event-log producer', () => events.log.stop());
+  await events.producer.start();
+  lifecycle.onStop('event-log producer', () => events.producer.stop());
   try {
     await events.guard();
   } catch (err) {
     if (err instanceof TopicMismatchError) {
-      await events.log.stop().catch(() => undefined);
+      await events.producer.stop().catch(() => undefined);
       throw err;
     }
     logger.warn({ err }, 'could not check the event topic against MongoDB yet; retrying in the background');
@@ -124,7 +125,7 @@ export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifec
           if (!(again instanceof TopicMismatchError)) return;
           clearInterval(timer);
           logger.fatal({ err: again }, 'the event topic does not match this deployment; stopping the producer and the materializer');
-          void events.log.stop();
+          void events.producer.stop();
           void events.materializer.stop();
         },
       );
@@ -150,7 +151,7 @@ export function feedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs:
   return {
     registry: events.registry,
     position: (partition) => events.fanout.position(partition),
-    partitionOf: (accountId) => events.log.partitionOf(accountId),
+    partitionOf: (accountId) => events.producer.partitionOf(accountId),
     waitForWatermark: (partition, offset, timeoutMs) => events.watermarks.waitFor(partition, offset, timeoutMs),
     readRange: (query) => readRange(mongo.collections.events, query),
     readWindow: (query) => readTail(events, query),

@@ -18,7 +18,7 @@
  * - Bounded by events and by bytes per partition. An event is held once: the
  *   partition's queue and the account's queue share the same object.
  */
-import type { EventType } from '../../../../shared/src/eventlog/types.js';
+import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { LiveEvent } from './waiters.js';
 
 /**

@@ -3,15 +3,10 @@
  * fan-out consumer offers each event to the waiters of its account; a waiter
  * queues what matches until its reader takes it.
  */
-import type { Position } from '../../../../shared/src/cursor.js';
-import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
 
-export interface LiveEvent {
-  position: Position;
-  record: EventRecord;
-  /** Bytes of the event on the topic, to bound what a slow reader may hold. */
-  size?: number;
-}
+import type { LiveEvent } from '../event-store/types.js';
+
+export type { LiveEvent };
 
 /** How much a waiter may hold for a reader that is not taking events. */
 export interface QueueLimit {

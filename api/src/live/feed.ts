@@ -5,21 +5,13 @@
  * long-poll and SSE both read through a Feed, and the unit tests drive it
  * with in-memory stand-ins.
  */
-import { encodeCursor, type Position } from '../../../../shared/src/cursor.js';
-import { unavailable } from '../../../../shared/src/errors/index.js';
-import type { EventType } from '../../../../shared/src/eventlog/types.js';
+import { encodeCursor, type Position } from '../../../shared/src/cursor.js';
+import { unavailable } from '../../../shared/src/errors/index.js';
+import type { EventType } from '../../../shared/src/eventlog/types.js';
 import { Waiter, type CloseReason, type LiveEvent, type QueueLimit, type WaiterRegistry } from './waiters.js';
+import type { RangeQuery } from '../event-store/types.js';
 
-export interface RangeQuery {
-  accountId: string;
-  partition: number;
-  /** Exclusive lower bound. */
-  after: bigint;
-  /** Exclusive upper bound. */
-  before: bigint;
-  types: readonly EventType[] | null;
-  limit: number;
-}
+export type { RangeQuery };
 
 /** What a Feed needs from the process: the fan-out, the materializer's progress and the store. */
 export interface FeedPorts {

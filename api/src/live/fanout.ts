@@ -18,19 +18,18 @@
  * any offset that does not follow the last one.
  */
 import { randomBytes } from 'node:crypto';
-import { decodeEnvelope, toRecord } from '../../../../shared/src/eventlog/envelope.js';
-import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '../../../../shared/src/eventlog/kafka.js';
-import { SupervisedConsumer, type ConsumerHealth } from '../../../../shared/src/eventlog/supervised-consumer.js';
-import type { Logger } from '../../../../shared/src/log.js';
-import type { ConsumerLag } from '../../../../shared/src/metrics.js';
+import { decodeEnvelope, toRecord } from '../../../shared/src/eventlog/envelope.js';
+import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '../../../shared/src/eventlog/kafka.js';
+import { SupervisedConsumer, type ConsumerHealth } from '../../../shared/src/eventlog/supervised-consumer.js';
+import type { Logger } from '../../../shared/src/log.js';
+import type { ConsumerLag } from '../../../shared/src/metrics.js';
 import { RecentAccounts } from './recent-accounts.js';
 import { TailWindow } from './tail-window.js';
-import type { LiveEvent, WaiterRegistry } from './waiters.js';
+import type { WaiterRegistry } from './waiters.js';
+import type { StoredEvent } from '../event-store/types.js';
 
 /** A stored event of any account, for filling a gap the broker can no longer serve. */
-export interface StoredEvent extends LiveEvent {
-  accountId: string;
-}
+export type { StoredEvent };
 
 /** What the fan-out reads from MongoDB to fill a gap below the broker's low watermark. */
 export interface FanOutHistory {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { encodeCursor } from '../../../../shared/src/cursor.js';
-import type { EventType } from '../../../../shared/src/eventlog/types.js';
+import { encodeCursor } from '../../../shared/src/cursor.js';
+import type { EventType } from '../../../shared/src/eventlog/types.js';
 import { chargedBytes, TailWindow, type TailRead } from './tail-window.js';
 import type { LiveEvent } from './waiters.js';
 

@@ -1,12 +1,10 @@
 /** Reads of materialized events. Every query is scoped to one account. */
 import type { Collection, Filter } from 'mongodb';
-import type { Position } from '../../../../shared/src/cursor.js';
-import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
-import type { EventType } from '../../../../shared/src/eventlog/types.js';
-import type { EventDoc } from '../../../../shared/src/mongo/documents.js';
-import type { StoredEvent } from './fanout.js';
-import type { RangeQuery } from './feed.js';
-import type { LiveEvent } from './waiters.js';
+import type { Position } from '../../../shared/src/cursor.js';
+import { docToRecord } from '../../../shared/src/eventlog/envelope.js';
+import type { EventType } from '../../../shared/src/eventlog/types.js';
+import type { EventDoc } from '../../../shared/src/mongo/documents.js';
+import type { LiveEvent, RangeQuery, StoredEvent } from './types.js';
 
 const SORT = { partition: 1, offset: 1 } as const;
 
