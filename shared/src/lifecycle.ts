@@ -1,3 +1,4 @@
+import { ConfigError } from './config/env.js';
 import type { Logger } from './log.js';
 
 type Hook = { name: string; fn: () => Promise<void> | void };
@@ -56,3 +57,44 @@ export class Lifecycle {
 
 /** What a shutdown step gets at least, even past the total budget. */
 const MIN_STEP_MS = 200;
+
+/** What a process's entry point starts: something that logs and closes. */
+export interface RunningProcess {
+  log: Pick<Logger, 'info'>;
+  close(): Promise<void>;
+}
+
+/**
+ * The entry point of a process (api, delivery): loads the configuration (a
+ * ConfigError is printed and exits 2), starts the process, and closes it once
+ * on SIGTERM or SIGINT (exit 0 when the close finished, 1 when it failed).
+ */
+export function runProcess<C>(name: string, load: () => C, start: (config: C) => Promise<RunningProcess>): void {
+  const main = async (): Promise<void> => {
+    let config: C;
+    try {
+      config = load();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      console.error(err.message);
+      process.exit(2);
+    }
+    const running = await start(config);
+    let exiting = false;
+    const shutdown = (signal: string): void => {
+      if (exiting) return;
+      exiting = true;
+      running.log.info({ signal }, 'shutting down');
+      running
+        .close()
+        .then(() => process.exit(0))
+        .catch(() => process.exit(1));
+    };
+    process.on('SIGTERM', () => shutdown('SIGTERM'));
+    process.on('SIGINT', () => shutdown('SIGINT'));
+  };
+  main().catch((err: unknown) => {
+    console.error(`${name} failed to start:`, err);
+    process.exit(1);
+  });
+}

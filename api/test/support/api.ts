@@ -3,20 +3,8 @@ import { atRunEnd } from '../../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../../shared/test/support/env.js';
 import { loadApiConfig, type ApiConfig } from '../../src/config.js';
 import { startApi, type RunningApi } from '../../src/server.js';
+import { GENEROUS_LIMITS } from './limits.js';
 
-/**
- * Test apps get budgets far above production's (every test signs up from
- * 127.0.0.1, and some make hundreds of calls with one key). Tests of the
- * limits themselves pass the real values as overrides, in their own app.
- */
-const GENEROUS_LIMITS: Record<string, string> = {
-  SIGNUP_LIMIT_PER_HOUR: '1000000',
-  LOGIN_LIMIT_PER_MINUTE: '1000000',
-  API_KEY_LIMIT_PER_MINUTE: '1000000',
-  SESSION_LIMIT_PER_MINUTE: '1000000',
-  LOGIN_FAILURES_PER_ACCOUNT: '1000000',
-  MAX_LONG_POLLS_PER_ACCOUNT: '100000',
-};
 
 /**
  * scrypt at 2^14 instead of the 2^17 default (~8x cheaper): the suite signs up

@@ -7,6 +7,7 @@ import { TEST_SECRETS, uniqueName } from '../../../../shared/test/support/env.js
 import { call } from '../../support/api.js';
 import { createAccount, type TestAccount } from '../../support/accounts.js';
 import { privateInfra, type PrivateInfra } from './infra.js';
+import { GENEROUS_LIMITS as TEST_LIMITS } from '../../support/limits.js';
 import { freePort, ServiceProcess } from './processes.js';
 
 /** The producers' bearer secret in these deployments. */
@@ -14,12 +15,7 @@ export const INGEST_TOKEN = 'fault-tests-ingest-token-0000000000';
 
 /** Far above anything the tests do: the fault tests are about faults, not budgets. */
 const GENEROUS_LIMITS: Record<string, string> = {
-  SIGNUP_LIMIT_PER_HOUR: '1000000',
-  LOGIN_LIMIT_PER_MINUTE: '1000000',
-  API_KEY_LIMIT_PER_MINUTE: '1000000',
-  SESSION_LIMIT_PER_MINUTE: '1000000',
-  LOGIN_FAILURES_PER_ACCOUNT: '1000000',
-  MAX_LONG_POLLS_PER_ACCOUNT: '100000',
+  ...TEST_LIMITS,
   PASSWORD_SCRYPT_N: '16384',
   PASSWORD_HASH_QUEUE: '100000',
 };
