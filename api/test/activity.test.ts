@@ -19,6 +19,7 @@ import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call } from './support/api.js';
 import { eventually } from './support/events.js';
 import { ResponseChecker } from './support/openapi.js';
+import { eventDeliveries, webhookStats } from '../src/features/activity/service.js';
 import { webhookApi, webhookTestEnv } from './support/webhooks.js';
 
 const hex = (n: number): string => randomBytes(n).toString('hex');
@@ -117,6 +118,24 @@ describe('delivery activity routes (stats, an event\'s deliveries)', function ()
       expect(res.body.latency_ms).to.deep.equal({ p50: null, p99: null });
     });
 
+    it('reads at most the bound of attempts, the most recent, and says it was truncated (bound lowered through the service\'s test hook)', async () => {
+      const acct = await createAccount(api.url);
+      const id = await subscribe(acct);
+      const now = Date.now();
+      const base = { subscription: id, account: acct.userId, status: 200, outcome: 'ok' as const };
+      await db.attempt({ ...base, at: new Date(now - 40 * MIN), outcome: 'timeout', status: null, ms: 4000 }); // the oldest: left out
+      for (const [minutes, ms] of [[30, 10], [20, 20], [10, 30]] as const) await db.attempt({ ...base, at: new Date(now - minutes * MIN), ms });
+      const exact = await webhookStats(api.deps, acct.userId, id, '1h', { maxAttempts: 4 });
+      expect(exact.truncated).to.equal(false);
+      expect(exact.totals).to.deep.equal({ succeeded: 3, retrying: 0, failed: 1, attempts: 4 });
+      const cut = await webhookStats(api.deps, acct.userId, id, '1h', { maxAttempts: 3 });
+      expect(cut.truncated).to.equal(true);
+      expect(cut.totals).to.deep.equal({ succeeded: 3, retrying: 0, failed: 0, attempts: 3 });
+      expect(cut.latency_ms).to.deep.equal({ p50: 20, p99: 30 });
+      // Through HTTP, with the real bound (10,000), nothing is cut.
+      expect((await get(acct, `/api/v1/webhooks/${id}/stats`)).body).to.include({ truncated: false });
+    });
+
     it('refuses a bad window or an unknown parameter (400), an unknown, malformed or other account\'s id (404), no credential (401)', async () => {
       const acct = await createAccount(api.url);
       const stranger = await createAccount(api.url);
@@ -173,6 +192,22 @@ describe('delivery activity routes (stats, an event\'s deliveries)', function ()
       const empty = await get(acct, `/api/v1/events/${none}/deliveries`, acct.apiKey);
       expect(empty.status).to.equal(200);
       expect(empty.body.deliveries).to.deep.equal([]);
+    });
+
+    it('shows at most the bound of deliveries and attempts, the oldest, and says it was truncated (bounds lowered through the service\'s test hook)', async () => {
+      const acct = await createAccount(api.url);
+      const [h1, h2] = [await subscribe(acct, 'https://127.0.0.1/b1'), await subscribe(acct, 'https://127.0.0.1/b2')];
+      const eventId = await storedEvent(acct);
+      const t0 = Date.now() - 10 * MIN;
+      const d1 = await db.delivery({ subscription: h1, account: acct.userId, event: eventId, state: 'failed', attempts: 3, lastStatus: 500, createdAt: new Date(t0) });
+      await db.delivery({ subscription: h2, account: acct.userId, event: eventId, state: 'pending', attempts: 0, lastStatus: null, createdAt: new Date(t0 + 1000) });
+      for (let n = 1; n <= 3; n++) await db.attempt({ subscription: h1, account: acct.userId, event: eventId, delivery: d1._id, at: new Date(t0 + n * MIN), outcome: 'http_5xx', status: 500, ms: n, retry: n < 3, attempt: n });
+      const all = await eventDeliveries(api.deps, acct.userId, eventId, { maxDeliveries: 2, maxAttempts: 3 });
+      expect(all.truncated).to.equal(false);
+      expect(all.deliveries.map((d) => [d.webhook_id, d.attempts.length])).to.deep.equal([[h1, 3], [h2, 0]]);
+      const fewer = await eventDeliveries(api.deps, acct.userId, eventId, { maxDeliveries: 1, maxAttempts: 2 });
+      expect(fewer.truncated).to.equal(true);
+      expect(fewer.deliveries.map((d) => [d.webhook_id, d.attempts.map((a) => a.attempt)])).to.deep.equal([[h1, [1, 2]]]);
     });
 
     it('refuses an unknown, malformed or other account\'s event (404) and no credential (401)', async () => {

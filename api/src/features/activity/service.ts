@@ -65,9 +65,10 @@ export function percentile(sorted: number[], p: number): number | null {
  * The subscription's attempts in the window, in aligned buckets (the last
  * one holds now), with p50/p99 of their durations. Reads at most
  * MAX_STATS_ATTEMPTS attempts, the most recent: beyond that `truncated` is
- * true and the oldest buckets count only what was read.
+ * true and the oldest buckets count only what was read. `bounds`: the
+ * tests' way to reach the bound without writing 10,000 attempts.
  */
-export async function webhookStats(deps: ActivityDeps, accountId: string, id: string, window: StatsWindow): Promise<WebhookStats> {
+export async function webhookStats(deps: ActivityDeps, accountId: string, id: string, window: StatsWindow, bounds = { maxAttempts: MAX_STATS_ATTEMPTS }): Promise<WebhookStats> {
   await findOwned(deps, accountId, id);
   const { windowMs, bucketMs } = STATS_WINDOWS[window];
   const end = Math.floor(deps.clock().getTime() / bucketMs) * bucketMs + bucketMs;
@@ -76,9 +77,11 @@ export async function webhookStats(deps: ActivityDeps, accountId: string, id: st
     deps.mongo.collections.attempts
       .find({ subscription_id: id, at: { $gte: new Date(from), $lt: new Date(end) } }, { projection: { _id: 0, at: 1, outcome: 1, next_attempt_at: 1, duration_ms: 1 } })
       .sort({ at: -1 })
-      .limit(MAX_STATS_ATTEMPTS)
+      .limit(bounds.maxAttempts + 1)
       .toArray(),
   );
+  const truncated = docs.length > bounds.maxAttempts;
+  if (truncated) docs.length = bounds.maxAttempts; // newest first: the oldest one goes
   const buckets = Array.from({ length: windowMs / bucketMs }, (_, i) => ({ start: new Date(from + i * bucketMs).toISOString(), succeeded: 0, failed: 0, retrying: 0 }));
   const totals = { succeeded: 0, failed: 0, retrying: 0, attempts: docs.length };
   const durations: number[] = [];
@@ -100,7 +103,7 @@ export async function webhookStats(deps: ActivityDeps, accountId: string, id: st
     totals,
     latency_ms: { p50: percentile(durations, 50), p99: percentile(durations, 99) },
     buckets,
-    truncated: docs.length >= MAX_STATS_ATTEMPTS,
+    truncated,
   };
 }
 
@@ -162,7 +165,7 @@ function toAttempt(doc: AttemptDoc): EventAttempt {
  * log. Bounded: MAX_EVENT_DELIVERIES deliveries and MAX_EVENT_ATTEMPTS
  * attempts in all (`truncated` says when either cut something).
  */
-export async function eventDeliveries(deps: ActivityDeps, accountId: string, eventId: string): Promise<EventDeliveries> {
+export async function eventDeliveries(deps: ActivityDeps, accountId: string, eventId: string, bounds = { maxDeliveries: MAX_EVENT_DELIVERIES, maxAttempts: MAX_EVENT_ATTEMPTS }): Promise<EventDeliveries> {
   if (!EVENT_ID.test(eventId)) throw notFound('Event');
   const { events, deliveries, attempts, webhooks } = deps.mongo.collections;
   const event = await storage(events.findOne({ _id: eventId, account_id: accountId }));
@@ -171,11 +174,11 @@ export async function eventDeliveries(deps: ActivityDeps, accountId: string, eve
     deliveries
       .find({ event_id: eventId, account_id: accountId }, { projection: { body: 0 } })
       .sort({ created_at: 1, _id: 1 })
-      .limit(MAX_EVENT_DELIVERIES + 1)
+      .limit(bounds.maxDeliveries + 1)
       .toArray(),
   );
-  let truncated = dels.length > MAX_EVENT_DELIVERIES;
-  if (truncated) dels.length = MAX_EVENT_DELIVERIES;
+  let truncated = dels.length > bounds.maxDeliveries;
+  if (truncated) dels.length = bounds.maxDeliveries;
   const ids = dels.map((d) => d._id);
   const [tries, hooks] =
     ids.length === 0
@@ -185,14 +188,14 @@ export async function eventDeliveries(deps: ActivityDeps, accountId: string, eve
             attempts
               .find({ delivery_id: { $in: ids } })
               .sort({ at: 1, _id: 1 })
-              .limit(MAX_EVENT_ATTEMPTS + 1)
+              .limit(bounds.maxAttempts + 1)
               .toArray(),
             webhooks.find({ _id: { $in: [...new Set(dels.map((d) => d.subscription_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray(),
           ]),
         );
-  if (tries.length > MAX_EVENT_ATTEMPTS) {
+  if (tries.length > bounds.maxAttempts) {
     truncated = true;
-    tries.length = MAX_EVENT_ATTEMPTS;
+    tries.length = bounds.maxAttempts;
   }
   const urls = new Map(hooks.map((h) => [h._id, h.url]));
   const byDelivery = new Map<string, EventAttempt[]>(ids.map((id) => [id, []]));
