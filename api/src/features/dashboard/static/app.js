@@ -165,7 +165,7 @@ function chartOf(stats) {
     }
     root.append(g);
   });
-  root.append(svg('text', { x: 0, y: height - 2, class: 'tick' }, clock(stats.from)));
+  root.append(svg('text', { x: 0, y: height - 2, class: 'tick' }, `${stats.window === '1h' ? '1 h' : '24 h'} ago (${clock(stats.from)})`));
   root.append(svg('text', { x: width, y: height - 2, class: 'tick end' }, 'now'));
   return root;
 }
