@@ -1,5 +1,6 @@
 import Koa from 'koa';
 import type { ApiDeps } from './deps.js';
+import { activityRoutes } from './features/activity/routes.js';
 import { authRoutes } from './features/auth/routes.js';
 import { dashboardRoutes } from './features/dashboard/routes.js';
 import { eventRoutes } from './features/events/routes.js';
@@ -38,7 +39,7 @@ export function createApp(deps: ApiDeps): Koa {
   // No guard or body parser here: each route carries its own (middleware/route.ts), so what a
   // path may do never depends on how it is spelled.
 
-  for (const router of [healthRoutes(deps), metricsRoutes(deps), openApiRoutes(deps), dashboardRoutes(deps), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), mcpRoutes(deps)]) {
+  for (const router of [healthRoutes(deps), metricsRoutes(deps), openApiRoutes(deps), dashboardRoutes(deps), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), activityRoutes(deps), mcpRoutes(deps)]) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

@@ -1,12 +1,26 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { expect } from 'chai';
+import { MongoClient } from 'mongodb';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { RunningApi } from '../src/server.js';
+import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
-import { webhookApi } from './support/webhooks.js';
+import { ActivityDb, MIN } from './support/activity.js';
+import { bearer, createAccount, type TestAccount } from './support/accounts.js';
+import { call } from './support/api.js';
+import { eventually } from './support/events.js';
+import { webhookApi, webhookTestEnv } from './support/webhooks.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const ARTIFACTS = 'test-artifacts';
+/**
+ * Where the views' screenshots go: test-artifacts/screenshots on every run;
+ * docs/screenshots (the pictures docs/dashboard.md shows) when
+ * UPDATE_SCREENSHOTS=1: `UPDATE_SCREENSHOTS=1 npm test -- api/test/dashboard-browser.test.ts`.
+ */
+const SHOTS = process.env.UPDATE_SCREENSHOTS === '1' ? 'docs/screenshots' : `${ARTIFACTS}/screenshots`;
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 /**
  * The dashboard end to end in headless Chromium (Debian's package). `npm test`
@@ -26,10 +40,7 @@ describe('dashboard in a real browser', function () {
     // The webhook tests' API allows private targets, so the page can add a local receiver.
     ({ api } = await webhookApi());
     receiver = await Receiver.start();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     page = await browser.newPage();
   });
 
@@ -116,5 +127,205 @@ describe('dashboard in a real browser', function () {
     await login.getByRole('button', { name: 'Log in' }).click();
     await page.locator('#status.error').waitFor();
     expect(await page.locator('#status').textContent()).to.match(/invalid|incorrect|wrong/i);
+  });
+});
+
+/**
+ * The views that show delivery activity and the event log, on an account
+ * whose attempts are known: written straight into the collection the
+ * delivery process writes, so every number on screen is predictable.
+ */
+describe('dashboard views in a real browser: delivery activity, event log, event detail', function () {
+  this.timeout(90_000);
+  let api: RunningApi;
+  let browser: Browser;
+  let page: Page;
+  let db: ActivityDb;
+  let acct: TestAccount;
+  let hook: { id: string; url: string; secret: string };
+  let events: { id: string; type: string }[];
+  const cspViolations: string[] = [];
+
+  const ingest = async (batch: { type: string; data: Record<string, unknown> }[]): Promise<{ id: string; type: string }[]> => {
+    const res = await call(api.url, 'POST', '/internal/v1/events', { headers: bearer(api.deps.config.ingestToken), body: { events: batch.map((e) => ({ account_id: acct.userId, ...e })) } });
+    expect(res.status, JSON.stringify(res.body)).to.equal(202);
+    return res.body.events.map((e: { id: string }, i: number) => ({ id: e.id, type: batch[i]!.type }));
+  };
+
+  before(async function () {
+    this.timeout(120_000);
+    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium, or set CHROMIUM_PATH`);
+    ({ api } = await webhookApi());
+    const client = new MongoClient(baseTestEnv().MONGO_URL!, { retryWrites: false });
+    atRunEnd(() => client.close());
+    db = new ActivityDb(client.db(webhookTestEnv().MONGO_DB));
+    acct = await createAccount(api.url, { name: 'Dana Dashboard' });
+    // Subscribed to a type the events below are not, so no delivery process adds attempts of its own.
+    const created = await call(api.url, 'POST', '/api/v1/webhooks', { headers: bearer(acct.apiKey), body: { url: 'https://127.0.0.1:8443/hooks/orders', events: ['call.takeover'], description: 'orders' } });
+    expect(created.status).to.equal(201);
+    hook = created.body;
+    const now = Date.now();
+    const at = (minutesAgo: number): Date => new Date(now - minutesAgo * MIN);
+    const base = { subscription: hook.id, account: acct.userId };
+    await db.attempt({ ...base, at: at(1), outcome: 'ok', status: 200, ms: 100 });
+    await db.attempt({ ...base, at: at(1), outcome: 'ok', status: 200, ms: 120 });
+    await db.attempt({ ...base, at: at(17), outcome: 'ok', status: 204, ms: 300 });
+    await db.attempt({ ...base, at: at(31), outcome: 'http_5xx', status: 503, ms: 2000, retry: true });
+    await db.attempt({ ...base, at: at(44), outcome: 'timeout', status: null, ms: 50 });
+    await db.attempt({ ...base, at: at(180), outcome: 'ok', status: 200, ms: 210 }); // in the day, not the hour
+
+    events = await ingest([
+      ...Array.from({ length: 12 }, (_, i) => ({ type: 'call.started', data: { call_id: `c-${i + 1}` } })),
+      ...Array.from({ length: 3 }, (_, i) => ({ type: 'message.sent', data: { message_id: `m-${i + 1}`, to: '+15550100' } })),
+    ]);
+    const last = events[events.length - 1]!.id;
+    await eventually(async () => ((await call(api.url, 'GET', '/api/v1/events?limit=500', { headers: bearer(acct.apiKey) })).body.events?.some((e: { id: string }) => e.id === last) ? true : undefined), 30_000, 100);
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    // Every refusal of the page's content security policy, on every load, is reported here (the last test expects none).
+    await page.exposeFunction('reportCspViolation', (directive: string) => cspViolations.push(directive));
+    await page.addInitScript(() => {
+      const w = globalThis as unknown as { reportCspViolation(d: string): void; document: { addEventListener(t: string, f: (e: { violatedDirective: string }) => void): void } };
+      w.document.addEventListener('securitypolicyviolation', (e) => w.reportCspViolation(e.violatedDirective));
+    });
+    await page.goto(`${api.url}/dashboard`);
+    const login = page.locator('#login-form');
+    await login.getByLabel('Email').fill(acct.email);
+    await login.getByLabel('Password').fill(acct.password);
+    await login.getByRole('button', { name: 'Log in' }).click();
+    await page.locator('#app').waitFor({ state: 'visible' });
+    mkdirSync(SHOTS, { recursive: true });
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  it('shows per subscription the last hour as a chart with the known counts and p50/p99, and the last day on a click', async () => {
+    const card = page.locator(`#activity .card[data-hook="${hook.id}"]`);
+    await card.waitFor();
+    expect(await card.locator('h3').textContent()).to.equal(hook.url);
+    expect(await card.locator('.count.succeeded').textContent()).to.equal('3 succeeded');
+    expect(await card.locator('.count.retrying').textContent()).to.equal('1 retrying');
+    expect(await card.locator('.count.failed').textContent()).to.equal('1 failed');
+    // Durations 50, 100, 120, 300, 2000 ms: nearest rank p50 is the 3rd, p99 the 5th.
+    expect(await card.locator('.p50').textContent()).to.equal('p50 120 ms');
+    expect(await card.locator('.p99').textContent()).to.equal('p99 2000 ms');
+
+    const chart = card.locator('svg.chart');
+    expect(await chart.getAttribute('aria-label')).to.equal('3 succeeded, 1 retrying, 1 failed, last hour');
+    const buckets = chart.locator('g.bucket');
+    expect(await buckets.count()).to.equal(12);
+    const sums = await buckets.evaluateAll((gs) =>
+      gs.reduce((n, g) => ({ succeeded: n.succeeded + Number(g.getAttribute('data-succeeded')), retrying: n.retrying + Number(g.getAttribute('data-retrying')), failed: n.failed + Number(g.getAttribute('data-failed')) }), { succeeded: 0, retrying: 0, failed: 0 }),
+    );
+    expect(sums).to.deep.equal({ succeeded: 3, retrying: 1, failed: 1 });
+    // The two attempts of a minute ago share a bucket: one bar of height 2 units, and its tooltip says so.
+    const both = chart.locator('g.bucket[data-succeeded="2"]');
+    expect(await both.count()).to.equal(1);
+    expect(await both.locator('title').textContent()).to.match(/: 2 succeeded, 0 retrying, 0 failed$/);
+    expect(await chart.locator('rect.bar.succeeded').count()).to.equal(2);
+    expect(await chart.locator('rect.bar.retrying').count()).to.equal(1);
+    expect(await chart.locator('rect.bar.failed').count()).to.equal(1);
+    const tallest = await both.locator('rect.bar').getAttribute('height');
+    const single = await chart.locator('g.bucket[data-succeeded="1"] rect.bar.succeeded').getAttribute('height');
+    expect(Number(tallest)).to.be.closeTo(2 * Number(single), 0.01);
+    await page.locator('#activity-section').screenshot({ path: `${SHOTS}/activity-hour.png` });
+
+    await page.getByRole('button', { name: 'Last day' }).click();
+    await card.locator('svg.chart[aria-label$="last day"]').waitFor();
+    expect(await page.getByRole('button', { name: 'Last day' }).getAttribute('aria-pressed')).to.equal('true');
+    expect(await card.locator('.count.succeeded').textContent()).to.equal('4 succeeded');
+    expect(await card.locator('svg.chart').getAttribute('aria-label')).to.equal('4 succeeded, 1 retrying, 1 failed, last day');
+    expect(await card.locator('.p50').textContent()).to.equal('p50 120 ms');
+    await page.locator('#activity-section').screenshot({ path: `${SHOTS}/activity-day.png` });
+    await page.getByRole('button', { name: 'Last hour' }).click();
+    await card.locator('svg.chart[aria-label$="last hour"]').waitFor();
+    expect(await card.locator('svg.chart g.bucket').count()).to.equal(12);
+  });
+
+  it('has a button for each webhook operation that exists, Show secret among them', async () => {
+    const row = page.locator('#hooks tr', { hasText: hook.url });
+    for (const name of [`Ping ${hook.url}`, `Recent attempts for ${hook.url}`, `Disable ${hook.url}`, `Show the signing secret of ${hook.url}`, `Delete ${hook.url}`]) {
+      expect(await row.getByRole('button', { name }).count(), name).to.equal(1);
+    }
+    await row.getByRole('button', { name: `Show the signing secret of ${hook.url}` }).click();
+    await page.locator('#hook-secret').waitFor({ state: 'visible' });
+    expect(await page.locator('#hook-secret-value').textContent()).to.equal(hook.secret);
+    expect(await page.locator('#hook-secret-title').textContent()).to.include(hook.url);
+    await page.locator('#hooks-section').screenshot({ path: `${SHOTS}/webhooks.png` });
+  });
+
+  it('pages through the event log by cursor and filters it by type', async () => {
+    const ids = async (): Promise<string[]> => page.locator('#log tr[data-event]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-event')!));
+    const form = page.locator('#log-form');
+    await form.getByLabel('Per page').selectOption('10');
+    await form.getByRole('button', { name: 'Show' }).click();
+    await page.locator('#log-page', { hasText: 'page 1' }).waitFor();
+    await eventually(async () => ((await ids()).length === 10 ? true : undefined));
+    const first = await ids();
+    expect(first).to.deep.equal(events.slice(0, 10).map((e) => e.id));
+    expect(await page.getByRole('button', { name: 'Previous page' }).isDisabled()).to.equal(true);
+    await page.locator('#log-section').screenshot({ path: `${SHOTS}/event-log.png` });
+
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await page.locator('#log-page', { hasText: 'page 2' }).waitFor();
+    expect(await ids()).to.deep.equal(events.slice(10).map((e) => e.id));
+    expect(await page.locator('#log-end').textContent()).to.equal('End of the log for now.');
+    expect(await page.getByRole('button', { name: 'Next page' }).isDisabled()).to.equal(true);
+
+    await page.getByRole('button', { name: 'Previous page' }).click();
+    await page.locator('#log-page', { hasText: 'page 1' }).waitFor();
+    expect(await ids()).to.deep.equal(first);
+
+    await form.getByLabel('Type').selectOption('message.sent');
+    await form.getByRole('button', { name: 'Show' }).click();
+    await page.locator('#log-page', { hasText: 'message.sent' }).waitFor();
+    expect(await ids()).to.deep.equal(events.filter((e) => e.type === 'message.sent').map((e) => e.id));
+    const types = await page.locator('#log tr[data-event] td:nth-child(2)').allTextContents();
+    expect(types).to.deep.equal(['message.sent', 'message.sent', 'message.sent']);
+  });
+
+  it('opens one event: its data, its delivery and each attempt with status code, outcome and duration; a link to it opens it again', async () => {
+    const event = events.find((e) => e.type === 'message.sent')!;
+    const t0 = new Date(Date.now() - 10 * MIN);
+    const dlv = await db.delivery({ subscription: hook.id, account: acct.userId, event: event.id, state: 'succeeded', attempts: 2, lastStatus: 200, createdAt: t0 });
+    await db.attempt({ subscription: hook.id, account: acct.userId, event: event.id, delivery: dlv._id, at: new Date(t0.getTime() + 1000), outcome: 'http_5xx', status: 502, ms: 1234, retry: true, attempt: 1 });
+    await db.attempt({ subscription: hook.id, account: acct.userId, event: event.id, delivery: dlv._id, at: new Date(t0.getTime() + MIN), outcome: 'ok', status: 200, ms: 87, attempt: 2 });
+
+    await page.getByRole('button', { name: `Details of ${event.id}` }).click();
+    const detail = page.locator('#event-detail');
+    await detail.waitFor({ state: 'visible' });
+    expect(await page.locator('#event-title').textContent()).to.equal(`Event ${event.id}`);
+    expect(JSON.parse((await page.locator('#event-data').textContent())!)).to.deep.equal({ message_id: 'm-1', to: '+15550100' });
+    const delivery = detail.locator(`article.delivery[data-delivery="${dlv._id}"]`);
+    expect(await delivery.locator('h5').textContent()).to.equal(`${hook.url} succeeded`);
+    const rows = delivery.locator('tbody tr');
+    expect(await rows.count()).to.equal(2);
+    const cells = async (i: number): Promise<string[]> => rows.nth(i).locator('td').allTextContents();
+    const [one, two] = [await cells(0), await cells(1)];
+    expect([one[0], one[2], one[3], one[4]]).to.deep.equal(['1', '502', 'http_5xx', '1234 ms']);
+    expect([two[0], two[2], two[3], two[4], two[6]]).to.deep.equal(['2', '200', 'ok', '87 ms', '—']);
+    await page.locator('#log-section').screenshot({ path: `${SHOTS}/event-detail.png` });
+    expect(new URL(page.url()).hash).to.equal(`#event=${event.id}`);
+
+    // The address is a link to this view: a reload opens the same event.
+    await page.reload();
+    await detail.waitFor({ state: 'visible' });
+    expect(await page.locator('#event-title').textContent()).to.equal(`Event ${event.id}`);
+    expect(await detail.locator('td.status').allTextContents()).to.deep.equal(['502', '200']);
+    await page.getByRole('button', { name: 'Close' }).click();
+    await detail.waitFor({ state: 'hidden' });
+    expect(new URL(page.url()).hash).to.equal('');
+    await page.screenshot({ path: `${SHOTS}/overview.png`, fullPage: true });
+  });
+
+  it('drew every view without breaking the strict content security policy (charts are SVG elements, no inline style or script)', async () => {
+    expect(cspViolations).to.deep.equal([]);
+    // The counter works: an inline style attribute is refused and counted.
+    await page.evaluate(() => (globalThis as unknown as { document: { body: { setAttribute(k: string, v: string): void } } }).document.body.setAttribute('style', 'color: red'));
+    await eventually(async () => (cspViolations.length > 0 ? true : undefined), 5_000);
+    expect(cspViolations[0]).to.match(/^style-src/);
   });
 });

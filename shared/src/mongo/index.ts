@@ -140,10 +140,14 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { state: 1, next_attempt_at: 1 }, name: 'due' },
     { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },
     { key: { updated_at: 1 }, name: 'updated' },
+    // An event's deliveries (GET /api/v1/events/{id}/deliveries).
+    { key: { event_id: 1 }, name: 'event' },
   ],
   attempts: [
     { key: { subscription_id: 1, at: -1 }, name: 'subscription_recent' },
     { key: { at: 1 }, name: 'at' },
+    // The attempts of an event's deliveries (GET /api/v1/events/{id}/deliveries).
+    { key: { delivery_id: 1, at: 1 }, name: 'delivery' },
   ],
   claims: [{ key: { at: 1 }, name: 'at' }],
   // Each window is its own document found by _id (limits/window-store.ts);

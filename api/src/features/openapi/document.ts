@@ -8,6 +8,7 @@ import { ERROR_STATUS } from '../../../../shared/src/errors/index.js';
 import type { ApiConfig } from '../../config.js';
 import { headers, responses, schemas, securitySchemes } from './components.js';
 import type { SchemaObject } from './convert.js';
+import { activityPaths, activitySchemas } from './paths/activity.js';
 import { accountPaths } from './paths/accounts.js';
 import { eventPaths } from './paths/events.js';
 import { mcpPaths, mcpSchemas } from './paths/mcp.js';
@@ -33,8 +34,8 @@ export function buildOpenApiDocument(config: ApiConfig): SchemaObject {
       { name: 'operations', description: 'Health, readiness, metrics and this document' },
       { name: 'dashboard', description: 'The web dashboard' },
     ],
-    paths: { ...accountPaths(), ...eventPaths(config), ...webhookPaths(config), ...mcpPaths(), ...opsPaths(config) },
+    paths: { ...accountPaths(), ...eventPaths(config), ...webhookPaths(config), ...activityPaths(), ...mcpPaths(), ...opsPaths(config) },
     webhooks: outgoingWebhooks(),
-    components: { schemas: { ...schemas, ...webhookSchemas, ...mcpSchemas(config) }, responses, headers, securitySchemes },
+    components: { schemas: { ...schemas, ...webhookSchemas, ...activitySchemas, ...mcpSchemas(config) }, responses, headers, securitySchemes },
   };
 }

@@ -6,6 +6,10 @@ const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem('svc_session');
 let feed = null;
 let feedTimer = null;
+let statsWindow = '1h';
+let hooksShown = [];
+// The event log pages: the `since` cursor of each page seen so far (the first page has none).
+const log = { pages: [undefined], at: 0, type: '', limit: 25 };
 
 function say(message, isError = false) {
   $('status').textContent = message;
@@ -43,6 +47,9 @@ async function showApp() {
   $('app').hidden = false;
   $('logout').hidden = false;
   await loadHooks();
+  await showLogPage(0);
+  const linked = /^#event=(evt_[0-9a-f]{24})$/.exec(location.hash);
+  if (linked) await showEventDetail(linked[1]);
 }
 
 function showAuth() {
@@ -70,11 +77,12 @@ async function onAuth(event, path) {
 
 async function loadHooks() {
   const { webhooks } = await api('GET', '/api/v1/webhooks');
+  hooksShown = webhooks;
   const rows = webhooks.map((hook) => {
     const tr = el('tr');
     const last = String(hook.last_status ?? hook.last_error ?? '—');
     tr.append(el('td', hook.url), el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · disabled` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
-    const actions = el('td');
+    const actions = el('td', undefined, { class: 'actions' });
     const ping = el('button', 'Ping', { type: 'button', 'aria-label': `Ping ${hook.url}` });
     ping.onclick = () => act(async () => { await api('POST', `/api/v1/webhooks/${hook.id}/ping`); say('Ping sent.'); setTimeout(loadHooks, 1500); });
     const attempts = el('button', 'Attempts', { type: 'button', class: 'secondary', 'aria-label': `Recent attempts for ${hook.url}` });
@@ -88,18 +96,215 @@ async function loadHooks() {
       say(enabled ? 'Webhook disabled: nothing is sent to it until it is enabled again.' : 'Webhook enabled: it gets events from now on.');
       await loadHooks();
     });
-    actions.append(ping, ' ', attempts, ' ', toggle, ' ', del);
+    actions.append(ping, ' ', attempts, ' ', toggle, ' ', ...secretButtons(hook), del);
     tr.append(actions);
     return tr;
   });
   $('hooks').replaceChildren(...rows);
+  await loadActivity();
+}
+
+/**
+ * The buttons of the signing-secret operations of one subscription.
+ * Secret rotation (issue 18: `POST /api/v1/webhooks/{id}/secret/rotate` with a
+ * grace period) is being added separately: its button belongs here, next to
+ * "Show secret", and should show the new secret with showSecret().
+ */
+function secretButtons(hook) {
+  const reveal = el('button', 'Show secret', { type: 'button', class: 'secondary', 'aria-label': `Show the signing secret of ${hook.url}` });
+  reveal.onclick = () => act(async () => {
+    const { secret } = await api('POST', `/api/v1/webhooks/${hook.id}/secret`);
+    showSecret(`Signing secret of ${hook.url}:`, secret);
+  });
+  return [reveal, ' '];
+}
+
+function showSecret(title, secret) {
+  $('hook-secret-title').textContent = title;
+  $('hook-secret-value').textContent = secret;
+  $('hook-secret').hidden = false;
+}
+
+// ---- Delivery activity: one card per subscription, a stacked bar per bucket (plain SVG). ----
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+const KINDS = ['succeeded', 'retrying', 'failed'];
+const CHART = { width: 288, height: 72, top: 4, bottom: 14 };
+
+function svg(tag, attrs = {}, text) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+
+/** A stacked bar chart of the stats' buckets; every bar says its numbers in a <title> (hover, screen readers). */
+function chartOf(stats) {
+  const { width, height, top, bottom } = CHART;
+  const n = stats.buckets.length;
+  const slot = width / n;
+  const plot = height - top - bottom;
+  const max = Math.max(1, ...stats.buckets.map((b) => b.succeeded + b.retrying + b.failed));
+  const t = stats.totals;
+  const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', class: 'chart', 'aria-label': `${t.succeeded} succeeded, ${t.retrying} retrying, ${t.failed} failed, ${stats.window === '1h' ? 'last hour' : 'last day'}` });
+  root.append(svg('line', { x1: 0, x2: width, y1: top + plot + 0.5, y2: top + plot + 0.5, class: 'axis' }));
+  stats.buckets.forEach((b, i) => {
+    const end = new Date(Date.parse(b.start) + stats.bucket_seconds * 1000).toISOString();
+    const g = svg('g', { class: 'bucket', 'data-start': b.start, 'data-succeeded': b.succeeded, 'data-retrying': b.retrying, 'data-failed': b.failed });
+    g.append(svg('title', {}, `${clock(b.start)}–${clock(end)}: ${b.succeeded} succeeded, ${b.retrying} retrying, ${b.failed} failed`));
+    // A transparent full-height target, so an empty bucket still has a tooltip.
+    g.append(svg('rect', { x: i * slot, y: top, width: slot, height: plot, class: 'hit' }));
+    let y = top + plot;
+    for (const kind of KINDS) {
+      if (b[kind] === 0) continue;
+      const h = Math.max(1, (b[kind] / max) * plot);
+      y -= h;
+      g.append(svg('rect', { x: i * slot + 1, y, width: Math.max(1, slot - 2), height: h, class: `bar ${kind}` }));
+    }
+    root.append(g);
+  });
+  root.append(svg('text', { x: 0, y: height - 2, class: 'tick' }, `${stats.window === '1h' ? '1 h' : '24 h'} ago (${clock(stats.from)})`));
+  root.append(svg('text', { x: width, y: height - 2, class: 'tick end' }, 'now'));
+  return root;
+}
+
+function cardOf(hook, stats) {
+  const card = el('article', undefined, { class: 'card', 'data-hook': hook.id, 'aria-label': `Activity of ${hook.url}` });
+  const head = el('h3', hook.url);
+  if (hook.enabled === false) head.append(' ', el('span', 'disabled', { class: 'badge' }));
+  const t = stats.totals;
+  const numbers = el('p', undefined, { class: 'numbers' });
+  numbers.append(
+    el('span', `${t.succeeded} succeeded`, { class: 'count succeeded' }), ' · ',
+    el('span', `${t.retrying} retrying`, { class: 'count retrying' }), ' · ',
+    el('span', `${t.failed} failed`, { class: 'count failed' }),
+  );
+  const ms = (v) => (v === null ? '—' : `${v} ms`);
+  const latency = el('p', undefined, { class: 'latency' });
+  latency.append(el('span', `p50 ${ms(stats.latency_ms.p50)}`, { class: 'p50' }), ' · ', el('span', `p99 ${ms(stats.latency_ms.p99)}`, { class: 'p99' }));
+  card.append(head, chartOf(stats), numbers, latency);
+  if (stats.truncated) card.append(el('p', `Only the ${t.attempts} most recent attempts are counted.`, { class: 'note' }));
+  return card;
+}
+
+async function loadActivity() {
+  const hooks = hooksShown;
+  const stats = await Promise.all(hooks.map((h) => api('GET', `/api/v1/webhooks/${h.id}/stats?window=${statsWindow}`)));
+  const cards = hooks.map((h, i) => cardOf(h, stats[i]));
+  $('activity').replaceChildren(...(cards.length > 0 ? cards : [el('p', 'No webhooks yet: add one above.')]));
+}
+
+function setWindow(win) {
+  statsWindow = win;
+  for (const b of document.querySelectorAll('[data-window]')) b.setAttribute('aria-pressed', String(b.dataset.window === win));
+  return loadActivity();
+}
+
+// ---- The event log: the polling route, a type filter, pages by cursor, and one event's deliveries. ----
+
+async function showLogPage(index) {
+  const since = log.pages[index];
+  const params = new URLSearchParams({ limit: String(log.limit) });
+  if (log.type) params.set('type', log.type);
+  if (since) params.set('since', since);
+  const page = await api('GET', `/api/v1/events?${params}`);
+  log.at = index;
+  if (page.cursor && page.events.length > 0) log.pages[index + 1] = page.cursor;
+  log.pages.length = Math.min(log.pages.length, index + 2);
+  $('log').replaceChildren(...page.events.map((e) => {
+    const tr = el('tr', undefined, { 'data-event': e.id });
+    const open = el('button', e.id, { type: 'button', class: 'link', 'aria-label': `Details of ${e.id}` });
+    open.onclick = () => act(() => showEventDetail(e.id));
+    const idCell = el('td');
+    idCell.append(open);
+    const data = JSON.stringify(e.data);
+    tr.append(el('td', new Date(e.created_at).toLocaleString()), el('td', e.type), idCell, el('td', data.length > 80 ? `${data.slice(0, 79)}…` : data, { class: 'data' }));
+    return tr;
+  }));
+  if (page.events.length === 0) $('log').replaceChildren(emptyRow('No events here.', 4));
+  $('log-page').textContent = `· page ${index + 1}${log.type ? ` · ${log.type}` : ''}`;
+  const full = page.events.length === log.limit;
+  $('log-next').disabled = !full;
+  $('log-prev').disabled = index === 0;
+  $('log-first').disabled = index === 0;
+  $('log-end').textContent = full ? '' : 'End of the log for now.';
+}
+
+function emptyRow(text, columns) {
+  const tr = el('tr');
+  tr.append(el('td', text, { colspan: String(columns) }));
+  return tr;
+}
+
+function fact(list, term, value) {
+  list.append(el('dt', term), el('dd', value));
+}
+
+async function showEventDetail(id) {
+  const res = await api('GET', `/api/v1/events/${encodeURIComponent(id)}/deliveries`);
+  const e = res.event;
+  $('event-title').textContent = `Event ${e.id}`;
+  const facts = $('event-facts');
+  facts.replaceChildren();
+  fact(facts, 'Type', e.type);
+  fact(facts, 'Created', new Date(e.created_at).toLocaleString());
+  if (e.occurred_at) fact(facts, 'Occurred', new Date(e.occurred_at).toLocaleString());
+  fact(facts, 'Cursor', e.cursor);
+  $('event-data').textContent = JSON.stringify(e.data, null, 2);
+  const blocks = res.deliveries.map((d) => {
+    const box = el('article', undefined, { class: 'delivery', 'data-delivery': d.id });
+    const state = d.state === 'pending' && d.attempts_made > 0 ? 'retrying' : d.state;
+    const head = el('h5');
+    head.append(el('span', d.url ?? `${d.webhook_id} (deleted)`), ' ', el('span', state, { class: `badge ${state}` }));
+    const table = el('table', undefined, { class: 'attempts' });
+    const thead = el('thead');
+    const hr = el('tr');
+    for (const h of ['#', 'When', 'Status', 'Outcome', 'Duration', 'Error', 'Next attempt']) hr.append(el('th', h, { scope: 'col' }));
+    thead.append(hr);
+    const body = el('tbody');
+    for (const a of d.attempts) {
+      const tr = el('tr', undefined, { 'data-attempt': a.id });
+      tr.append(
+        el('td', String(a.attempt)),
+        el('td', new Date(a.at).toLocaleString()),
+        el('td', a.status === null ? '—' : String(a.status), { class: `status ${a.outcome === 'ok' ? 'succeeded' : a.next_attempt_at ? 'retrying' : 'failed'}` }),
+        el('td', a.outcome),
+        el('td', `${a.duration_ms} ms`),
+        el('td', a.error ?? ''),
+        el('td', a.next_attempt_at ? new Date(a.next_attempt_at).toLocaleString() : '—'),
+      );
+      body.append(tr);
+    }
+    if (d.attempts.length === 0) body.append(emptyRow('Not attempted yet.', 7));
+    table.append(thead, body);
+    box.append(head, el('p', `Delivery ${d.id} · ${d.attempts_made} attempt${d.attempts_made === 1 ? '' : 's'}`, { class: 'note' }), table);
+    return box;
+  });
+  if (res.truncated) blocks.push(el('p', 'Only the oldest deliveries and attempts are shown.', { class: 'note' }));
+  $('event-deliveries').replaceChildren(...(blocks.length > 0 ? blocks : [el('p', 'No deliveries: no subscription took this event.')]));
+  $('event-detail').hidden = false;
+  history.replaceState(null, '', `#event=${e.id}`);
+  $('event-detail').scrollIntoView({ block: 'nearest' });
+}
+
+function closeEventDetail() {
+  $('event-detail').hidden = true;
+  history.replaceState(null, '', location.pathname);
 }
 
 async function showAttempts(hook) {
   const res = await api('GET', `/api/v1/webhooks/${hook.id}/deliveries`);
   const list = res.attempts ?? res.deliveries ?? [];
   $('attempts-title').textContent = `Recent attempts: ${hook.url}`;
-  $('attempts').replaceChildren(...list.map((a) => el('li', `${new Date(a.at ?? a.created_at).toLocaleString()} · attempt ${a.attempt} · ${a.status ?? a.outcome} · ${a.duration_ms} ms · ${a.event_id}`)));
+  $('attempts').replaceChildren(...list.map((a) => {
+    const li = el('li', `${new Date(a.at ?? a.created_at).toLocaleString()} · attempt ${a.attempt} · ${a.status ?? a.outcome} · ${a.duration_ms} ms · `);
+    const open = el('button', a.event_id, { type: 'button', class: 'link', 'aria-label': `Details of ${a.event_id}` });
+    open.onclick = () => act(() => showEventDetail(a.event_id));
+    li.append(open);
+    return li;
+  }));
   if (list.length === 0) $('attempts').replaceChildren(el('li', 'No attempts yet.'));
   $('attempts-panel').hidden = false;
 }
@@ -172,13 +377,28 @@ $('hook-form').addEventListener('submit', (e) => {
     const events = String(form.get('events') || '*').split(',').map((s) => s.trim()).filter(Boolean);
     const description = String(form.get('description') || '');
     const hook = await api('POST', '/api/v1/webhooks', { url: String(form.get('url')), events, ...(description ? { description } : {}) });
-    $('hook-secret-value').textContent = hook.secret;
-    $('hook-secret').hidden = false;
+    showSecret('Signing secret (shown here and by Show secret):', hook.secret);
     e.target.reset();
     say('Webhook added.');
     await loadHooks();
   });
 });
+for (const b of document.querySelectorAll('[data-window]')) b.addEventListener('click', () => act(() => setWindow(b.dataset.window)));
+$('activity-refresh').addEventListener('click', () => act(loadActivity));
+for (const type of EVENT_TYPES) $('log-type').append(el('option', type, { value: type }));
+$('log-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  act(() => {
+    log.type = $('log-type').value;
+    log.limit = Number($('log-limit').value);
+    log.pages = [undefined];
+    return showLogPage(0);
+  });
+});
+$('log-first').addEventListener('click', () => act(() => showLogPage(0)));
+$('log-prev').addEventListener('click', () => act(() => showLogPage(Math.max(0, log.at - 1))));
+$('log-next').addEventListener('click', () => act(() => showLogPage(log.at + 1)));
+$('event-close').addEventListener('click', closeEventDetail);
 $('feed-toggle').addEventListener('click', () => act(() => (feed ? stopFeed() : startFeed())));
 
 if (token) {

@@ -1,0 +1,220 @@
+/**
+ * Read models for the dashboard, computed from what the delivery process
+ * stores (delivery/src/recorder.ts writes one `delivery_attempts` document per
+ * attempt, `deliveries` holds each delivery's state): a subscription's
+ * attempts over a window in buckets with latency percentiles, and one event's
+ * deliveries with their attempts. Both only read, both are bounded (schemas.ts
+ * holds the bounds; docs/decisions.md says why these).
+ */
+import { notFound } from '../../../../shared/src/errors/index.js';
+import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
+import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
+import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
+import type { AttemptDoc, DeliveryDoc } from '../../../../shared/src/mongo/index.js';
+import type { ApiDeps } from '../../deps.js';
+import { findOwned } from '../webhooks/service.js';
+import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow } from './schemas.js';
+
+export type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
+
+async function storage<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    throw asUnavailable(err, 'Delivery storage');
+  }
+}
+
+export interface Counts {
+  succeeded: number;
+  failed: number;
+  retrying: number;
+}
+
+export interface WebhookStats {
+  webhook_id: string;
+  window: StatsWindow;
+  from: string;
+  to: string;
+  bucket_seconds: number;
+  totals: Counts & { attempts: number };
+  latency_ms: { p50: number | null; p99: number | null };
+  buckets: (Counts & { start: string })[];
+  truncated: boolean;
+}
+
+/**
+ * What one attempt counts as: `succeeded` (2xx), `retrying` (failed, another
+ * attempt is scheduled) or `failed` (failed and it was the last attempt: the
+ * delivery has given up). So succeeded + failed are deliveries that finished
+ * in the bucket, retrying the failed tries of deliveries still going.
+ */
+export function classify(a: Pick<AttemptDoc, 'outcome' | 'next_attempt_at'>): keyof Counts {
+  if (a.outcome === 'ok') return 'succeeded';
+  return a.next_attempt_at ? 'retrying' : 'failed';
+}
+
+/** Nearest-rank percentile of ascending `sorted`; null when empty. */
+export function percentile(sorted: number[], p: number): number | null {
+  if (sorted.length === 0) return null;
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[Math.min(rank, sorted.length) - 1]!;
+}
+
+/**
+ * The subscription's attempts in the window, in aligned buckets (the last
+ * one holds now), with p50/p99 of their durations. Reads at most
+ * MAX_STATS_ATTEMPTS attempts, the most recent: beyond that `truncated` is
+ * true and the oldest buckets count only what was read. `bounds`: the
+ * tests' way to reach the bound without writing 10,000 attempts.
+ */
+export async function webhookStats(deps: ActivityDeps, accountId: string, id: string, window: StatsWindow, bounds = { maxAttempts: MAX_STATS_ATTEMPTS }): Promise<WebhookStats> {
+  await findOwned(deps, accountId, id);
+  const { windowMs, bucketMs } = STATS_WINDOWS[window];
+  const end = Math.floor(deps.clock().getTime() / bucketMs) * bucketMs + bucketMs;
+  const from = end - windowMs;
+  const docs = await storage(
+    deps.mongo.collections.attempts
+      .find({ subscription_id: id, at: { $gte: new Date(from), $lt: new Date(end) } }, { projection: { _id: 0, at: 1, outcome: 1, next_attempt_at: 1, duration_ms: 1 } })
+      .sort({ at: -1 })
+      .limit(bounds.maxAttempts + 1)
+      .toArray(),
+  );
+  const truncated = docs.length > bounds.maxAttempts;
+  if (truncated) docs.length = bounds.maxAttempts; // newest first: the oldest one goes
+  const buckets = Array.from({ length: windowMs / bucketMs }, (_, i) => ({ start: new Date(from + i * bucketMs).toISOString(), succeeded: 0, failed: 0, retrying: 0 }));
+  const totals = { succeeded: 0, failed: 0, retrying: 0, attempts: docs.length };
+  const durations: number[] = [];
+  for (const doc of docs) {
+    const bucket = buckets[Math.floor((doc.at.getTime() - from) / bucketMs)];
+    if (!bucket) continue; // outside the window: the query excludes it, this is belt and braces
+    const kind = classify(doc);
+    bucket[kind]++;
+    totals[kind]++;
+    durations.push(doc.duration_ms);
+  }
+  durations.sort((a, b) => a - b);
+  return {
+    webhook_id: id,
+    window,
+    from: new Date(from).toISOString(),
+    to: new Date(end).toISOString(),
+    bucket_seconds: bucketMs / 1000,
+    totals,
+    latency_ms: { p50: percentile(durations, 50), p99: percentile(durations, 99) },
+    buckets,
+    truncated,
+  };
+}
+
+export interface EventAttempt {
+  id: string;
+  delivery_id: string;
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  status: number | null;
+  outcome: string;
+  error: string | null;
+  duration_ms: number;
+  at: string;
+  next_attempt_at: string | null;
+}
+
+export interface EventDelivery {
+  id: string;
+  webhook_id: string;
+  /** The subscription's URL now; null when it was deleted meanwhile. */
+  url: string | null;
+  state: DeliveryDoc['state'];
+  attempts_made: number;
+  next_attempt_at: string | null;
+  last_status: number | null;
+  last_outcome: string | null;
+  created_at: string;
+  updated_at: string;
+  attempts: EventAttempt[];
+}
+
+export interface EventDeliveries {
+  event: EventRecord;
+  deliveries: EventDelivery[];
+  truncated: boolean;
+}
+
+function toAttempt(doc: AttemptDoc): EventAttempt {
+  return {
+    id: doc._id,
+    delivery_id: doc.delivery_id,
+    event_id: doc.event_id,
+    event_type: doc.event_type,
+    attempt: doc.attempt,
+    status: doc.status,
+    outcome: doc.outcome,
+    error: doc.error,
+    duration_ms: doc.duration_ms,
+    at: doc.at.toISOString(),
+    next_attempt_at: doc.next_attempt_at ? doc.next_attempt_at.toISOString() : null,
+  };
+}
+
+/**
+ * One event of the account (as polling shows it) with its deliveries, one
+ * per subscription it went to, each with its attempts oldest first. 404 for
+ * an id that is malformed, another account's, or not (yet) in the stored
+ * log. Bounded: MAX_EVENT_DELIVERIES deliveries and MAX_EVENT_ATTEMPTS
+ * attempts in all (`truncated` says when either cut something).
+ */
+export async function eventDeliveries(deps: ActivityDeps, accountId: string, eventId: string, bounds = { maxDeliveries: MAX_EVENT_DELIVERIES, maxAttempts: MAX_EVENT_ATTEMPTS }): Promise<EventDeliveries> {
+  if (!EVENT_ID.test(eventId)) throw notFound('Event');
+  const { events, deliveries, attempts, webhooks } = deps.mongo.collections;
+  const event = await storage(events.findOne({ _id: eventId, account_id: accountId }));
+  if (!event) throw notFound('Event');
+  const dels = await storage(
+    deliveries
+      .find({ event_id: eventId, account_id: accountId }, { projection: { body: 0 } })
+      .sort({ created_at: 1, _id: 1 })
+      .limit(bounds.maxDeliveries + 1)
+      .toArray(),
+  );
+  let truncated = dels.length > bounds.maxDeliveries;
+  if (truncated) dels.length = bounds.maxDeliveries;
+  const ids = dels.map((d) => d._id);
+  const [tries, hooks] =
+    ids.length === 0
+      ? [[], []]
+      : await storage(
+          Promise.all([
+            attempts
+              .find({ delivery_id: { $in: ids } })
+              .sort({ at: 1, _id: 1 })
+              .limit(bounds.maxAttempts + 1)
+              .toArray(),
+            webhooks.find({ _id: { $in: [...new Set(dels.map((d) => d.subscription_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray(),
+          ]),
+        );
+  if (tries.length > bounds.maxAttempts) {
+    truncated = true;
+    tries.length = bounds.maxAttempts;
+  }
+  const urls = new Map(hooks.map((h) => [h._id, h.url]));
+  const byDelivery = new Map<string, EventAttempt[]>(ids.map((id) => [id, []]));
+  for (const t of tries) byDelivery.get(t.delivery_id)?.push(toAttempt(t));
+  return {
+    event: docToRecord(event),
+    deliveries: dels.map((d) => ({
+      id: d._id,
+      webhook_id: d.subscription_id,
+      url: urls.get(d.subscription_id) ?? null,
+      state: d.state,
+      attempts_made: d.attempts,
+      next_attempt_at: d.next_attempt_at ? d.next_attempt_at.toISOString() : null,
+      last_status: d.last_status ?? null,
+      last_outcome: d.last_outcome ?? null,
+      created_at: d.created_at.toISOString(),
+      updated_at: d.updated_at.toISOString(),
+      attempts: byDelivery.get(d._id) ?? [],
+    })),
+    truncated,
+  };
+}
