@@ -88,11 +88,25 @@ async function loadHooks() {
       say(enabled ? 'Webhook disabled: nothing is sent to it until it is enabled again.' : 'Webhook enabled: it gets events from now on.');
       await loadHooks();
     });
-    actions.append(ping, ' ', attempts, ' ', toggle, ' ', del);
+    actions.append(ping, ' ', attempts, ' ', toggle, ' ', rotateButton(hook), ' ', del);
     tr.append(actions);
     return tr;
   });
   $('hooks').replaceChildren(...rows);
+}
+
+// Secret rotation: the new secret is shown where a new webhook's is; the old one
+// keeps signing for the API's default grace period (24 h), so there is time to switch.
+function rotateButton(hook) {
+  const button = el('button', 'Rotate secret', { type: 'button', class: 'secondary', 'aria-label': `Rotate the signing secret of ${hook.url}` });
+  button.onclick = () => act(async () => {
+    const res = await api('POST', `/api/v1/webhooks/${hook.id}/secret/rotate`, {});
+    $('hook-secret-value').textContent = res.secret;
+    $('hook-secret').hidden = false;
+    const until = res.previous_secret_expires_at ? new Date(res.previous_secret_expires_at).toLocaleString() : null;
+    say(`New signing secret for ${hook.url}. ${until ? `The old one also signs deliveries until ${until}.` : 'The old one no longer signs anything.'}`);
+  });
+  return button;
 }
 
 async function showAttempts(hook) {
