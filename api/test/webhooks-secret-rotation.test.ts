@@ -12,6 +12,7 @@ import { verifyServiceSignature } from '../../shared/src/signing.js';
 import type { WebhookDoc } from '../../shared/src/mongo/index.js';
 import { Receiver, type Received } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
+import type { RunningDelivery } from '../../delivery/src/worker.js';
 import { rotateSecret, ROTATION_CLAIM_STALE_MS } from '../src/features/webhooks/service.js';
 import { DEFAULT_GRACE_PERIOD_S, MAX_GRACE_PERIOD_S } from '../src/features/webhooks/schemas.js';
 import type { RunningApi } from '../src/server.js';
@@ -181,6 +182,7 @@ describe('secret rotation end to end (delivery process, HTTPS receiver, standard
   this.timeout(90_000);
   let api: RunningApi;
   let receiver: Receiver;
+  let worker: RunningDelivery;
 
   const ingest = async (acct: TestAccount): Promise<string> => {
     const res = await call(api.url, 'POST', '/internal/v1/events', { headers: bearer(api.deps.config.ingestToken), body: { account_id: acct.userId, type: 'call.started', data: {} } });
@@ -197,14 +199,13 @@ describe('secret rotation end to end (delivery process, HTTPS receiver, standard
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     return res.body;
   };
-  /** Ingests one event and answers the request that delivered it. */
+  /** Ingests one event and answers the (first) request that delivered it. */
   const deliver = async (acct: TestAccount, path: string): Promise<Received> => {
     const eventId = await ingest(acct);
-    const count = receiver.received(path).length;
-    await receiver.waitFor(path, count + 1, 60_000);
-    const req = receiver.received(path).find((r) => r.body.id === eventId);
-    expect(req, `delivery of ${eventId}`).to.not.equal(undefined);
-    return req!;
+    const of = (): Received | undefined => receiver.received(path).find((r) => r.body.id === eventId);
+    for (let i = 0; i < 600 && !of(); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(of(), `delivery of ${eventId}`).to.not.equal(undefined);
+    return of()!;
   };
 
   before(async function () {
@@ -212,7 +213,7 @@ describe('secret rotation end to end (delivery process, HTTPS receiver, standard
     receiver = await Receiver.start();
     ({ api } = await webhookApi());
     const env = deliveryTestEnv(receiver.caFile, webhookTestEnv());
-    await startTestDelivery(env);
+    worker = await startTestDelivery(env);
     await waitForGroup(env);
     // The delivery group settles on the topic before anything is measured.
     const probe = await createAccount(api.url);
@@ -220,7 +221,10 @@ describe('secret rotation end to end (delivery process, HTTPS receiver, standard
     await ingest(probe);
     await receiver.waitFor('/rot-probe', 1, 90_000);
   });
-  after(() => receiver.close());
+  after(async () => {
+    await worker.close(); // not left running beside other tests' delivery processes
+    await receiver.close();
+  });
 
   it('signs with both secrets during the grace period (either verifier passes), X-Service-Signature with the new one', async () => {
     const acct = await createAccount(api.url);
