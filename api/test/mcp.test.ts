@@ -8,7 +8,7 @@ import { call, sharedApis } from './support/api.js';
 import { eventually, ingest, sleep } from './support/events.js';
 import { connectClient } from './support/mcp.js';
 
-const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'update_webhook', 'delete_webhook', 'ping_webhook', 'whoami'];
+const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'whoami'];
 
 async function expectHttpStatus(promise: Promise<unknown>, status: number): Promise<void> {
   try {
@@ -175,7 +175,7 @@ describe('MCP with the official SDK client', function () {
     expect((result.content as Array<{ text: string }>)[0]!.text).to.match(/since/).and.match(/not a cursor of this account/);
   });
 
-  it('manages webhooks: create (secret shown once), list, ping through the log, delete', async () => {
+  it('manages webhooks: create (secret shown once), list, ping through the log, update, rotate the secret, delete', async () => {
     const c = await client(bearer(acct.apiKey));
     // A literal public address passes the URL rules without DNS (nothing is delivered in this test).
     const created = structured(await c.callTool({ name: 'create_webhook', arguments: { url: 'https://93.184.216.34/in', events: ['message.received'], description: 'agent' } }));
@@ -206,6 +206,16 @@ describe('MCP with the official SDK client', function () {
     expect((await call(api.url, 'GET', `/api/v1/webhooks/${created.id}`, { headers: bearer(acct.apiKey) })).body).to.deep.equal(updated);
     for (const args of [{ id: created.id }, { id: created.id, url: 'https://10.1.2.3/in' }, { id: created.id, enabled: 'no' }]) {
       const refused = await c.callTool({ name: 'update_webhook', arguments: args });
+      expect(refused.isError, JSON.stringify(args)).to.equal(true);
+    }
+
+    const rotated = structured(await c.callTool({ name: 'rotate_webhook_secret', arguments: { id: created.id, grace_period_s: 600 } }));
+    expect(rotated.secret).to.match(/^whsec_/).and.not.equal(created.secret);
+    expect(Date.parse(rotated.previous_secret_expires_at) - Date.now()).to.be.within(590_000, 600_000);
+    expect((await call(api.url, 'POST', `/api/v1/webhooks/${created.id}/secret`, { headers: bearer(acct.apiKey) })).body).to.deep.equal({ secret: rotated.secret });
+    expect(structured(await c.callTool({ name: 'rotate_webhook_secret', arguments: { id: created.id } })).previous_secret_expires_at).to.be.a('string');
+    for (const args of [{ id: created.id, grace_period_s: -1 }, { id: created.id, grace_period_s: 604_801 }, { id: 'wh_000000000000000000000000' }]) {
+      const refused = await c.callTool({ name: 'rotate_webhook_secret', arguments: args });
       expect(refused.isError, JSON.stringify(args)).to.equal(true);
     }
 

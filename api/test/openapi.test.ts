@@ -208,6 +208,9 @@ describe('OpenAPI document: webhook responses (with a delivery process and a rec
     const id: string = created.body.id;
     await expectDoc('GET', '/api/v1/webhooks', '/api/v1/webhooks');
     await expectDoc('POST', '/api/v1/webhooks/{id}/secret', `/api/v1/webhooks/${id}/secret`);
+    await expectDoc('POST', '/api/v1/webhooks/{id}/secret/rotate', `/api/v1/webhooks/${id}/secret/rotate`, { grace_period_s: 60 });
+    await expectDoc('POST', '/api/v1/webhooks/{id}/secret/rotate', `/api/v1/webhooks/${id}/secret/rotate`, { grace_period_s: 0 });
+    await expectDoc('POST', '/api/v1/webhooks/{id}/secret/rotate', `/api/v1/webhooks/${id}/secret/rotate`, { grace_period_s: -1 });
     await expectDoc('POST', '/api/v1/webhooks/{id}/ping', `/api/v1/webhooks/${id}/ping`);
     await receiver.waitFor('/openapi-doc', 1);
     const attempts = await eventually(async () => {
@@ -229,6 +232,8 @@ describe('OpenAPI document: webhook responses (with a delivery process and a rec
       'POST /api/v1/webhooks 400',
       'GET /api/v1/webhooks 200',
       'POST /api/v1/webhooks/{id}/secret 200',
+      'POST /api/v1/webhooks/{id}/secret/rotate 200',
+      'POST /api/v1/webhooks/{id}/secret/rotate 400',
       'POST /api/v1/webhooks/{id}/ping 202',
       'GET /api/v1/webhooks/{id}/deliveries 400',
       'DELETE /api/v1/webhooks/{id} 204',

@@ -10,8 +10,9 @@
  * out while the attempt is already sent: another claimer would send it
  * again), and the scheduler skips what this process holds. The subscription is
  * read right before each attempt, so a deleted or disabled subscription gets
- * nothing, a rotated secret signs the very next attempt and a changed url is
- * where it goes.
+ * nothing, a rotated secret signs the very next attempt (with the replaced
+ * one beside it until its grace period ends) and a changed url is where it
+ * goes.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../shared/src/log.js';
@@ -305,12 +306,22 @@ export class Dispatcher {
   }
 }
 
+/**
+ * The secrets an attempt at `at` is signed with: the current one, then the
+ * one a rotation replaced while its grace period lasts (never after).
+ */
+export function signingSecrets(box: SecretBox, sub: WebhookDoc, at: Date): string[] {
+  const secrets = [box.open(sub.secret_enc, sub._id)];
+  const until = sub.previous_secret_expires_at;
+  if (sub.previous_secret_enc && until && until.getTime() > at.getTime()) secrets.push(box.open(sub.previous_secret_enc, sub._id));
+  return secrets;
+}
+
 /** One signed POST; returns what the recorder stores, next attempt time included. */
 async function send(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc): Promise<AttemptRecord> {
-  const secret = deps.box.open(sub.secret_enc, sub._id);
   const at = deps.clock();
   const headers = {
-    ...signDelivery(secret, delivery._id, delivery.body, at),
+    ...signDelivery(signingSecrets(deps.box, sub, at), delivery._id, delivery.body, at),
     'X-Service-Event': delivery.event_type,
     'X-Service-Delivery': delivery._id,
   };

@@ -47,6 +47,30 @@ describe('webhook signing', () => {
   });
 });
 
+describe('webhook signing during a secret rotation', () => {
+  const current = newWebhookSecret();
+  const previous = newWebhookSecret();
+  const body = '{"id":"evt_9","type":"call.started"}';
+  const now = new Date('2026-03-04T05:06:07Z');
+
+  it('lists one v1 signature per secret, current first, and signs X-Service-Signature with the current one only', () => {
+    const h = signDelivery([current, previous], 'dlv_9', body, now);
+    const sigs = h['webhook-signature'].split(' ');
+    expect(sigs).to.have.length(2);
+    expect(sigs[0]).to.equal(signDelivery(current, 'dlv_9', body, now)['webhook-signature']);
+    expect(sigs[1]).to.equal(signDelivery(previous, 'dlv_9', body, now)['webhook-signature']);
+    for (const s of [current, previous]) expect(verifyStandardWebhook(s, body, h, { now })).to.equal(true);
+    expect(verifyStandardWebhook(newWebhookSecret(), body, h, { now })).to.equal(false);
+    expect(verifyServiceSignature(current, body, h['X-Service-Signature'])).to.equal(true);
+    expect(verifyServiceSignature(previous, body, h['X-Service-Signature'])).to.equal(false);
+  });
+
+  it('signs with one secret alike whether given alone or as a list of one', () => {
+    expect(signDelivery([current], 'dlv_9', body, now)).to.deep.equal(signDelivery(current, 'dlv_9', body, now));
+    expect(() => signDelivery([], 'dlv_9', body, now)).to.throw(/at least one secret/);
+  });
+});
+
 describe('secret box', () => {
   const box = new SecretBox(Buffer.alloc(32, 7));
 

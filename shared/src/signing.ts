@@ -39,14 +39,23 @@ export interface SignedHeaders {
   'webhook-signature': string;
 }
 
-/** The signature headers of one attempt; the timestamp is the attempt's send time. */
-export function signDelivery(secret: string, deliveryId: string, body: string, now: Date): SignedHeaders {
+/**
+ * The signature headers of one attempt; the timestamp is the attempt's send
+ * time. `secrets`: the current secret first, then, during a rotation's grace
+ * period, the previous one. `webhook-signature` carries one `v1,` value per
+ * secret, space-separated (Standard Webhooks lets a receiver accept any of
+ * them); `X-Service-Signature` has room for one and uses the current secret.
+ */
+export function signDelivery(secrets: string | readonly string[], deliveryId: string, body: string, now: Date): SignedHeaders {
+  const all = typeof secrets === 'string' ? [secrets] : secrets;
+  const current = all[0];
+  if (current === undefined) throw new Error('signDelivery needs at least one secret');
   const timestamp = Math.floor(now.getTime() / 1000);
   return {
-    'X-Service-Signature': serviceSignature(secret, body),
+    'X-Service-Signature': serviceSignature(current, body),
     'webhook-id': deliveryId,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': standardSignature(secret, deliveryId, timestamp, body),
+    'webhook-signature': all.map((secret) => standardSignature(secret, deliveryId, timestamp, body)).join(' '),
   };
 }
 

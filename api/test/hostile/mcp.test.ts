@@ -100,6 +100,7 @@ describe('hostile: MCP', function () {
       ['list_webhooks', {}],
       ['delete_webhook', { id: hook.id }],
       ['ping_webhook', { id: hook.id }],
+      ['rotate_webhook_secret', { id: hook.id, grace_period_s: 0 }],
       ['get_webhook', { id: hook.id }],
     ].filter(([name]) => byName.has(name as string)) as [string, unknown][];
     for (const [name, args] of calls) {
@@ -113,6 +114,8 @@ describe('hostile: MCP', function () {
     }
     const still = await answer(apis[0].url, { method: 'GET', path: `/api/v1/webhooks/${hook.id}`, headers: bearer(a.apiKey) });
     expect(still.status, "A's subscription survives B's delete_webhook").to.equal(200);
+    const secret = await answer(apis[0].url, { method: 'POST', path: `/api/v1/webhooks/${hook.id}/secret`, headers: bearer(a.apiKey) });
+    expect(JSON.parse(secret.text).secret, "A's secret survives B's rotate_webhook_secret").to.equal(hook.secret);
     record('cross_account', 'POST /api/mcp tools', calls.length);
   });
 

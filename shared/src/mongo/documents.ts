@@ -182,6 +182,29 @@ export interface WebhookDoc {
   enabled?: boolean;
   /** Set when re-enabled: like created_at, events that occurred before it are not delivered. */
   enabled_at?: Date;
+  /**
+   * Secret rotation (POST /api/v1/webhooks/{id}/secret/rotate). secret_gen
+   * counts rotations (absent: 0); each one first takes the claim
+   * `${_id}:${secret_gen + 1}` in webhook_secret_rotations. The replaced
+   * secret (sealed as before, bound to _id) signs deliveries too until
+   * previous_secret_expires_at, and is never used after it; the next
+   * rotation overwrites or removes it.
+   */
+  secret_gen?: number;
+  previous_secret_enc?: string;
+  previous_secret_expires_at?: Date;
+}
+
+/**
+ * One rotation's claim on a subscription's next secret generation, taken by
+ * insert (a unique _id is atomic on MongoDB and FerretDB alike, a
+ * conditional update is not on FerretDB 1.x): of two rotations that read
+ * the same generation, exactly one writes.
+ */
+export interface SecretRotationDoc {
+  _id: string; // `${subscription_id}:${generation}`
+  subscription_id: string;
+  at: Date;
 }
 
 /** The last attempt to a subscription (written by the delivery process only); _id is the subscription id. */

@@ -18,6 +18,7 @@ import type {
   EventTopicDoc,
   IngestKeyDoc,
   RateLimitDoc,
+  SecretRotationDoc,
   StreamSlotDoc,
   UserDoc,
   WatermarkDoc,
@@ -41,6 +42,7 @@ export const COLLECTION_NAMES = {
   streamSlots: 'stream_slots',
   webhooks: 'webhooks',
   webhookStatus: 'webhook_status',
+  secretRotations: 'webhook_secret_rotations',
   deliveries: 'deliveries',
   attempts: 'delivery_attempts',
   claims: 'delivery_claims',
@@ -60,6 +62,7 @@ export interface Collections {
   streamSlots: Collection<StreamSlotDoc>;
   webhooks: Collection<WebhookDoc>;
   webhookStatus: Collection<WebhookStatusDoc>;
+  secretRotations: Collection<SecretRotationDoc>;
   deliveries: Collection<DeliveryDoc>;
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
@@ -99,6 +102,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     streamSlots: db.collection(COLLECTION_NAMES.streamSlots),
     webhooks: db.collection(COLLECTION_NAMES.webhooks),
     webhookStatus: db.collection(COLLECTION_NAMES.webhookStatus),
+    secretRotations: db.collection(COLLECTION_NAMES.secretRotations),
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
     attempts: db.collection(COLLECTION_NAMES.attempts),
     claims: db.collection(COLLECTION_NAMES.claims),
@@ -136,6 +140,7 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { account_id: 1, slot: 1 }, name: 'account_slot_unique', unique: true },
   ],
   webhookStatus: [],
+  secretRotations: [{ key: { subscription_id: 1 }, name: 'subscription' }],
   deliveries: [
     { key: { state: 1, next_attempt_at: 1 }, name: 'due' },
     { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },

@@ -8,7 +8,7 @@
 import type { Schema } from 'ajv';
 import type { ApiConfig } from '../../config.js';
 import { LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, listEventsQuery, waitBody } from '../events/schemas.js';
-import { createWebhookBody, updateWebhookBody } from '../webhooks/schemas.js';
+import { createWebhookBody, DEFAULT_GRACE_PERIOD_S, MAX_GRACE_PERIOD_S, rotateSecretBody, updateWebhookBody } from '../webhooks/schemas.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -71,7 +71,21 @@ export const updateWebhookInput: JsonSchema = (() => {
   };
 })();
 
+/** The rotation's own body schema plus the id. */
+export const rotateWebhookSecretInput: JsonSchema = (() => {
+  const body = described(rotateSecretBody.schema, {
+    grace_period_s: `Seconds during which deliveries are also signed with the old secret, so the receiver can switch without rejecting any: 0 (the old secret stops at once) to ${MAX_GRACE_PERIOD_S} (7 days), default ${DEFAULT_GRACE_PERIOD_S} (24 h).`,
+  });
+  return { ...body, properties: { id: (webhookIdInput.properties as Record<string, JsonSchema>).id, ...(body.properties as Record<string, JsonSchema>) }, required: ['id'] };
+})();
+
 const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: 'null' }] });
+
+export const rotatedSecretOutput: JsonSchema = {
+  type: 'object',
+  properties: { secret: { type: 'string' }, previous_secret_expires_at: nullable({ type: 'string' }) },
+  required: ['secret', 'previous_secret_expires_at'],
+};
 
 const eventRecord: JsonSchema = {
   type: 'object',

@@ -10,8 +10,8 @@ import { valueValidator, type Validator } from '../../validation.js';
 import { profile } from '../auth/service.js';
 import type { WaitInput } from '../events/schemas.js';
 import { listEvents, waitForEvent } from '../events/service.js';
-import type { CreateWebhookInput, UpdateWebhookInput } from '../webhooks/schemas.js';
-import { createWebhook, deleteWebhook, listWebhooks, pingWebhook, updateWebhook } from '../webhooks/service.js';
+import type { CreateWebhookInput, RotateSecretInput, UpdateWebhookInput } from '../webhooks/schemas.js';
+import { createWebhook, deleteWebhook, listWebhooks, pingWebhook, rotateSecret, updateWebhook } from '../webhooks/service.js';
 import {
   createdWebhookOutput,
   createWebhookInput,
@@ -22,6 +22,8 @@ import {
   listWebhooksOutput,
   noArguments,
   pingOutput,
+  rotatedSecretOutput,
+  rotateWebhookSecretInput,
   updateWebhookInput,
   waitForEventInput,
   waitForEventOutput,
@@ -133,6 +135,15 @@ const webhookTools: Tool[] = [
     inputSchema: updateWebhookInput,
     outputSchema: webhookOutput,
     run: ({ deps, caller }, { id, ...changes }) => updateWebhook(deps, caller.accountId, id, changes),
+  }),
+  tool<RotateSecretInput & { id: string }>('rotate_webhook_secret', {
+    title: 'Rotate a webhook signing secret',
+    description:
+      'Replaces the whsec_ signing secret of one subscription (by id) and returns {secret, previous_secret_expires_at}. Until then deliveries carry a Standard Webhooks signature (webhook-signature) made with each secret, so a receiver holding either accepts them; X-Service-Signature uses the new secret only. Give the new secret to the receiver before the old one expires. Rotating again meanwhile drops the oldest secret at once.',
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    inputSchema: rotateWebhookSecretInput,
+    outputSchema: rotatedSecretOutput,
+    run: ({ deps, caller }, { id, ...input }) => rotateSecret(deps, caller.accountId, id, input),
   }),
   tool<{ id: string }>('delete_webhook', {
     title: 'Delete a webhook subscription',

@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
-import { attemptsQuery, createWebhookBody, updateWebhookBody } from './schemas.js';
-import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret, updateWebhook } from './service.js';
+import { attemptsQuery, createWebhookBody, rotateSecretBody, updateWebhookBody } from './schemas.js';
+import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret, rotateSecret, updateWebhook } from './service.js';
 import { newRouter, route } from '../../middleware/route.js';
 
 /** Webhook subscriptions of the caller's account (docs/spec.md section 4, Webhooks). */
@@ -37,6 +37,12 @@ export function webhookRoutes(deps: ApiDeps): Router {
 
   route(router, deps.config.http, { method: 'post', path: '/:id/secret', guard: auth }, async (ctx) => {
     ctx.body = await revealSecret(deps, authOf(ctx).accountId, ctx.params.id as string);
+    ctx.set('Cache-Control', 'no-store');
+  });
+
+  route(router, deps.config.http, { method: 'post', path: '/:id/secret/rotate', guard: auth }, async (ctx) => {
+    const input = rotateSecretBody(ctx.request.body ?? {});
+    ctx.body = await rotateSecret(deps, authOf(ctx).accountId, ctx.params.id as string, input);
     ctx.set('Cache-Control', 'no-store');
   });
 

@@ -49,6 +49,23 @@ export const updateWebhookBody = bodyValidator<UpdateWebhookInput>({
   properties: { ...webhookFields, enabled: { type: 'boolean' } },
 });
 
+/** Secret rotation: how long the replaced secret keeps signing, in seconds. */
+export const DEFAULT_GRACE_PERIOD_S = 24 * 3600;
+export const MAX_GRACE_PERIOD_S = 7 * 24 * 3600;
+
+export interface RotateSecretInput {
+  grace_period_s: number;
+}
+
+/** POST …/secret/rotate: an empty body (or none) takes the default grace period. */
+export const rotateSecretBody = bodyValidator<RotateSecretInput>({
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    grace_period_s: { type: 'integer', minimum: 0, maximum: MAX_GRACE_PERIOD_S, default: DEFAULT_GRACE_PERIOD_S },
+  },
+});
+
 export interface AttemptsQuery {
   limit: number;
 }

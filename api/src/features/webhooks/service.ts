@@ -12,7 +12,7 @@ import { newWebhookSecret } from '../../../../shared/src/signing.js';
 import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
 import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '../../../../shared/src/url-safety.js';
 import type { ApiDeps } from '../../deps.js';
-import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
+import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput, type RotateSecretInput, type UpdateWebhookInput } from './schemas.js';
 
 export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
 
@@ -212,16 +212,95 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
 /** Deletes the subscription; its pending deliveries are dropped and its attempt log removed. */
 export async function deleteWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<void> {
   if (!WEBHOOK_ID.test(id)) throw notFound('Webhook');
-  const { webhooks, webhookStatus, deliveries, attempts } = deps.mongo.collections;
+  const { webhooks, webhookStatus, deliveries, attempts, secretRotations } = deps.mongo.collections;
   const res = await storage(webhooks.deleteOne({ _id: id, account_id: accountId }));
   if (res.deletedCount === 0) throw notFound('Webhook');
   // Best effort: the delivery process also drops deliveries whose subscription is gone.
-  await storage(Promise.all([deliveries.deleteMany({ subscription_id: id }), attempts.deleteMany({ subscription_id: id }), webhookStatus.deleteOne({ _id: id })]));
+  await storage(
+    Promise.all([
+      deliveries.deleteMany({ subscription_id: id }),
+      attempts.deleteMany({ subscription_id: id }),
+      webhookStatus.deleteOne({ _id: id }),
+      secretRotations.deleteMany({ subscription_id: id }),
+    ]),
+  );
 }
 
+/** The current secret (never the one a rotation replaced, even during its grace period). */
 export async function revealSecret(deps: WebhookDeps, accountId: string, id: string): Promise<{ secret: string }> {
   const doc = await findOwned(deps, accountId, id);
   return { secret: deps.secretBox.open(doc.secret_enc, doc._id) };
+}
+
+/**
+ * A rotation claim older than this whose rotation never wrote the subscription
+ * (its process died between the claim and the write) no longer blocks the
+ * next generation. A rotation writes right after its claim.
+ */
+export const ROTATION_CLAIM_STALE_MS = 30_000;
+
+export interface RotatedSecret {
+  secret: string;
+  /** Until when the replaced secret still signs deliveries; null with grace_period_s 0. */
+  previous_secret_expires_at: string | null;
+}
+
+/** Test hook: runs after the subscription was read and before the rotation claims its generation. */
+export interface RotateHooks {
+  afterRead?: () => Promise<void>;
+}
+
+function rotationConflict(): AppError {
+  return new AppError('conflict', 'The secret was being rotated by another request at the same moment; show it with POST …/secret, or rotate again');
+}
+
+/**
+ * Takes the claim on the subscription's next secret generation by insert.
+ * A claim already there is another rotation of the same generation: 409,
+ * unless it is stale (its rotation died before writing), then the next
+ * generation is tried.
+ */
+async function claimGeneration(deps: WebhookDeps, doc: WebhookDoc, now: Date): Promise<number> {
+  const { secretRotations } = deps.mongo.collections;
+  let generation = (doc.secret_gen ?? 0) + 1;
+  for (let tries = 0; tries < 5; tries++, generation++) {
+    const _id = `${doc._id}:${generation}`;
+    try {
+      await secretRotations.insertOne({ _id, subscription_id: doc._id, at: now });
+      return generation;
+    } catch (err) {
+      if ((err as { code?: number }).code !== DUPLICATE_KEY) throw asUnavailable(err, 'Webhook storage');
+    }
+    const held = await storage(secretRotations.findOne({ _id }));
+    if (held && now.getTime() - held.at.getTime() < ROTATION_CLAIM_STALE_MS) throw rotationConflict();
+  }
+  throw rotationConflict();
+}
+
+/**
+ * Replaces the signing secret with a new `whsec_` one and returns it. For
+ * `grace_period_s` the replaced secret signs deliveries too (a second `v1,`
+ * value in `webhook-signature`; `X-Service-Signature` uses the new one), so
+ * receivers can switch without failing a delivery; never after. At most two
+ * secrets: a rotation during the grace period of the last one drops the
+ * oldest at once. Two rotations of one subscription at the same moment:
+ * one writes, the other is a 409 (each first claims the next generation by
+ * a unique insert), so no secret that was handed out is silently lost.
+ */
+export async function rotateSecret(deps: WebhookDeps, accountId: string, id: string, input: RotateSecretInput, hooks: RotateHooks = {}): Promise<RotatedSecret> {
+  const doc = await findOwned(deps, accountId, id);
+  await hooks.afterRead?.();
+  const now = deps.clock();
+  const generation = await claimGeneration(deps, doc, now);
+  const secret = newWebhookSecret();
+  const secretEnc = deps.secretBox.seal(secret, id);
+  const expires = input.grace_period_s > 0 ? new Date(now.getTime() + input.grace_period_s * 1000) : null;
+  const update = expires
+    ? { $set: { secret_enc: secretEnc, secret_gen: generation, previous_secret_enc: doc.secret_enc, previous_secret_expires_at: expires } }
+    : { $set: { secret_enc: secretEnc, secret_gen: generation }, $unset: { previous_secret_enc: '' as const, previous_secret_expires_at: '' as const } };
+  const res = await storage(deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, update));
+  if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
+  return { secret, previous_secret_expires_at: expires ? expires.toISOString() : null };
 }
 
 /**

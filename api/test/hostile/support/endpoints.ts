@@ -184,6 +184,14 @@ const WEBHOOKS: Endpoint[] = [
   },
   { method: 'DELETE', route: '/api/v1/webhooks/:id', auth: 'account', runs: 40 },
   { method: 'POST', route: '/api/v1/webhooks/:id/secret', auth: 'account', runs: 60 },
+  {
+    method: 'POST',
+    route: '/api/v1/webhooks/:id/secret/rotate',
+    auth: 'account',
+    body: () => fc.record({ grace_period_s: fc.integer({ min: 0, max: 604_800 }) }, { requiredKeys: [] }),
+    bodyFields: ['grace_period_s'],
+    runs: 60,
+  },
   { method: 'POST', route: '/api/v1/webhooks/:id/ping', auth: 'account', runs: 60 },
   {
     method: 'GET',
@@ -196,7 +204,7 @@ const WEBHOOKS: Endpoint[] = [
 ];
 
 /** Tool arguments: names the tools know, with values of any shape (short waits when valid). */
-const toolArguments = fc.dictionary(fc.constantFrom('since', 'types', 'timeout_ms', 'limit', 'type', 'url', 'events', 'description', 'enabled', 'id', 'extra'), fc.oneof(hostileJson(2), fc.integer({ min: 0, max: 50 })), { maxKeys: 4 });
+const toolArguments = fc.dictionary(fc.constantFrom('since', 'types', 'timeout_ms', 'limit', 'type', 'url', 'events', 'description', 'enabled', 'grace_period_s', 'id', 'extra'), fc.oneof(hostileJson(2), fc.integer({ min: 0, max: 50 })), { maxKeys: 4 });
 const rpcId = fc.oneof(fc.integer(), fc.string({ maxLength: 20 }));
 const rpcMessage = fc.oneof(
   fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constant('initialize'), params: fc.record({ protocolVersion: fc.constantFrom('2025-11-25', '2025-06-18', '2025-03-26', '1999-01-01'), capabilities: fc.constant({}), clientInfo: fc.record({ name: fc.string(), version: fc.string() }) }) }),

@@ -104,19 +104,14 @@ async function loadHooks() {
   await loadActivity();
 }
 
-/**
- * The buttons of the signing-secret operations of one subscription.
- * Secret rotation (issue 18: `POST /api/v1/webhooks/{id}/secret/rotate` with a
- * grace period) is being added separately: its button belongs here, next to
- * "Show secret", and should show the new secret with showSecret().
- */
+/** The buttons of the signing-secret operations of one subscription: show it, rotate it. */
 function secretButtons(hook) {
   const reveal = el('button', 'Show secret', { type: 'button', class: 'secondary', 'aria-label': `Show the signing secret of ${hook.url}` });
   reveal.onclick = () => act(async () => {
     const { secret } = await api('POST', `/api/v1/webhooks/${hook.id}/secret`);
     showSecret(`Signing secret of ${hook.url}:`, secret);
   });
-  return [reveal, ' '];
+  return [reveal, ' ', rotateButton(hook), ' '];
 }
 
 function showSecret(title, secret) {
@@ -292,6 +287,19 @@ async function showEventDetail(id) {
 function closeEventDetail() {
   $('event-detail').hidden = true;
   history.replaceState(null, '', location.pathname);
+}
+
+// Secret rotation: the new secret is shown where a new webhook's is; the old one
+// keeps signing for the API's default grace period (24 h), so there is time to switch.
+function rotateButton(hook) {
+  const button = el('button', 'Rotate secret', { type: 'button', class: 'secondary', 'aria-label': `Rotate the signing secret of ${hook.url}` });
+  button.onclick = () => act(async () => {
+    const res = await api('POST', `/api/v1/webhooks/${hook.id}/secret/rotate`, {});
+    showSecret(`New signing secret of ${hook.url}:`, res.secret);
+    const until = res.previous_secret_expires_at ? new Date(res.previous_secret_expires_at).toLocaleString() : null;
+    say(`New signing secret for ${hook.url}. ${until ? `The old one also signs deliveries until ${until}.` : 'The old one no longer signs anything.'}`);
+  });
+  return button;
 }
 
 async function showAttempts(hook) {

@@ -1,5 +1,5 @@
 import type { ApiConfig } from '../../../config.js';
-import { attemptsQuery, createWebhookBody, updateWebhookBody, WEBHOOK_ID } from '../../webhooks/schemas.js';
+import { attemptsQuery, createWebhookBody, DEFAULT_GRACE_PERIOD_S, MAX_GRACE_PERIOD_S, rotateSecretBody, updateWebhookBody, WEBHOOK_ID } from '../../webhooks/schemas.js';
 import { authedJson, errors, ref, USER_SECURITY } from '../components.js';
 import { bodySchema, queryParameters, type SchemaObject } from '../convert.js';
 
@@ -34,6 +34,14 @@ export const webhookSchemas: Record<string, SchemaObject> = {
   },
   WebhookList: { type: 'object', required: ['webhooks'], properties: { webhooks: { type: 'array', items: ref('Webhook'), description: 'Oldest first' } } },
   WebhookSecret: { type: 'object', required: ['secret'], properties: { secret: { type: 'string', pattern: '^whsec_' } } },
+  WebhookSecretRotation: {
+    type: 'object',
+    required: ['secret', 'previous_secret_expires_at'],
+    properties: {
+      secret: { type: 'string', pattern: '^whsec_', description: 'The new signing secret, from now on the one POST …/secret shows' },
+      previous_secret_expires_at: nullableDate('Until when deliveries are also signed with the replaced secret; null when grace_period_s was 0'),
+    },
+  },
   WebhookPing: { type: 'object', required: ['event_id'], properties: { event_id: { type: 'string', description: 'The `webhook.ping` event, now in the log' } } },
   DeliveryAttempt: {
     type: 'object',
@@ -85,6 +93,14 @@ export function webhookPaths(config: ApiConfig): Record<string, SchemaObject> {
       parameters: [idParam],
       post: op('revealWebhookSecret', 'Show the signing secret again', { responses: { '200': authedJson('The secret', ref('WebhookSecret')), ...errors(401, 404, 429, 503) } }),
     },
+    '/api/v1/webhooks/{id}/secret/rotate': {
+      parameters: [idParam],
+      post: op('rotateWebhookSecret', 'Replace the signing secret, keeping the old one valid for a grace period', {
+        description: `Makes a new \`whsec_\` secret and answers it (POST …/secret shows it from now on). For \`grace_period_s\` (default ${DEFAULT_GRACE_PERIOD_S}, 24 h; 0 to ${MAX_GRACE_PERIOD_S}, 7 days) every delivery also carries a signature made with the replaced secret: \`webhook-signature\` lists one \`v1,\` value per secret, space-separated, so a Standard Webhooks verifier holding either secret accepts it; \`X-Service-Signature\` is made with the new secret only. After the grace period (or at once with 0) the replaced secret signs nothing. At most two secrets: rotating again during a grace period drops the oldest at once. Two rotations of one subscription at the same moment: one succeeds, the other answers 409. No body (or \`{}\`) takes the default.`,
+        requestBody: { required: false, content: { 'application/json': { schema: bodySchema(rotateSecretBody) } } },
+        responses: { '200': authedJson('The new secret', ref('WebhookSecretRotation')), ...errors(400, 401, 404, 409, 413, 415, 429, 503) },
+      }),
+    },
     '/api/v1/webhooks/{id}/ping': {
       parameters: [idParam],
       post: op('pingWebhook', 'Send a webhook.ping to this subscription', {
@@ -115,12 +131,16 @@ export function outgoingWebhooks(): Record<string, SchemaObject> {
         description:
           'A signed HTTPS POST per (event, subscription). Verify `X-Service-Signature` (HMAC-SHA256 of the raw body keyed with the whole `whsec_` secret) with a constant-time comparison, or the Standard Webhooks headers. Answer 2xx within 4 s. Anything else (another status, a redirect, a timeout) is retried on a backoff schedule with the same delivery id; duplicates are possible, so deduplicate by `X-Service-Delivery` or the event id.',
         parameters: [
-          { name: 'X-Service-Signature', in: 'header', ...deliveryHeader('`sha256=` + hex HMAC-SHA256 of the raw body, keyed with the `whsec_` secret', '^sha256=[0-9a-f]{64}$') },
+          { name: 'X-Service-Signature', in: 'header', ...deliveryHeader('`sha256=` + hex HMAC-SHA256 of the raw body, keyed with the `whsec_` secret (the current one; during a rotation\'s grace period the old one is only in `webhook-signature`)', '^sha256=[0-9a-f]{64}$') },
           { name: 'X-Service-Event', in: 'header', ...deliveryHeader('The event type') },
           { name: 'X-Service-Delivery', in: 'header', ...deliveryHeader('The delivery id, the same on every retry') },
           { name: 'webhook-id', in: 'header', ...deliveryHeader('Standard Webhooks: the delivery id') },
           { name: 'webhook-timestamp', in: 'header', ...deliveryHeader('Standard Webhooks: unix seconds of this attempt', '^[0-9]+$') },
-          { name: 'webhook-signature', in: 'header', ...deliveryHeader('Standard Webhooks: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the base64-decoded secret after `whsec_`', '^v1,') },
+          {
+            name: 'webhook-signature',
+            in: 'header',
+            ...deliveryHeader('Standard Webhooks: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the base64-decoded secret after `whsec_`; during a secret rotation\'s grace period two such values, space-separated (new secret first, then the replaced one)', '^v1,'),
+          },
         ],
         requestBody: { required: true, content: { 'application/json': { schema: ref('EventRecord') } } },
         responses: { '2XX': { description: 'Received; not retried' }, default: { description: 'Any other answer (or none within 4 s) is a failed attempt, retried later' } },
