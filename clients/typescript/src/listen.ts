@@ -54,6 +54,8 @@ export interface ListenOptions {
   sseRetryMs?: number;
   /** Longest wait between reconnects after failures. Default 10 s. */
   maxReconnectDelayMs?: number;
+  /** Called when a connection is established: an SSE stream answered 200 (events from then on are delivered), or a long-poll is about to be sent. */
+  onOpen?: (transport: Transport) => void;
   /** Called whenever the resume cursor moves. */
   onCursor?: (cursor: string) => void;
   /** Called before each reconnect. */
@@ -209,6 +211,7 @@ export async function* listen(http: HttpClient, opts: ListenOptions = {}): Async
         await res.body?.cancel();
         throw new SseUnusable(`content-type ${res.headers.get('content-type')}`);
       }
+      opts.onOpen?.('sse');
       const parser = new SseParser();
       const decoder = new TextDecoder();
       const reader = res.body.getReader();
@@ -259,6 +262,7 @@ export async function* listen(http: HttpClient, opts: ListenOptions = {}): Async
         opts.onReconnect?.({ transport, reason: 'ended', cursor, delayMs: 0 });
         continue;
       }
+      opts.onOpen?.('long-poll');
       const result = await http.request<WaitResult>('POST', '/api/v1/events/wait', {
         body: { ...(types ? { types } : {}), timeout_ms: longPollMs, ...(cursor ? { since: cursor } : {}) },
         timeoutMs: longPollMs + 15_000,

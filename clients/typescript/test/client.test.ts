@@ -2,9 +2,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { createAccount } from '../../../api/test/support/accounts.js';
-import { Receiver } from '../../../shared/test/support/receiver.js';
+import type { Receiver } from '../../../shared/test/support/receiver.js';
 import { eventually } from '../../../shared/test/support/wait.js';
-import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../../delivery/test/support/delivery.js';
 import {
   ApiError,
   AuthenticationError,
@@ -21,7 +20,7 @@ import {
   WebhookVerificationError,
   type RetryInfo,
 } from '../src/index.js';
-import { clientTestEnv, RestartableApi } from './support.js';
+import { clientStack, type RestartableApi } from './support.js';
 
 /** A local HTTP server answering from a script, to check what the client does with 429 and 503. */
 async function scripted(replies: { status: number; headers?: Record<string, string>; body?: unknown }[]): Promise<{ url: string; hits: number; close: () => Promise<void> }> {
@@ -122,16 +121,12 @@ describe('client: retries on 429 and 503', () => {
 
 describe('client: every route, against the real API and delivery process', function () {
   this.timeout(120_000);
-  const api = new RestartableApi({ INSTANCE_ID: 'client-routes', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+  let api: RestartableApi;
   let receiver: Receiver;
 
   before(async () => {
-    receiver = await Receiver.start();
-    const env = deliveryTestEnv(receiver.caFile, clientTestEnv());
-    await Promise.all([api.start(), startTestDelivery(env)]);
-    await waitForGroup(env);
+    ({ api, receiver } = await clientStack());
   });
-  after(() => receiver?.close());
 
   it('has a method for each operation of the OpenAPI document', async () => {
     const doc = await new EventPlatform({ baseUrl: api.url }).openapi();
