@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import { atRunEnd } from '../../../shared/test/support/cleanup.js';
 import type { Receiver } from '../../../shared/test/support/receiver.js';
 import { eventually, freePort } from '../../../shared/test/support/wait.js';
 import { EventPlatform, verifyWebhook } from '../src/index.js';
-import { buildClient, clientStack, type RestartableApi } from './support.js';
+import { buildClient, CLI_NODE, clientStack, type RestartableApi } from './support.js';
 
 /** The CLI as a child process (node dist/cli.js), its output collected line by line. */
 class Cli {
@@ -20,7 +20,7 @@ class Cli {
   readonly exited: Promise<number | null>;
 
   constructor(cliPath: string, args: string[], env: Record<string, string>) {
-    this.child = spawn(process.execPath, [cliPath, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(CLI_NODE, [cliPath, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     const lines = (into: string[]) => {
       let partial = '';
       return (chunk: Buffer) => {
@@ -66,7 +66,7 @@ async function localApp(): Promise<{ url: string; requests: { headers: IncomingH
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, requests, close: () => new Promise((r) => server.close(() => r())) };
 }
 
-describe('CLI (a spawned process against the real services)', function () {
+describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'process.version']).toString().trim()}, against the real services)`, function () {
   this.timeout(120_000);
   let cli: string;
   let api: RestartableApi;

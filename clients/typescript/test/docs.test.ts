@@ -13,7 +13,7 @@ import { createAccount } from '../../../api/test/support/accounts.js';
 import { ingest } from '../../../api/test/support/events.js';
 import { atRunEnd } from '../../../shared/test/support/cleanup.js';
 import { eventually, freePort, sleep } from '../../../shared/test/support/wait.js';
-import { buildClient, clientStack, type RestartableApi } from './support.js';
+import { buildClient, CLI_NODE, clientStack, type RestartableApi } from './support.js';
 
 const PAGE = fileURLToPath(new URL('../../../docs/client.md', import.meta.url));
 
@@ -26,7 +26,7 @@ function runExample(code: string, dist: string, env: Record<string, string>): { 
   const dir = mkdtempSync(join(tmpdir(), 'client-doc-'));
   const file = join(dir, 'example.mjs');
   writeFileSync(file, code.replaceAll(`'@event-platform/client'`, `'${pathToFileURL(join(dist, 'index.js')).href}'`));
-  const child = spawn(process.execPath, [file], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(CLI_NODE, [file], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const out: string[] = [];
   let partial = '';
   const onData = (chunk: Buffer): void => {
@@ -86,7 +86,7 @@ describe('docs/client.md: the copy-paste examples run', function () {
     const port = await freePort();
     const secret = 'whsec_' + Buffer.alloc(32, 9).toString('base64');
     const receiver = runExample(code!, dist, { WEBHOOK_SECRET: secret, PORT: String(port) });
-    const cli = spawn(process.execPath, [join(dist, 'cli.js'), 'listen', '--forward-to', `http://127.0.0.1:${port}/hook`, '--secret', secret], {
+    const cli = spawn(CLI_NODE, [join(dist, 'cli.js'), 'listen', '--forward-to', `http://127.0.0.1:${port}/hook`, '--secret', secret], {
       env: { PATH: process.env.PATH ?? '', EVENT_PLATFORM_API_KEY: account.apiKey, EVENT_PLATFORM_API_URL: api.url },
       stdio: ['ignore', 'pipe', 'inherit'],
     });

@@ -89,3 +89,10 @@ export function clientStack(): Promise<{ api: RestartableApi; receiver: Receiver
   })();
   return stack;
 }
+
+/**
+ * The node that runs the CLI and the docs' examples: this one, or another
+ * named by CLIENT_TEST_NODE (a test-only setting) to check the package on
+ * another Node major, e.g. `CLIENT_TEST_NODE=/path/to/node24 npm test -- clients/typescript/test/cli.test.ts`.
+ */
+export const CLI_NODE = process.env.CLIENT_TEST_NODE || process.execPath;
