@@ -1,7 +1,10 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { createAccount, type TestAccount } from '../../../api/test/support/accounts.js';
 import { ingest } from '../../../api/test/support/events.js';
@@ -186,6 +189,19 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
     expect(test.stdout[1]).to.match(/^Attempt 1: ok 200 \(\d+ ms\)$/);
     const [got] = await receiver.waitFor('/cli-test', 1);
     expect(verifyWebhook(got!.raw, got!.headers, hook.secret)).to.include({ id: eventId, type: 'webhook.ping' });
+  });
+
+  it('runs through npx from the packed package (the bin, its shebang and the files list)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'client-pack-'));
+    const packed = execFileSync('npm', ['pack', '--ignore-scripts', '--pack-destination', dir], { cwd: join(dirname(cli), '..'), env: process.env }).toString().trim().split('\n').pop()!;
+    const client = new EventPlatform({ baseUrl: api.url, apiKey: account.apiKey });
+    const hook = await client.webhooks.create({ url: receiver.url('/cli-npx'), events: ['*'] });
+    // Not execFileSync: the API answering it runs in this process.
+    const { stdout: out } = await promisify(execFile)('npx', ['--yes', '--package', join(dir, packed), '--', 'event-platform', 'webhooks', 'list', '--json'], {
+      cwd: dir,
+      env: { ...process.env, EVENT_PLATFORM_API_URL: api.url, EVENT_PLATFORM_API_KEY: account.apiKey },
+    });
+    expect(JSON.parse(out).map((h: { id: string }) => h.id)).to.deep.equal([hook.id]);
   });
 
   it('exit codes: 2 for a usage error (no key, unknown command), 1 with the error code for a refused request', async () => {
