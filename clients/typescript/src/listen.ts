@@ -77,16 +77,21 @@ export class SseParser {
   private event = '';
   private id: string | null = null;
   private sawId = false;
+  private skipLf = false;
 
   /** Feeds a chunk; returns the messages it completed. */
   push(chunk: string): SseMessage[] {
     this.buffer += chunk;
     const out: SseMessage[] = [];
     for (;;) {
+      // A \n right after a \r that ended the previous chunk's last line belongs to that line end.
+      if (this.skipLf && this.buffer.length > 0) {
+        if (this.buffer.startsWith('\n')) this.buffer = this.buffer.slice(1);
+        this.skipLf = false;
+      }
       const m = /\r\n|\r|\n/.exec(this.buffer);
       if (!m) break;
-      // A lone \r at the end may be the first half of \r\n: wait for more.
-      if (m[0] === '\r' && m.index === this.buffer.length - 1) break;
+      if (m[0] === '\r' && m.index === this.buffer.length - 1) this.skipLf = true;
       const line = this.buffer.slice(0, m.index);
       this.buffer = this.buffer.slice(m.index + m[0].length);
       if (line === '') {
@@ -253,7 +258,6 @@ export async function* listen(http: HttpClient, opts: ListenOptions = {}): Async
   }
 
   while (!outer?.aborted) {
-    if (transport === 'long-poll' && opts.transport !== 'long-poll' && Date.now() >= sseAgainAt) switchTo('sse', 'retrying SSE');
     try {
       if (transport === 'sse') {
         yield* sseOnce();
@@ -270,6 +274,8 @@ export async function* listen(http: HttpClient, opts: ListenOptions = {}): Async
         signal: outer,
       });
       failures = 0;
+      // Back to SSE once its time has come (after at least one long-poll, so a route that keeps refusing cannot spin).
+      if (opts.transport !== 'long-poll' && Date.now() >= sseAgainAt) switchTo('sse', 'retrying SSE');
       if (result.event) {
         moveCursor(result.event.cursor);
         if (!recent.has(result.event.id)) {

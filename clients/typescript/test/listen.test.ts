@@ -110,6 +110,36 @@ describe('client: events.listen resumes without a gap or a repeat', function () 
     }
   });
 
+  it('mints a new stream token when the stream refuses one (401), and reads on from where it was', async () => {
+    const account = await createAccount(writer.url);
+    const [start] = await ingest(writer.url, [{ account_id: account.userId, type: 'call.started', data: {} }]);
+    const streamUrls: string[] = [];
+    const client = new EventPlatform({
+      baseUrl: writer.url,
+      apiKey: account.apiKey,
+      // The first stream request carries a tampered token, as an expired or foreign one would be.
+      fetch: (input, init) => {
+        const url = new URL(String(input));
+        if (url.pathname === '/api/v1/events/stream') {
+          if (streamUrls.length === 0) url.searchParams.set('token', url.searchParams.get('token')!.slice(0, -2) + 'xx');
+          streamUrls.push(url.searchParams.get('token')!);
+        }
+        return fetch(url, init);
+      },
+    });
+    const mints: string[] = [];
+    const seen: string[] = [];
+    const sent = await ingest(writer.url, [1, 2].map((i) => ({ account_id: account.userId, type: 'call.ended' as const, data: { i } })));
+    for await (const event of client.events.listen({ since: start!.cursor, transport: 'sse', onOpen: () => mints.push('open') })) {
+      seen.push(event.id);
+      if (seen.length === 2) break;
+    }
+    expect(seen).to.deep.equal(sent.map((e) => e.id));
+    expect(streamUrls).to.have.length(2);
+    expect(streamUrls[1]).to.not.equal(streamUrls[0]);
+    expect(mints).to.deep.equal(['open']);
+  });
+
   it('stops cleanly when the caller breaks out of the loop', async () => {
     const account = await createAccount(writer.url);
     const [start] = await ingest(writer.url, [{ account_id: account.userId, type: 'call.started', data: {} }]);
