@@ -26,7 +26,7 @@ const mode = new Set(argv.filter((a) => MODES.includes(a)));
 const extra = argv.filter((a) => !MODES.includes(a));
 
 const UNIT = ['{shared,api,delivery}/src/**/*.test.ts', 'scripts/test/**/*.test.ts'];
-const TESTS = [...UNIT, '{shared,api,delivery}/test/**/*.test.ts'];
+const TESTS = [...UNIT, '{shared,api,delivery}/test/**/*.test.ts', 'clients/typescript/test/**/*.test.ts'];
 const FAULTS = ['api/test/faults/**/*.fault.ts'];
 const SOAK = ['api/test/faults/soak.fault.ts'];
 const DEFAULT_SPECS = mode.has('--unit') ? UNIT : mode.has('--soak') ? SOAK : mode.has('--faults') || mode.has('--full') ? FAULTS : mode.has('--quick') ? TESTS : [...TESTS, ...FAULTS];

@@ -1,0 +1,165 @@
+/**
+ * The shapes of the public API, written over the same schemas as the server
+ * (the schemas.ts files under api/src/features/ and the OpenAPI document at
+ * GET /api/openapi.json). Field names are the wire names.
+ */
+
+/** The event types of the contract (docs/spec.md section 6). */
+export const EVENT_TYPES = [
+  'call.started',
+  'call.ended',
+  'call.transcribed',
+  'call.completed',
+  'call.takeover',
+  'message.received',
+  'message.sent',
+  'webhook.ping',
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** One event as polling, long-poll, SSE and webhook deliveries carry it. */
+export interface EventRecord {
+  /** `evt_` + 24 hex characters. */
+  id: string;
+  type: EventType;
+  /** When the API accepted it (ISO 8601 UTC). */
+  created_at: string;
+  /** When the producer says it happened, if it said. */
+  occurred_at?: string;
+  data: Record<string, unknown>;
+  /** Its position in the account's log: pass it back as `since`. Opaque. */
+  cursor: string;
+}
+
+export interface ApiKeyInfo {
+  preview: string;
+  created_at: string;
+}
+
+export interface User {
+  id: string;
+  email: string;
+  name: string;
+  phone: string | null;
+  plan: string | null;
+  created_at: string;
+  api_key: ApiKeyInfo | null;
+}
+
+export interface SignupInput {
+  email: string;
+  name: string;
+  password: string;
+  phone?: string | null;
+  plan?: string | null;
+}
+
+export interface LoginInput {
+  email: string;
+  password: string;
+}
+
+export interface Session {
+  /** A session token (JWT): pass it as `token` to a new client. */
+  token: string;
+  user: User;
+}
+
+export interface CreatedApiKey {
+  /** The raw key, shown once. */
+  api_key: string;
+  preview: string;
+  created_at: string;
+}
+
+export interface ListEventsParams {
+  /** Only this type. */
+  type?: EventType;
+  /** Events strictly after this cursor. */
+  since?: string;
+  /** 1 to 500, default 100. */
+  limit?: number;
+}
+
+export interface EventPage {
+  events: EventRecord[];
+  /** Pass back as `since`; null while there is neither a `since` nor any event. */
+  cursor: string | null;
+}
+
+export interface WaitParams {
+  types?: EventType[];
+  /** 0 to 55000; default 30000. */
+  timeout_ms?: number;
+  since?: string;
+}
+
+export type WaitResult = { event: EventRecord } | { event: null; timed_out: true; cursor: string | null };
+
+export interface StreamToken {
+  /** `svcst_…`, valid about 120 s. */
+  token: string;
+  expires_at: string;
+  /** Relative unless the server has PUBLIC_BASE_URL. */
+  stream_url: string;
+}
+
+export interface Webhook {
+  id: string;
+  url: string;
+  events: (EventType | '*')[];
+  description: string;
+  enabled: boolean;
+  created_at: string;
+  last_status: number | null;
+  last_delivery_at: string | null;
+  last_error: string | null;
+}
+
+export interface WebhookWithSecret extends Webhook {
+  /** `whsec_…`: the signing secret. */
+  secret: string;
+}
+
+export interface CreateWebhookInput {
+  url: string;
+  /** Event types, or `['*']` for all. */
+  events: (EventType | '*')[];
+  description?: string;
+}
+
+export interface UpdateWebhookInput {
+  url?: string;
+  events?: (EventType | '*')[];
+  description?: string;
+  enabled?: boolean;
+}
+
+export type AttemptOutcome = 'ok' | 'timeout' | 'dns' | 'connect' | 'tls' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'blocked_address';
+
+export interface DeliveryAttempt {
+  id: string;
+  delivery_id: string;
+  event_id: string;
+  event_type: EventType;
+  attempt: number;
+  status: number | null;
+  outcome: AttemptOutcome;
+  error: string | null;
+  duration_ms: number;
+  at: string;
+  next_attempt_at: string | null;
+}
+
+export interface IngestEventInput {
+  account_id: string;
+  type: EventType;
+  data?: Record<string, unknown>;
+  occurred_at?: string;
+}
+
+export interface Health {
+  status: string;
+  [key: string]: unknown;
+}
