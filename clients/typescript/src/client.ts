@@ -9,12 +9,14 @@ import type {
   CreatedApiKey,
   CreateWebhookInput,
   DeliveryAttempt,
+  EventDeliveries,
   EventPage,
   EventRecord,
   Health,
   IngestEventInput,
   ListEventsParams,
   LoginInput,
+  SecretRotation,
   Session,
   SignupInput,
   StreamToken,
@@ -23,6 +25,7 @@ import type {
   WaitParams,
   WaitResult,
   Webhook,
+  WebhookStats,
   WebhookWithSecret,
 } from './types.js';
 
@@ -67,6 +70,10 @@ export class EventsApi {
       if (page.events.length === 0 || !page.cursor) return;
       since = page.cursor;
     }
+  }
+  /** `GET /api/v1/events/{id}/deliveries`: the event with each delivery made for it and their attempts. */
+  deliveries(eventId: string): Promise<EventDeliveries> {
+    return this.http.request('GET', `/api/v1/events/${id(eventId)}/deliveries`);
   }
   /** `POST /api/v1/events/wait`: one long-poll. */
   wait(params: WaitParams = {}, opts: { signal?: AbortSignal } = {}): Promise<WaitResult> {
@@ -113,6 +120,14 @@ export class WebhooksApi {
   /** `POST /api/v1/webhooks/{id}/secret`: shows the signing secret again. */
   async revealSecret(webhookId: string): Promise<string> {
     return (await this.http.request<{ secret: string }>('POST', `/api/v1/webhooks/${id(webhookId)}/secret`)).secret;
+  }
+  /** `POST /api/v1/webhooks/{id}/secret/rotate`: a new secret; the replaced one also signs for `grace_period_s` (default 24 h). */
+  rotateSecret(webhookId: string, params: { grace_period_s?: number } = {}): Promise<SecretRotation> {
+    return this.http.request('POST', `/api/v1/webhooks/${id(webhookId)}/secret/rotate`, { body: params });
+  }
+  /** `GET /api/v1/webhooks/{id}/stats`: attempts per bucket and latency over the last hour (`1h`) or day (`24h`). */
+  stats(webhookId: string, params: { window?: '1h' | '24h' } = {}): Promise<WebhookStats> {
+    return this.http.request('GET', `/api/v1/webhooks/${id(webhookId)}/stats`, { query: { ...params } });
   }
   /** `POST /api/v1/webhooks/{id}/ping`: a `webhook.ping` event delivered to this subscription only. */
   async ping(webhookId: string): Promise<{ event_id: string }> {
@@ -204,6 +219,9 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   revealWebhookSecret: 'webhooks.revealSecret',
   pingWebhook: 'webhooks.ping',
   listWebhookDeliveries: 'webhooks.deliveries',
+  rotateWebhookSecret: 'webhooks.rotateSecret',
+  getWebhookStats: 'webhooks.stats',
+  getEventDeliveries: 'events.deliveries',
   healthz: 'health',
   readyz: 'ready',
   openapi: 'openapi',

@@ -163,3 +163,47 @@ export interface Health {
   status: string;
   [key: string]: unknown;
 }
+
+export interface SecretRotation {
+  secret: string;
+  /** Until when the replaced secret also signs deliveries; null when the grace period was 0. */
+  previous_secret_expires_at: string | null;
+}
+
+export interface StatsCounts {
+  succeeded: number;
+  failed: number;
+  retrying: number;
+}
+
+export interface WebhookStats {
+  webhook_id: string;
+  window: '1h' | '24h';
+  from: string;
+  to: string;
+  bucket_seconds: number;
+  totals: StatsCounts & { attempts: number };
+  latency_ms: { p50: number | null; p99: number | null };
+  buckets: (StatsCounts & { start: string })[];
+  truncated: boolean;
+}
+
+export interface EventDelivery {
+  id: string;
+  webhook_id: string;
+  url: string | null;
+  state: 'pending' | 'succeeded' | 'failed';
+  attempts_made: number;
+  next_attempt_at: string | null;
+  last_status: number | null;
+  last_outcome: string | null;
+  created_at: string;
+  updated_at: string;
+  attempts: DeliveryAttempt[];
+}
+
+export interface EventDeliveries {
+  event: EventRecord;
+  deliveries: EventDelivery[];
+  truncated: boolean;
+}

@@ -187,7 +187,7 @@ describe('client: every route, against the real API and delivery process', funct
     expect(badCursor).to.be.instanceOf(ValidationError).and.to.include({ code: 'validation_failed' });
   });
 
-  it('webhooks: create, get, update, list, reveal, ping, deliveries, delete; the delivery passes verifyWebhook', async () => {
+  it('webhooks: create, get, update, list, reveal, ping, deliveries, stats, event detail, rotate, delete; the delivery passes verifyWebhook', async () => {
     const account = await createAccount(api.url);
     const client = new EventPlatform({ baseUrl: api.url, apiKey: account.apiKey });
     const created = await client.webhooks.create({ url: receiver.url('/client-e2e'), events: ['call.ended'], description: 'client test' });
@@ -208,6 +208,16 @@ describe('client: every route, against the real API and delivery process', funct
       return list.length > 0 ? list : undefined;
     });
     expect(attempts[0]).to.include({ event_id, outcome: 'ok', status: 200 });
+    const stats = await client.webhooks.stats(created.id, { window: '1h' });
+    expect(stats).to.include({ webhook_id: created.id, window: '1h' });
+    expect(stats.totals.succeeded).to.be.at.least(1);
+    const detail = await eventually(() => client.events.deliveries(event_id).catch(() => undefined));
+    expect(detail.event.id).to.equal(event_id);
+    expect(detail.deliveries.map((d) => d.webhook_id)).to.include(created.id);
+    const rotated = await client.webhooks.rotateSecret(created.id, { grace_period_s: 0 });
+    expect(rotated.secret).to.match(/^whsec_/).and.not.equal(created.secret);
+    expect(rotated.previous_secret_expires_at).to.equal(null);
+    expect(await client.webhooks.revealSecret(created.id)).to.equal(rotated.secret);
     await client.webhooks.delete(created.id);
     const gone = await client.webhooks.get(created.id).catch((x: unknown) => x);
     expect(gone).to.be.instanceOf(NotFoundError).and.to.include({ code: 'not_found', status: 404 });
