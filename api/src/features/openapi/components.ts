@@ -8,7 +8,6 @@ import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
 import type { SchemaObject } from './convert.js';
 
 export const ref = (name: string): SchemaObject => ({ $ref: `#/components/schemas/${name}` });
-const nullable = (schema: SchemaObject): SchemaObject => ({ anyOf: [schema, { type: 'null' }] });
 const dateTime = (description: string): SchemaObject => ({ type: 'string', format: 'date-time', description });
 
 export const schemas: Record<string, SchemaObject> = {
@@ -32,39 +31,6 @@ export const schemas: Record<string, SchemaObject> = {
           details: { type: 'array', items: ref('ErrorDetail'), description: 'One entry per bad field (validation), or per failed check (readyz)' },
         },
       },
-    },
-  },
-  KeySummary: {
-    type: 'object',
-    required: ['preview', 'created_at'],
-    properties: { preview: { type: 'string', description: '`svc_…` and the last 8 characters of the key', examples: ['svc_…Xy12AbCd'] }, created_at: dateTime('When the key was created or last rotated') },
-  },
-  User: {
-    type: 'object',
-    required: ['id', 'email', 'name', 'phone', 'plan', 'created_at', 'api_key'],
-    properties: {
-      id: { type: 'string', description: 'The user id, which is also the account id', examples: ['usr_5f0c6a8e2b1d4c3a9e7f6b5a'] },
-      email: { type: 'string', format: 'email' },
-      name: { type: 'string' },
-      phone: { type: ['string', 'null'] },
-      plan: { type: ['string', 'null'] },
-      created_at: dateTime('When the account signed up'),
-      api_key: { ...nullable(ref('KeySummary')), description: 'The current API key (never the key itself), or null when there is none' },
-    },
-  },
-  Session: {
-    type: 'object',
-    required: ['token', 'user'],
-    properties: { token: { type: 'string', description: 'Session JWT (HS256), valid 30 days' }, user: ref('User') },
-  },
-  Profile: { type: 'object', required: ['user'], properties: { user: ref('User') } },
-  NewApiKey: {
-    type: 'object',
-    required: ['api_key', 'preview', 'created_at'],
-    properties: {
-      api_key: { type: 'string', pattern: '^svc_[A-Za-z0-9_-]{43}$', description: 'The raw key. Shown only in this response; only its SHA-256 is stored.' },
-      preview: { type: 'string' },
-      created_at: dateTime('When the key was created'),
     },
   },
   EventType: { type: 'string', enum: [...EVENT_TYPES] },
@@ -126,12 +92,6 @@ export const schemas: Record<string, SchemaObject> = {
         items: { type: 'object', required: ['id', 'cursor'], properties: { id: { type: 'string' }, cursor: { type: 'string' } } },
       },
     },
-  },
-  Health: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } },
-  Ready: {
-    type: 'object',
-    required: ['status', 'checks'],
-    properties: { status: { const: 'ready' }, checks: { type: 'object', required: ['mongo', 'kafka'], properties: { mongo: { const: 'ok' }, kafka: { const: 'ok' } } } },
   },
 };
 

@@ -10,7 +10,6 @@ import type { RegisteredRoute } from '../../middleware/route.js';
 import { headers, responses, schemas, securitySchemes } from './components.js';
 import type { SchemaObject } from './convert.js';
 import { Components, generatePaths } from './generate.js';
-import { accountPaths } from './paths/accounts.js';
 import { eventPaths } from './paths/events.js';
 import { mcpPaths, mcpSchemas } from './paths/mcp.js';
 import { opsPaths } from './paths/ops.js';
@@ -30,7 +29,7 @@ Errors are always \`{"error": {"code", "message", "request_id", "details"?}}\`; 
 export function buildOpenApiDocument(config: ApiConfig, routes: RegisteredRoute[]): SchemaObject {
   const components = new Components();
   const generated = generatePaths(routes, components);
-  const handWritten: Record<string, Record<string, unknown>> = { ...accountPaths(), ...eventPaths(config), ...webhookPaths(config), ...mcpPaths(), ...opsPaths(config) };
+  const handWritten: Record<string, Record<string, unknown>> = { ...eventPaths(config), ...webhookPaths(config), ...mcpPaths(), ...opsPaths(config) };
   const paths: Record<string, Record<string, unknown>> = {};
   for (const [path, item] of Object.entries(handWritten)) {
     const { parameters, ...ops } = item;

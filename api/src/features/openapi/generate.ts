@@ -33,7 +33,16 @@ export class Components {
     const name = componentName(node);
     if (name !== undefined && !isDefinition) return this.reference(name, node as SchemaObject);
     const out: SchemaObject = {};
-    for (const [key, value] of Object.entries(node)) out[key] = key === 'examples' || key === 'default' || key === 'const' || key === 'enum' ? structuredClone(value) : this.schema(value);
+    for (const [key, value] of Object.entries(node)) {
+      if (key === 'nullable') continue;
+      out[key] = key === 'examples' || key === 'default' || key === 'const' || key === 'enum' ? structuredClone(value) : this.schema(value);
+    }
+    // ajv's `nullable: true` (kept on a few request fields for ajv's error messages) is a type list in JSON Schema 2020-12.
+    if ((node as SchemaObject).nullable === true) {
+      if (typeof out.type !== 'string') throw new Error('nullable needs a single type');
+      out.type = [out.type, 'null'];
+      if (Array.isArray(out.enum)) out.enum = [...(out.enum as unknown[]), null];
+    }
     return out;
   }
 
