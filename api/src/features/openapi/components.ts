@@ -1,99 +1,12 @@
 /**
- * Reusable parts of the OpenAPI document: response schemas, the one error
- * shape, error responses with their headers, and the security schemes.
- * Request schemas are not here: they come from each feature's schemas.ts.
+ * Reusable parts of the OpenAPI document that are not shapes: the error
+ * responses with their headers, and the security schemes. Shapes (request and
+ * response bodies) are TypeBox schemas in api/src/shapes.ts and each feature's
+ * schemas.ts; the document is generated from them (generate.ts).
  */
-import { ERROR_STATUS } from '../../../../shared/src/errors/index.js';
-import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
 import type { SchemaObject } from './convert.js';
 
 export const ref = (name: string): SchemaObject => ({ $ref: `#/components/schemas/${name}` });
-const dateTime = (description: string): SchemaObject => ({ type: 'string', format: 'date-time', description });
-
-export const schemas: Record<string, SchemaObject> = {
-  ErrorDetail: {
-    type: 'object',
-    required: ['path', 'message'],
-    properties: { path: { type: 'string', description: 'The field, as a dotted path (`events[3].type`), or `body`/`query` for the whole input' }, message: { type: 'string' } },
-  },
-  Error: {
-    type: 'object',
-    description: 'Every error of the service has this shape; the HTTP status follows from `code`.',
-    required: ['error'],
-    properties: {
-      error: {
-        type: 'object',
-        required: ['code', 'message', 'request_id'],
-        properties: {
-          code: { type: 'string', enum: Object.keys(ERROR_STATUS) },
-          message: { type: 'string', description: 'For people; may change. Match on `code`.' },
-          request_id: { type: 'string', description: 'Also in the X-Request-Id response header; quote it when reporting a problem' },
-          details: { type: 'array', items: ref('ErrorDetail'), description: 'One entry per bad field (validation), or per failed check (readyz)' },
-        },
-      },
-    },
-  },
-  EventType: { type: 'string', enum: [...EVENT_TYPES] },
-  EventRecord: {
-    type: 'object',
-    description: 'One event as every read path returns it (polling, long-poll, SSE `data:`, webhook body)',
-    required: ['id', 'type', 'created_at', 'data', 'cursor'],
-    properties: {
-      id: { type: 'string', examples: ['evt_0a1b2c3d4e5f60718293a4b5'] },
-      type: ref('EventType'),
-      created_at: dateTime('When the API accepted the event'),
-      occurred_at: dateTime('When the producer says it happened (only when the producer sent it)'),
-      data: { type: 'object', description: 'The event payload, as the producer sent it (empty when `data_unavailable`)' },
-      data_unavailable: {
-        const: true,
-        description: 'Present only on an event the store refused to hold (written to the log without ingest\'s checks): its id, type and times are kept, its data is not served',
-      },
-      cursor: { type: 'string', description: 'Opaque position in the log; pass back as `since`', examples: ['c1_MS40Mg'] },
-    },
-  },
-  EventPage: {
-    type: 'object',
-    required: ['events', 'cursor'],
-    properties: {
-      events: { type: 'array', items: ref('EventRecord'), description: 'Oldest first' },
-      cursor: { type: ['string', 'null'], description: 'Pass back as `since` to continue; null only when there was no `since` and no event yet' },
-    },
-  },
-  WaitResult: {
-    oneOf: [
-      { type: 'object', required: ['event'], properties: { event: ref('EventRecord') } },
-      {
-        type: 'object',
-        required: ['event', 'timed_out', 'cursor'],
-        properties: {
-          event: { type: 'null' },
-          timed_out: { const: true },
-          cursor: { type: ['string', 'null'], description: 'How far this wait checked: pass back as `since` to continue without a gap' },
-        },
-      },
-    ],
-  },
-  StreamToken: {
-    type: 'object',
-    required: ['token', 'expires_at', 'stream_url'],
-    properties: {
-      token: { type: 'string', pattern: '^svcst_', description: 'Valid only as the `token` query parameter of the stream URL' },
-      expires_at: dateTime('When the token stops opening streams (a stream already open runs on)'),
-      stream_url: { type: 'string', description: 'The stream URL with this token, ready for EventSource: relative (`/api/v1/events/stream?token=…`) unless the server has PUBLIC_BASE_URL; never taken from the request\'s Host' },
-    },
-  },
-  IngestResult: {
-    type: 'object',
-    required: ['events'],
-    properties: {
-      events: {
-        type: 'array',
-        description: 'In the order sent',
-        items: { type: 'object', required: ['id', 'cursor'], properties: { id: { type: 'string' }, cursor: { type: 'string' } } },
-      },
-    },
-  },
-};
 
 const header = (description: string, schema: SchemaObject = { type: 'string' }): SchemaObject => ({ description, schema });
 

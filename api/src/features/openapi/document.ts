@@ -7,13 +7,13 @@
 import { ERROR_STATUS } from '../../../../shared/src/errors/index.js';
 import type { ApiConfig } from '../../config.js';
 import type { RegisteredRoute } from '../../middleware/route.js';
-import { headers, responses, schemas, securitySchemes } from './components.js';
+import { ErrorSchema, EventRecordSchema } from '../../shapes.js';
+import { headers, responses, securitySchemes } from './components.js';
 import type { SchemaObject } from './convert.js';
 import { Components, generatePaths } from './generate.js';
-import { eventPaths } from './paths/events.js';
 import { mcpPaths, mcpSchemas } from './paths/mcp.js';
 import { opsPaths } from './paths/ops.js';
-import { outgoingWebhooks, webhookPaths, webhookSchemas } from './paths/webhooks.js';
+import { outgoingWebhooks } from './outgoing.js';
 
 const DESCRIPTION = `The event service of a voice-and-messaging platform: accounts and API keys, one ordered event log read four ways (cursor polling, long-poll, server-sent events, signed webhook pushes) and an MCP endpoint.
 
@@ -28,8 +28,10 @@ Errors are always \`{"error": {"code", "message", "request_id", "details"?}}\`; 
  */
 export function buildOpenApiDocument(config: ApiConfig, routes: RegisteredRoute[]): SchemaObject {
   const components = new Components();
+  // The shared error responses refer to Error; the outgoing webhook (what a delivery sends) to EventRecord.
+  for (const shape of [ErrorSchema, EventRecordSchema]) components.schema(shape);
   const generated = generatePaths(routes, components);
-  const handWritten: Record<string, Record<string, unknown>> = { ...eventPaths(config), ...webhookPaths(config), ...mcpPaths(), ...opsPaths(config) };
+  const handWritten: Record<string, Record<string, unknown>> = { ...mcpPaths(), ...opsPaths(config) };
   const paths: Record<string, Record<string, unknown>> = {};
   for (const [path, item] of Object.entries(handWritten)) {
     const { parameters, ...ops } = item;
@@ -51,6 +53,6 @@ export function buildOpenApiDocument(config: ApiConfig, routes: RegisteredRoute[
     ],
     paths,
     webhooks: outgoingWebhooks(),
-    components: { schemas: { ...schemas, ...webhookSchemas, ...mcpSchemas(config), ...components.schemas }, responses, headers, securitySchemes },
+    components: { schemas: { ...mcpSchemas(config), ...components.schemas }, responses, headers, securitySchemes },
   };
 }

@@ -80,7 +80,7 @@ function response(r: RouteResponse, status: string, access: Access, components: 
   const rate = access === 'account' && /^2/.test(status) && r.schema !== undefined ? RATE_HEADERS : {};
   const out: SchemaObject = { description: r.description };
   if (r.schema !== undefined || r.headers) out.headers = { ...requestIdHeader, ...rate, ...r.headers };
-  if (r.schema !== undefined) out.content = { [r.type ?? 'application/json']: { schema: components.schema(r.schema), ...r.media } };
+  if (r.schema !== undefined) out.content = { [r.type ?? 'application/json']: { schema: components.schema(r.schema), ...(components.schema(r.media ?? {}) as SchemaObject) } };
   return out;
 }
 
