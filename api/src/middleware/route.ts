@@ -90,6 +90,8 @@ export interface RouteDoc {
   responses: Record<string, RouteResponse>;
   /** For a route registered for every method (`all`): the method it is listed under. */
   documentAs?: Exclude<Method, 'all'>;
+  /** Shapes listed under components.schemas though no schema of the operation refers to them. */
+  components?: TSchema[];
   /** Further fields of the operation object (externalDocs, …). */
   extra?: Record<string, unknown>;
 }
@@ -121,7 +123,8 @@ export function routesOf(router: Router): RegisteredRoute[] {
 function register(router: Router, spec: RouteSpec, access: Access): void {
   const holder = router as unknown as { [ROUTES]?: RegisteredRoute[] };
   const prefix = (router.opts as { prefix?: string }).prefix ?? '';
-  const full = (prefix + spec.path).replace(/(.)\/$/, '$1').replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+  // A router's '/' is its prefix itself (`/api/v1/webhooks`), as @koa/router registers it.
+  const full = (prefix && spec.path === '/' ? prefix : prefix + spec.path).replace(/:([A-Za-z0-9_]+)/g, '{$1}');
   (holder[ROUTES] ??= []).push({ method: spec.method, path: full, access, ...(spec.doc ? { doc: spec.doc } : {}) });
 }
 

@@ -4,7 +4,8 @@
  * response bodies) are TypeBox schemas in api/src/shapes.ts and each feature's
  * schemas.ts; the document is generated from them (generate.ts).
  */
-import type { SchemaObject } from './convert.js';
+/** An OpenAPI object (schema, response, header…) as plain data. */
+export type SchemaObject = Record<string, unknown>;
 
 export const ref = (name: string): SchemaObject => ({ $ref: `#/components/schemas/${name}` });
 

@@ -7,9 +7,9 @@
  */
 import type { Access, RegisteredRoute, RouteResponse } from '../../middleware/route.js';
 import { componentName, type TObject } from '../../shapes.js';
-import { RATE_HEADERS } from './components.js';
+import { RATE_HEADERS, type SchemaObject } from './components.js';
 
-export type SchemaObject = Record<string, unknown>;
+export type { SchemaObject };
 
 /** The security an access kind implies; a route's doc may say otherwise (metrics without a token). */
 const SECURITY: Record<Access, Record<string, string[]>[]> = {
@@ -86,6 +86,7 @@ function response(r: RouteResponse, status: string, access: Access, components: 
 
 function operation(route: RegisteredRoute, components: Components): SchemaObject {
   const doc = route.doc!;
+  for (const shape of doc.components ?? []) components.schema(shape);
   const params = [...parameters(doc.params, 'path', components), ...parameters(doc.query, 'query', components), ...(doc.headers ?? [])];
   return {
     operationId: doc.operationId,

@@ -1,5 +1,5 @@
 import { ref } from './components.js';
-import type { SchemaObject } from './convert.js';
+import type { SchemaObject } from './components.js';
 
 const deliveryHeader = (description: string, pattern?: string): SchemaObject => ({ required: true, description, schema: pattern ? { type: 'string', pattern } : { type: 'string' } });
 

@@ -26,6 +26,6 @@ export function openApiRoutes(deps: ApiDeps, routers: Router[]): Router {
     ctx.set('Access-Control-Allow-Origin', '*'); // readable by API explorers on other origins; it holds no secret
     ctx.body = body;
   });
-  body = JSON.stringify(buildOpenApiDocument(deps.config, [...routers, router].flatMap(routesOf)));
+  body = JSON.stringify(buildOpenApiDocument([...routers, router].flatMap(routesOf)));
   return router;
 }
