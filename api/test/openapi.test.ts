@@ -14,7 +14,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import { routesOf } from '../src/middleware/route.js';
-import { call, checkResponses, checksResponsesOf, sharedApis } from './support/api.js';
+import { call, checkedResponses, checkResponses, checksResponsesOf, sharedApis } from './support/api.js';
 import { eventually, fakeAccountId } from './support/events.js';
 import { compileEverySchema, HTTP_METHODS, registeredRoutes, ResponseChecker } from './support/openapi.js';
 import { webhookApi, webhookTestEnv } from './support/webhooks.js';
@@ -201,6 +201,9 @@ describe('OpenAPI document: GET /api/openapi.json', function () {
 
   it('checks every JSON response call() receives from a test API against the document, and fails a wrong shape', async () => {
     expect(checksResponsesOf(a.url), 'the shared test APIs are checked').to.equal(true);
+    const before = checkedResponses();
+    await call(a.url, 'GET', '/api/auth/me');
+    expect(checkedResponses(), 'a call to a shared test API was checked').to.equal(before + 1);
     // The real app with one defect injected: /healthz answers a field its shape does not have.
     const app = createApp(a.deps);
     app.middleware.unshift(async (ctx, next) => {

@@ -66,12 +66,17 @@ export function checkResponses(api: Pick<RunningApi, 'url' | 'deps'>, app: Koa =
 /** Whether `call()` checks the answers of the API at `url`. */
 export const checksResponsesOf = (url: string): boolean => checkers.has(url);
 
+let checked = 0;
+/** How many responses `call()` has checked against a document so far in this run. */
+export const checkedResponses = (): number => checked;
+
 function checkResponse(base: string, method: string, path: string, res: Response, body: unknown): void {
   const checker = checkers.get(base);
   if (!checker || method.toUpperCase() === 'HEAD' || !/^application\/json\b/.test(res.headers.get('content-type') ?? '')) return;
   const template = checker.templateOf(method, path);
   if (template === null) return; // not a documented operation (an unrouted path's 404, a spelling the router refuses)
   checker.check(method, template, res.status, body);
+  checked += 1;
 }
 
 let shared: Promise<[RunningApi, RunningApi]> | null = null;

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
-import { errors } from '../../shapes.js';
+import { errors, type Static } from '../../shapes.js';
 import { EventPageSchema, ListEventsQuery, WaitBody, type WaitInput, WaitResultSchema } from './schemas.js';
 import { listEvents, waitForEvent } from './service.js';
 import { newRouter, route } from '../../middleware/route.js';
@@ -25,7 +25,7 @@ export function eventRoutes(deps: ApiDeps): Router {
       responses: { '200': { description: 'A page of events', schema: EventPageSchema }, ...errors(400, 401, 429, 503) },
     },
   }, async (ctx) => {
-    ctx.body = await listEvents(deps, authOf(ctx).accountId, ctx.query);
+    ctx.body = (await listEvents(deps, authOf(ctx).accountId, ctx.query)) satisfies Static<typeof EventPageSchema>;
   });
 
   route(router, deps.config.http, {
@@ -51,7 +51,7 @@ export function eventRoutes(deps: ApiDeps): Router {
     // 'close' event is gone, and without this its waiter would live for timeout_ms.
     if (ctx.res.destroyed) abort.abort();
     try {
-      ctx.body = await waitForEvent(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput, abort.signal);
+      ctx.body = (await waitForEvent(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput, abort.signal)) satisfies Static<typeof WaitResultSchema>;
     } finally {
       ctx.res.off('close', onClose);
     }

@@ -3,7 +3,7 @@ import type { ApiDeps } from '../../deps.js';
 import { newRouter, route, type RouteDoc } from '../../middleware/route.js';
 import { ingestGuard } from './auth.js';
 import { checkKey } from './idempotency.js';
-import { errors } from '../../shapes.js';
+import { errors, type Static } from '../../shapes.js';
 import { ingestBodySchema, IngestResultSchema, parseIngestBody } from './schemas.js';
 import { ingestEvents } from './service.js';
 
@@ -49,7 +49,7 @@ export function ingestRoutes(deps: ApiDeps): Router {
     const token = /^Bearer\s+(\S+)/i.exec(ctx.get('Authorization'))?.[1] ?? '';
     const { replayed, ...result } = await ingestEvents(deps, events, { token, requestKey });
     if (replayed) ctx.set('Idempotent-Replayed', 'true');
-    ctx.body = result;
+    ctx.body = result satisfies Static<typeof IngestResultSchema>;
     ctx.status = 202;
   });
   return router;

@@ -3,7 +3,7 @@ import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
 import { resolveSince } from '../events/service.js';
 import { parseTypes, streamQuery, StreamQuerySchema, StreamTokenSchema } from './schemas.js';
-import { errors, EventRecordSchema, Type } from '../../shapes.js';
+import { errors, EventRecordSchema, type Static, Type } from '../../shapes.js';
 import { createStreamToken, prepareStream } from './service.js';
 import { verifyStreamToken } from './tokens.js';
 import { setRateHeaders } from '../limits/limiter.js';
@@ -35,7 +35,7 @@ export function streamRoutes(deps: ApiDeps): Router {
     ctx.status = 201;
     // PUBLIC_BASE_URL, or a relative URL: never the request's Host or X-Forwarded-Host,
     // which a client (or a cache keyed without them) could point anywhere.
-    ctx.body = createStreamToken(deps, authOf(ctx).accountId, deps.config.http.publicBaseUrl ?? '');
+    ctx.body = createStreamToken(deps, authOf(ctx).accountId, deps.config.http.publicBaseUrl ?? '') satisfies Static<typeof StreamTokenSchema>;
     ctx.set('Cache-Control', 'no-store');
   });
 

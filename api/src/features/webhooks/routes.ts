@@ -18,7 +18,7 @@ import {
 } from './schemas.js';
 import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret, updateWebhook } from './service.js';
 import { newRouter, route, type RouteDoc } from '../../middleware/route.js';
-import { errors } from '../../shapes.js';
+import { errors, type Static } from '../../shapes.js';
 
 /** Webhook subscriptions of the caller's account (docs/spec.md section 4, Webhooks). */
 export function webhookRoutes(deps: ApiDeps): Router {
@@ -31,7 +31,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
   route(router, deps.config.http, { method: 'get', path: '/', guard: auth,
     doc: op('listWebhooks', "List the account's subscriptions", { responses: { '200': { description: 'The subscriptions', schema: WebhookListSchema }, ...errors(401, 429, 503) } }),
   }, async (ctx) => {
-    ctx.body = await listWebhooks(deps, authOf(ctx).accountId);
+    ctx.body = (await listWebhooks(deps, authOf(ctx).accountId)) satisfies Static<typeof WebhookListSchema>;
   });
 
   route(router, deps.config.http, { method: 'post', path: '/', guard: auth,
@@ -43,14 +43,14 @@ export function webhookRoutes(deps: ApiDeps): Router {
   }, async (ctx) => {
     const input = createWebhookBody(ctx.request.body);
     ctx.status = 201;
-    ctx.body = await createWebhook(deps, authOf(ctx).accountId, input);
+    ctx.body = (await createWebhook(deps, authOf(ctx).accountId, input)) satisfies Static<typeof WebhookWithSecretSchema>;
     ctx.set('Cache-Control', 'no-store'); // the secret is in this body
   });
 
   route(router, deps.config.http, { method: 'get', path: '/:id', guard: auth,
     doc: one('getWebhook', 'One subscription, with its last delivery status', { responses: { '200': { description: 'The subscription', schema: WebhookSchema }, ...errors(401, 404, 429, 503) } }),
   }, async (ctx) => {
-    ctx.body = await getWebhook(deps, authOf(ctx).accountId, ctx.params.id as string);
+    ctx.body = (await getWebhook(deps, authOf(ctx).accountId, ctx.params.id as string)) satisfies Static<typeof WebhookSchema>;
   });
 
   route(router, deps.config.http, { method: 'patch', path: '/:id', guard: auth,
@@ -62,7 +62,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
     }),
   }, async (ctx) => {
     const input = updateWebhookBody(ctx.request.body);
-    ctx.body = await updateWebhook(deps, authOf(ctx).accountId, ctx.params.id as string, input);
+    ctx.body = (await updateWebhook(deps, authOf(ctx).accountId, ctx.params.id as string, input)) satisfies Static<typeof WebhookSchema>;
   });
 
   route(router, deps.config.http, { method: 'delete', path: '/:id', guard: auth,
@@ -78,7 +78,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
   route(router, deps.config.http, { method: 'post', path: '/:id/secret', guard: auth,
     doc: one('revealWebhookSecret', 'Show the signing secret again', { responses: { '200': { description: 'The secret', schema: WebhookSecretSchema }, ...errors(401, 404, 429, 503) } }),
   }, async (ctx) => {
-    ctx.body = await revealSecret(deps, authOf(ctx).accountId, ctx.params.id as string);
+    ctx.body = (await revealSecret(deps, authOf(ctx).accountId, ctx.params.id as string)) satisfies Static<typeof WebhookSecretSchema>;
     ctx.set('Cache-Control', 'no-store');
   });
 
@@ -90,7 +90,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
     }),
   }, async (ctx) => {
     ctx.status = 202;
-    ctx.body = await pingWebhook(deps, authOf(ctx).accountId, ctx.params.id as string);
+    ctx.body = (await pingWebhook(deps, authOf(ctx).accountId, ctx.params.id as string)) satisfies Static<typeof WebhookPingSchema>;
   });
 
   route(router, deps.config.http, { method: 'get', path: '/:id/deliveries', guard: auth,
@@ -100,7 +100,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
     }),
   }, async (ctx) => {
     const query = attemptsQuery({ ...ctx.query });
-    ctx.body = await listDeliveries(deps, authOf(ctx).accountId, ctx.params.id as string, query);
+    ctx.body = (await listDeliveries(deps, authOf(ctx).accountId, ctx.params.id as string, query)); // Attempt.event_type is typed string in service.ts (the shape says EventType): not checked at compile time
   });
 
   return router;
