@@ -105,14 +105,19 @@ export function mcpDocs(tools: Tool[], versions: readonly string[], maxBatch: nu
         default: rpcError('Any other failure, as a JSON-RPC error'),
       },
     },
-    preflight: { operationId: 'mcpPreflight', tags: ['mcp'], summary: 'CORS preflight for allowed browser origins', responses: { '204': { description: 'Allowed' }, '403': rpcError('Origin not allowed') } },
+    preflight: {
+      operationId: 'mcpPreflight',
+      tags: ['mcp'],
+      summary: 'CORS preflight for allowed browser origins',
+      responses: { '204': { description: 'Allowed' }, '403': rpcError('Origin not allowed'), default: rpcError('Any other failure, as a JSON-RPC error') },
+    },
     other: {
       operationId: 'mcpGet',
       tags: ['mcp'],
       summary: 'Not offered: no server-initiated stream (also DELETE: no sessions)',
       security: [],
       documentAs: 'get',
-      responses: { '405': rpcError('POST only') },
+      responses: { '403': rpcError('A browser Origin that is not allowed (checked first)'), '405': rpcError('POST only'), default: rpcError('Any other failure, as a JSON-RPC error') },
     },
   };
 }
