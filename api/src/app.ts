@@ -39,7 +39,10 @@ export function createApp(deps: ApiDeps): Koa {
   // No guard or body parser here: each route carries its own (middleware/route.ts), so what a
   // path may do never depends on how it is spelled.
 
-  for (const router of [healthRoutes(deps), metricsRoutes(deps), openApiRoutes(deps), dashboardRoutes(deps), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), activityRoutes(deps), mcpRoutes(deps)]) {
+  const routers = [healthRoutes(deps), metricsRoutes(deps), dashboardRoutes(deps), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), activityRoutes(deps), mcpRoutes(deps)];
+  // The OpenAPI document is generated from the routes the other routers registered.
+  routers.push(openApiRoutes(deps, routers));
+  for (const router of routers) {
     app.use(router.routes());
     app.use(router.allowedMethods({ throw: true }));
   }

@@ -2,15 +2,19 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { expect } from 'chai';
 import { DEV_INGEST_TOKEN } from '../src/config.js';
 import { createApp } from '../src/app.js';
-import { validateSignup } from '../src/features/auth/schemas.js';
-import { listEventsQuery, waitBody } from '../src/features/events/schemas.js';
-import { toOpenApiSchema } from '../src/features/openapi/convert.js';
+import { SignupBody } from '../src/features/auth/schemas.js';
+import { ListEventsQuery, WaitBody } from '../src/features/events/schemas.js';
+import { Components } from '../src/features/openapi/generate.js';
 import type { RunningApi } from '../src/server.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import type { RunningDelivery } from '../../delivery/src/worker.js';
 import { bearer, createAccount } from './support/accounts.js';
-import { call, sharedApis } from './support/api.js';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type Router from '@koa/router';
+import { routesOf } from '../src/middleware/route.js';
+import { call, checkedResponses, checkResponses, checksResponsesOf, sharedApis } from './support/api.js';
 import { eventually, fakeAccountId } from './support/events.js';
 import { compileEverySchema, HTTP_METHODS, registeredRoutes, ResponseChecker } from './support/openapi.js';
 import { webhookApi, webhookTestEnv } from './support/webhooks.js';
@@ -85,10 +89,11 @@ describe('OpenAPI document: GET /api/openapi.json', function () {
   });
 
   it('describes each request with the very schema its route validates with', () => {
-    expect(doc.paths['/api/auth/signup'].post.requestBody.content['application/json'].schema).to.deep.equal(toOpenApiSchema(validateSignup.schema));
-    expect(doc.paths['/api/v1/events/wait'].post.requestBody.content['application/json'].schema).to.deep.equal(toOpenApiSchema(waitBody.schema));
+    const asDocumented = (shape: unknown) => new Components().schema(shape);
+    expect(doc.paths['/api/auth/signup'].post.requestBody.content['application/json'].schema).to.deep.equal(asDocumented(SignupBody));
+    expect(doc.paths['/api/v1/events/wait'].post.requestBody.content['application/json'].schema).to.deep.equal(asDocumented(WaitBody));
     const params = doc.paths['/api/v1/events'].get.parameters as Json[];
-    expect(params.map((p) => p.name)).to.deep.equal(Object.keys((listEventsQuery.schema as Json).properties));
+    expect(params.map((p) => p.name)).to.deep.equal(Object.keys(ListEventsQuery.properties));
     // ajv's `nullable` became a JSON Schema 2020-12 type list.
     expect(doc.paths['/api/auth/signup'].post.requestBody.content['application/json'].schema.properties.phone.type).to.deep.equal(['string', 'null']);
   });
@@ -169,6 +174,56 @@ describe('OpenAPI document: GET /api/openapi.json', function () {
 
   it('fails the check for a field the document does not describe', () => {
     expect(() => checker.check('GET', '/healthz', 200, { status: 'ok', surprise: true })).to.throw(/does not match/);
+  });
+
+  it('is generated only: every route on the routers was registered through route() with its document entry', () => {
+    const undocumented: string[] = [];
+    let layers = 0;
+    for (const fn of createApp(a.deps).middleware) {
+      const router = (fn as unknown as { router?: Router }).router;
+      if (!router) continue;
+      const registered = routesOf(router);
+      for (const layer of router.stack) {
+        if (layer.methods.length === 0) continue;
+        layers += 1;
+        const path = String(layer.path).replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+        const all = layer.methods.length > HTTP_METHODS.length;
+        const entry = registered.find((r) => r.path === path && (all ? r.method === 'all' : layer.methods.includes(r.method.toUpperCase())));
+        if (!entry?.doc) undocumented.push(`${layer.methods.join(',')} ${path}`);
+      }
+    }
+    expect(layers).to.be.above(20);
+    expect(undocumented, 'routes registered without a document entry').to.deep.equal([]);
+    // Every operation in the served document comes from a registered route: the same count both ways.
+    const operations = Object.values(doc.paths as Json).reduce((n: number, item: Json) => n + HTTP_METHODS.filter((m) => m in item).length, 0);
+    expect(operations).to.equal(layers);
+  });
+
+  it('checks every JSON response call() receives from a test API against the document, and fails a wrong shape', async () => {
+    expect(checksResponsesOf(a.url), 'the shared test APIs are checked').to.equal(true);
+    const before = checkedResponses();
+    await call(a.url, 'GET', '/api/auth/me');
+    expect(checkedResponses(), 'a call to a shared test API was checked').to.equal(before + 1);
+    // The real app with one defect injected: /healthz answers a field its shape does not have.
+    const app = createApp(a.deps);
+    app.middleware.unshift(async (ctx, next) => {
+      await next();
+      if (ctx.path === '/healthz' && ctx.query.defect === '1') ctx.body = { status: 'ok', uptime: 1 };
+    });
+    const server = http.createServer(app.callback());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      checkResponses({ url, deps: a.deps }, app);
+      expect((await call(url, 'GET', '/healthz')).body).to.deep.equal({ status: 'ok' });
+      let caught: unknown;
+      await call(url, 'GET', '/healthz?defect=1').catch((err: unknown) => (caught = err));
+      expect(String(caught)).to.match(/GET \/healthz 200 does not match the document: .*must NOT have additional properties/);
+      // An error answer is checked too, against the shared Error shape.
+      expect((await call(url, 'GET', '/api/auth/me')).status).to.equal(401);
+    } finally {
+      server.close();
+    }
   });
 });
 

@@ -10,6 +10,7 @@
  */
 import Router from '@koa/router';
 import type { Context, Middleware, Next } from 'koa';
+import type { TObject, TSchema } from '../shapes.js';
 import { jsonParser } from './body.js';
 
 /** What a guard checks, by name; `public` routes check nothing (and say so in their table entry). */
@@ -52,11 +53,79 @@ export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete' | 'options' | '
  */
 export type BodyKind = 'json' | 'ingest' | 'own' | 'none';
 
+/** A response of a route's document entry: a shape, or a reference to a shared error response. */
+export type RouteResponse =
+  | { $ref: string }
+  | {
+      description: string;
+      /** The body's shape; none for an empty response. */
+      schema?: TSchema;
+      /** Media type of the body (application/json by default). */
+      type?: string;
+      /** Response headers besides X-Request-Id (and the rate-limit headers of account routes), as OpenAPI header objects. */
+      headers?: Record<string, unknown>;
+      /** More fields of the media type object (an example, …). */
+      media?: Record<string, unknown>;
+    };
+
+/**
+ * What the OpenAPI document says about a route: registered with the route,
+ * so the document is generated from the router (features/openapi/generate.ts).
+ * `params`, `query` and `body` are the shapes the route validates with.
+ */
+export interface RouteDoc {
+  operationId: string;
+  tags: string[];
+  summary: string;
+  description?: string;
+  /** Who may call it; by default what the guard's access implies. */
+  security?: Record<string, string[]>[];
+  params?: TObject;
+  query?: TObject;
+  /** Header parameters, as OpenAPI parameter objects. */
+  headers?: Record<string, unknown>[];
+  body?: TSchema;
+  /** False when the body may be left out (default true when there is a body). */
+  bodyRequired?: boolean;
+  responses: Record<string, RouteResponse>;
+  /** For a route registered for every method (`all`): the method it is listed under. */
+  documentAs?: Exclude<Method, 'all'>;
+  /** Shapes listed under components.schemas though no schema of the operation refers to them. */
+  components?: TSchema[];
+  /** Further fields of the operation object (externalDocs, …). */
+  extra?: Record<string, unknown>;
+}
+
 export interface RouteSpec {
   method: Method;
   path: string;
   guard: Guard;
   body?: BodyKind;
+  /** The route's entry in the OpenAPI document. */
+  doc?: RouteDoc;
+}
+
+/** A route as the registry holds it: the full path in OpenAPI form (`/api/v1/webhooks/{id}`). */
+export interface RegisteredRoute {
+  method: Method;
+  path: string;
+  access: Access;
+  doc?: RouteDoc;
+}
+
+const ROUTES = Symbol('registered routes');
+
+/** The routes registered on a router through `route()`, with their documents. */
+export function routesOf(router: Router): RegisteredRoute[] {
+  return (router as unknown as { [ROUTES]?: RegisteredRoute[] })[ROUTES] ?? [];
+}
+
+function register(router: Router, spec: RouteSpec, access: Access): void {
+  const holder = router as unknown as { [ROUTES]?: RegisteredRoute[] };
+  const prefix = (router.opts as { prefix?: string }).prefix ?? '';
+  // A router's '/' is its prefix itself (`/api/v1/webhooks`), as @koa/router registers it.
+  const full = (prefix && spec.path === '/' ? prefix : prefix + spec.path).replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+  (holder[ROUTES] ??= []).push({ method: spec.method, path: full, access, ...(spec.doc ? { doc: spec.doc } : {}) });
 }
 
 export interface BodyLimits {
@@ -70,7 +139,9 @@ export function newRouter(prefix?: string): Router {
 
 /** Registers a route as [guard, body parser, ...handlers]; a route cannot be added without its guard. */
 export function route(router: Router, limits: BodyLimits, spec: RouteSpec, ...handlers: Middleware[]): void {
-  if (accessOf(spec.guard) === undefined) throw new Error(`route ${spec.method.toUpperCase()} ${spec.path} has no guard`);
+  const access = accessOf(spec.guard);
+  if (access === undefined) throw new Error(`route ${spec.method.toUpperCase()} ${spec.path} has no guard`);
+  register(router, spec, access);
   const takesBody = spec.method === 'post' || spec.method === 'put' || spec.method === 'patch';
   const kind = spec.body ?? (takesBody ? 'json' : 'none');
   const parser = kind === 'json' ? jsonParser(limits.bodyLimit) : kind === 'ingest' ? jsonParser(limits.ingestBodyLimit) : null;

@@ -1,8 +1,14 @@
 import http from 'node:http';
+import type Router from '@koa/router';
+import type Koa from 'koa';
 import { atRunEnd } from '../../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../../shared/test/support/env.js';
 import { loadApiConfig, type ApiConfig } from '../../src/config.js';
 import { startApi, type RunningApi } from '../../src/server.js';
+import { createApp } from '../../src/app.js';
+import { buildOpenApiDocument } from '../../src/features/openapi/document.js';
+import { routesOf } from '../../src/middleware/route.js';
+import { ResponseChecker } from './openapi.js';
 import { GENEROUS_LIMITS } from './limits.js';
 
 
@@ -20,7 +26,45 @@ export function testApiConfig(overrides: Record<string, string> = {}): ApiConfig
 export async function startTestApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
   const api = await startApi(testApiConfig(overrides));
   atRunEnd(() => api.close());
+  checkResponses(api);
   return api;
+}
+
+/**
+ * Every JSON response `call()` receives from an API registered here is checked
+ * against the OpenAPI document generated from that API's own route registry
+ * (the status's documented schema, else `default`; objects closed, so an
+ * undocumented field fails too). A mismatch throws from `call()`, failing the
+ * test that made the request. Test APIs register themselves when they start
+ * (startTestApi, webhookApi).
+ */
+const checkers = new Map<string, ResponseChecker>();
+
+/** The OpenAPI document of an app, generated from the routes its routers registered. */
+export function documentOf(app: Koa): Record<string, unknown> {
+  const routers = app.middleware.flatMap((fn) => (fn as unknown as { router?: Router }).router ?? []);
+  return buildOpenApiDocument(routers.flatMap(routesOf));
+}
+
+/** Checks every JSON answer `call()` gets from `api` (or from `url` with the document of `app`). */
+export function checkResponses(api: Pick<RunningApi, 'url' | 'deps'>, app: Koa = createApp(api.deps)): void {
+  checkers.set(api.url, new ResponseChecker(documentOf(app)));
+}
+
+/** Whether `call()` checks the answers of the API at `url`. */
+export const checksResponsesOf = (url: string): boolean => checkers.has(url);
+
+let checked = 0;
+/** How many responses `call()` has checked against a document so far in this run. */
+export const checkedResponses = (): number => checked;
+
+function checkResponse(base: string, method: string, path: string, res: Response, body: unknown): void {
+  const checker = checkers.get(base);
+  if (!checker || method.toUpperCase() === 'HEAD' || !/^application\/json\b/.test(res.headers.get('content-type') ?? '')) return;
+  const template = checker.templateOf(method, path);
+  if (template === null) return; // not a documented operation (an unrouted path's 404, a spelling the router refuses)
+  checker.check(method, template, res.status, body);
+  checked += 1;
 }
 
 let shared: Promise<[RunningApi, RunningApi]> | null = null;
@@ -59,6 +103,7 @@ export async function call<T = any>(base: string, method: string, path: string, 
   } catch {
     // leave as text
   }
+  checkResponse(base, method, path, res, body);
   return { status: res.status, headers: res.headers, body };
 }
 

@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import type Koa from 'koa';
 
@@ -44,11 +45,24 @@ const DOC_ID = 'https://openapi.test/openapi.json';
 export class ResponseChecker {
   private readonly ajv = new Ajv2020({ strict: false, allErrors: true });
   private readonly doc: Json;
+  private readonly validators = new Map<string, ValidateFunction>();
+  private readonly templates: { template: string; pattern: RegExp }[];
 
   constructor(doc: Json) {
     addFormats(this.ajv);
     this.doc = closeObjects(structuredClone(doc));
     this.ajv.addSchema({ ...this.doc, $id: DOC_ID });
+    this.templates = Object.keys(this.doc.paths as Json).map((template) => ({
+      template,
+      pattern: new RegExp('^' + template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '$'),
+    }));
+  }
+
+  /** The documented path template a request path (query string and all) was answered by, if the document has `method` on it. */
+  templateOf(method: string, path: string): string | null {
+    const bare = path.split(/[?#]/)[0] as string;
+    const exact = this.doc.paths[bare]?.[method.toLowerCase()] ? bare : null;
+    return exact ?? this.templates.find((t) => t.pattern.test(bare) && this.doc.paths[t.template]?.[method.toLowerCase()])?.template ?? null;
   }
 
   /** The JSON schema of `method path` answering `status` (its own code, else `default`); throws when the document has none. */
@@ -75,7 +89,11 @@ export class ResponseChecker {
       if (body !== null && body !== '') throw new Error(`${method} ${path} ${status} is documented without a body but returned ${JSON.stringify(body)}`);
       return;
     }
-    const validate = this.ajv.compile({ $ref: `${DOC_ID}#${pointer}` });
+    let validate = this.validators.get(pointer);
+    if (!validate) {
+      validate = this.ajv.compile({ $ref: `${DOC_ID}#${pointer}` });
+      this.validators.set(pointer, validate);
+    }
     if (!validate(body)) throw new Error(`${method} ${path} ${status} does not match the document: ${this.ajv.errorsText(validate.errors)}\n${JSON.stringify(body)}`);
   }
 

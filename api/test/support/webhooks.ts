@@ -3,7 +3,7 @@ import { baseTestEnv } from '../../../shared/test/support/env.js';
 import { FakeDns } from '../../../shared/test/support/fake-dns.js';
 import { createDeps } from '../../src/deps.js';
 import { startApi, type RunningApi } from '../../src/server.js';
-import { testApiConfig } from './api.js';
+import { checkResponses, testApiConfig } from './api.js';
 
 export const WEBHOOK_CAP_FOR_TESTS = 5;
 
@@ -38,6 +38,7 @@ export function webhookApi(): Promise<{ api: RunningApi; dns: FakeDns }> {
     const deps = { ...createDeps(config), resolveHost: dns.resolve };
     const api = await startApi(config, { deps });
     atRunEnd(() => api.close());
+    checkResponses(api);
     return { api, dns };
   })();
   return started;

@@ -2,7 +2,9 @@ import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
 import { newRouter, route } from '../../middleware/route.js';
-import { statsQuery } from './schemas.js';
+import { errors } from '../../shapes.js';
+import { EventDeliveriesSchema, EventIdParams, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, StatsQuery, statsQuery, WebhookStatsSchema } from './schemas.js';
+import { WebhookIdParams } from '../webhooks/schemas.js';
 import { eventDeliveries, webhookStats } from './service.js';
 
 /**
@@ -14,12 +16,31 @@ export function activityRoutes(deps: ApiDeps): Router {
   const router = newRouter('/api/v1');
   const auth = authenticate(deps);
 
-  route(router, deps.config.http, { method: 'get', path: '/webhooks/:id/stats', guard: auth }, async (ctx) => {
+  route(router, deps.config.http, { method: 'get', path: '/webhooks/:id/stats', guard: auth,
+    doc: {
+      operationId: 'getWebhookStats',
+      tags: ['webhooks'],
+      summary: 'Delivery counts and latency of a subscription over the last hour or day',
+      description: `Computed from the stored attempts of the window, at most the ${MAX_STATS_ATTEMPTS} most recent (\`truncated\` says when more were left out). Each attempt counts once, in the bucket of its start: as \`succeeded\`, \`retrying\` or \`failed\`.`,
+      params: WebhookIdParams,
+      query: StatsQuery,
+      responses: { '200': { description: 'The stats', schema: WebhookStatsSchema }, ...errors(400, 401, 404, 429, 503) },
+    },
+  }, async (ctx) => {
     const query = statsQuery({ ...ctx.query });
     ctx.body = await webhookStats(deps, authOf(ctx).accountId, ctx.params.id as string, query.window);
   });
 
-  route(router, deps.config.http, { method: 'get', path: '/events/:id/deliveries', guard: auth }, async (ctx) => {
+  route(router, deps.config.http, { method: 'get', path: '/events/:id/deliveries', guard: auth,
+    doc: {
+      operationId: 'getEventDeliveries',
+      tags: ['events'],
+      summary: 'One event with its deliveries and their attempts',
+      description: `The event as polling returns it, and each delivery made for it (one per subscription it matched) with its state and attempts (status, duration, outcome). At most ${MAX_EVENT_DELIVERIES} deliveries and ${MAX_EVENT_ATTEMPTS} attempts.`,
+      params: EventIdParams,
+      responses: { '200': { description: 'The event and its deliveries', schema: EventDeliveriesSchema }, ...errors(401, 404, 429, 503) },
+    },
+  }, async (ctx) => {
     ctx.body = await eventDeliveries(deps, authOf(ctx).accountId, ctx.params.id as string);
   });
 

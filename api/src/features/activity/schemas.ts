@@ -1,4 +1,6 @@
+import { component, DateTime, EventRecordSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { queryValidator } from '../../validation.js';
+import { DeliveryAttemptSchema, WEBHOOK_ID } from '../webhooks/schemas.js';
 
 /** Event ids: `evt_` + 24 hex characters. Anything else cannot exist: 404. */
 export const EVENT_ID = /^evt_[0-9a-f]{24}$/;
@@ -24,14 +26,69 @@ export const MAX_EVENT_DELIVERIES = 100;
 /** At most this many attempts over all deliveries of one event (the oldest first). */
 export const MAX_EVENT_ATTEMPTS = 1000;
 
-export interface StatsQuery {
-  window: StatsWindow;
-}
-
-export const statsQuery = queryValidator<StatsQuery>({
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    window: { type: 'string', enum: Object.keys(STATS_WINDOWS), default: '1h' },
+export const StatsQuery = Type.Object(
+  {
+    window: Type.Optional(
+      Type.Unsafe<StatsWindow>({ type: 'string', enum: Object.keys(STATS_WINDOWS), default: '1h', description: '`1h` (12 buckets of 5 minutes) or `24h` (24 buckets of an hour)' }),
+    ),
   },
+  { additionalProperties: false },
+);
+export type StatsQuery = { window: StatsWindow }; // the default fills it in
+export const statsQuery = queryValidator<StatsQuery>(StatsQuery);
+
+export const EventIdParams = Type.Object({
+  id: Type.String({ pattern: EVENT_ID.source, description: "The event id (another account's, a malformed one, or one not yet stored is a 404)" }),
 });
+
+const count = (description: string) => Type.Integer({ minimum: 0, description });
+const counts = {
+  succeeded: count('Attempts that got a 2xx (each is a delivery that finished)'),
+  failed: count('Failed attempts that were the last of their delivery (it gave up)'),
+  retrying: count('Failed attempts after which another attempt was scheduled'),
+};
+
+export const WebhookStatsSchema = component(
+  'WebhookStats',
+  Type.Object({
+    webhook_id: Type.String({ pattern: WEBHOOK_ID.source }),
+    window: Type.Unsafe<StatsWindow>({ type: 'string', enum: Object.keys(STATS_WINDOWS) }),
+    from: DateTime('Start of the first bucket (inclusive)'),
+    to: DateTime('End of the last bucket (exclusive); the last bucket holds now'),
+    bucket_seconds: Type.Integer({ minimum: 1 }),
+    totals: Type.Object({ ...counts, attempts: count('Attempts counted (the sum of the three)') }),
+    latency_ms: Type.Object(
+      { p50: Nullable(Type.Integer({ minimum: 0 })), p99: Nullable(Type.Integer({ minimum: 0 })) },
+      { description: "Nearest-rank percentiles of the counted attempts' durations (successes and failures alike); null when there were none" },
+    ),
+    buckets: Type.Array(Type.Object({ start: DateTime(), ...counts }), { description: 'Oldest first: 12 of 5 minutes (1h) or 24 of an hour (24h), edges aligned to the bucket size' }),
+    truncated: Type.Boolean({ description: `true when the window held more than ${MAX_STATS_ATTEMPTS} attempts: only the most recent ${MAX_STATS_ATTEMPTS} are counted` }),
+  }),
+);
+
+export const EventDeliverySchema = component(
+  'EventDelivery',
+  Type.Object({
+    id: Type.String({ description: 'The delivery id (X-Service-Delivery, webhook-id)' }),
+    webhook_id: Type.String({ pattern: WEBHOOK_ID.source }),
+    url: Nullable(Type.String(), { description: "The subscription's URL now; null when it has been deleted" }),
+    state: Type.Unsafe<'pending' | 'succeeded' | 'failed'>({ type: 'string', enum: ['pending', 'succeeded', 'failed'], description: '`pending`: queued or waiting for its next attempt' }),
+    attempts_made: Type.Integer({ minimum: 0 }),
+    next_attempt_at: Nullable(DateTime()),
+    last_status: Nullable(Type.Integer()),
+    last_outcome: Nullable(Type.String()),
+    created_at: DateTime(),
+    updated_at: DateTime(),
+    attempts: Type.Array(DeliveryAttemptSchema, { description: 'Oldest first' }),
+  }),
+);
+
+export const EventDeliveriesSchema = component(
+  'EventDeliveries',
+  Type.Object({
+    event: EventRecordSchema,
+    deliveries: Type.Array(EventDeliverySchema, { description: 'One per subscription the event went to, oldest first' }),
+    truncated: Type.Boolean({ description: `true when more than ${MAX_EVENT_DELIVERIES} deliveries or ${MAX_EVENT_ATTEMPTS} attempts in all: the oldest are shown` }),
+  }),
+);
+export type EventDeliveriesView = Static<typeof EventDeliveriesSchema>;

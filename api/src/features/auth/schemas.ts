@@ -1,49 +1,56 @@
+import { KeySummarySchema } from '../keys/schemas.js';
+import { component, DateTime, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator } from '../../validation.js';
 
-export interface SignupInput {
-  email: string;
-  name: string;
-  password: string;
-  phone?: string | null;
-  plan?: string | null;
-}
+const email = Type.String({ format: 'email', maxLength: 254 });
+const password = Type.String({ minLength: 8, maxLength: 256 });
+const name = Type.String({ minLength: 1, maxLength: 200 });
+// E.164-ish: an optional +, then digits with the usual separators. `nullable` (ajv's keyword) keeps one error per bad value.
+const phone = Type.Unsafe<string | null>({ type: 'string', nullable: true, maxLength: 32, pattern: '^\\+?[0-9][0-9 ().-]{2,31}$' });
+const plan = Type.Unsafe<string | null>({ type: 'string', nullable: true, minLength: 1, maxLength: 64 });
 
-export interface LoginInput {
-  email: string;
-  password: string;
-}
-
-const email = { type: 'string', format: 'email', maxLength: 254 } as const;
-const password = { type: 'string', minLength: 8, maxLength: 256 } as const;
-const name = { type: 'string', minLength: 1, maxLength: 200 } as const;
-// E.164-ish: an optional +, then digits with the usual separators.
-const phone = { type: 'string', nullable: true, maxLength: 32, pattern: '^\\+?[0-9][0-9 ().-]{2,31}$' } as const;
-const plan = { type: 'string', nullable: true, minLength: 1, maxLength: 64 } as const;
-
-export const validateSignup = bodyValidator<SignupInput>({
-  type: 'object',
-  additionalProperties: false,
-  required: ['email', 'name', 'password'],
-  properties: { email, name, password, phone, plan },
-});
+export const SignupBody = Type.Object({ email, name, password, phone: Type.Optional(phone), plan: Type.Optional(plan) }, { additionalProperties: false });
+export type SignupInput = Static<typeof SignupBody>;
 
 /**
  * "Same body shape as signup" (docs/spec.md): name, phone and plan are allowed
  * and ignored; unknown fields are still refused. No minimum on the password
  * here: a short one simply fails to match.
  */
-export const validateLogin = bodyValidator<LoginInput>({
-  type: 'object',
-  additionalProperties: false,
-  required: ['email', 'password'],
-  properties: {
-    email: { type: 'string', minLength: 1, maxLength: 254 },
-    password: { type: 'string', minLength: 1, maxLength: 256 },
-    name: {},
-    phone: {},
-    plan: {},
+export const LoginBody = Type.Object(
+  {
+    email: Type.String({ minLength: 1, maxLength: 254 }),
+    password: Type.String({ minLength: 1, maxLength: 256 }),
+    name: Type.Optional(Type.Unknown()),
+    phone: Type.Optional(Type.Unknown()),
+    plan: Type.Optional(Type.Unknown()),
   },
-});
+  { additionalProperties: false },
+);
+export type LoginInput = Pick<Static<typeof LoginBody>, 'email' | 'password'>;
+
+export const validateSignup = bodyValidator<SignupInput>(SignupBody);
+export const validateLogin = bodyValidator<LoginInput>(LoginBody);
+
+/** The user object of every response. Never carries a password or key hash. */
+export const UserSchema = component(
+  'User',
+  Type.Object({
+    id: Type.String({ description: 'The user id, which is also the account id', examples: ['usr_5f0c6a8e2b1d4c3a9e7f6b5a'] }),
+    email: Type.String({ format: 'email' }),
+    name: Type.String(),
+    phone: Nullable(Type.String()),
+    plan: Nullable(Type.String()),
+    created_at: DateTime('When the account signed up'),
+    api_key: Nullable(KeySummarySchema, { description: 'The current API key (never the key itself), or null when there is none' }),
+  }),
+);
+export type UserView = Static<typeof UserSchema>;
+
+export const SessionSchema = component('Session', Type.Object({ token: Type.String({ description: 'Session JWT (HS256), valid 30 days' }), user: UserSchema }));
+export type SessionResult = Static<typeof SessionSchema>;
+
+export const ProfileSchema = component('Profile', Type.Object({ user: UserSchema }));
 
 /**
  * Trims the fields where surrounding spaces are never meant, and lower-cases

@@ -4,25 +4,11 @@ import { AppError, unauthorized } from '../../../../shared/src/errors/index.js';
 import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import type { ApiKeyDoc, UserDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
-import { findKeyDoc, type KeySummary } from '../keys/service.js';
-import type { LoginInput, SignupInput } from './schemas.js';
+import { findKeyDoc } from '../keys/service.js';
+import type { LoginInput, SessionResult, SignupInput, UserView } from './schemas.js';
 import { issueSessionToken } from './tokens.js';
 
-/** The user object of every response. Never carries a password or key hash. */
-export interface UserView {
-  id: string;
-  email: string;
-  name: string;
-  phone: string | null;
-  plan: string | null;
-  created_at: string;
-  api_key: KeySummary | null;
-}
-
-export interface SessionResult {
-  token: string;
-  user: UserView;
-}
+export type { SessionResult, UserView } from './schemas.js';
 
 export function toUserView(user: UserDoc, key: Pick<ApiKeyDoc, 'preview' | 'created_at'> | null): UserView {
   return {

@@ -4,13 +4,14 @@ import { fileURLToPath } from 'node:url';
 import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { newRouter, publicRoute, route } from '../../middleware/route.js';
+import { Type } from '../../shapes.js';
 
 const STATIC_DIR = join(dirname(fileURLToPath(import.meta.url)), 'static');
 
-const FILES: Record<string, { file: string; type: string }> = {
-  '/dashboard': { file: 'index.html', type: 'text/html; charset=utf-8' },
-  '/dashboard/app.js': { file: 'app.js', type: 'text/javascript; charset=utf-8' },
-  '/dashboard/app.css': { file: 'app.css', type: 'text/css; charset=utf-8' },
+const FILES: Record<string, { file: string; type: string; operationId: string; summary: string }> = {
+  '/dashboard': { file: 'index.html', type: 'text/html; charset=utf-8', operationId: 'dashboard', summary: 'The dashboard page (sign up or log in, API key, webhooks, live feed)' },
+  '/dashboard/app.js': { file: 'app.js', type: 'text/javascript; charset=utf-8', operationId: 'dashboardScript', summary: "The dashboard's script" },
+  '/dashboard/app.css': { file: 'app.css', type: 'text/css; charset=utf-8', operationId: 'dashboardStyles', summary: "The dashboard's styles" },
 };
 
 // Same-origin only, no inline script or style: the page only talks to this API.
@@ -19,9 +20,11 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-sr
 /** The dashboard: three small static files, read once at boot. */
 export function dashboardRoutes(deps: ApiDeps): Router {
   const router = newRouter();
-  const cache = new Map(Object.entries(FILES).map(([path, f]) => [path, { body: readFileSync(join(STATIC_DIR, f.file)), type: f.type }]));
-  for (const [path, { body, type }] of cache) {
-    route(router, deps.config.http, { method: 'get', path: path, guard: publicRoute() }, (ctx) => {
+  for (const [path, { file, type, operationId, summary }] of Object.entries(FILES)) {
+    const body = readFileSync(join(STATIC_DIR, file));
+    const media = type.split(';')[0] as string;
+    const doc = { operationId, tags: ['dashboard'], summary, responses: { '200': { description: summary, type: media, schema: Type.String() } } };
+    route(router, deps.config.http, { method: 'get', path, guard: publicRoute(), doc }, (ctx) => {
       ctx.type = type;
       ctx.set('Content-Security-Policy', CSP);
       ctx.set('X-Content-Type-Options', 'nosniff');
@@ -30,6 +33,7 @@ export function dashboardRoutes(deps: ApiDeps): Router {
       ctx.body = body;
     });
   }
-  route(router, deps.config.http, { method: 'get', path: '/dashboard/', guard: publicRoute() }, (ctx) => ctx.redirect('/dashboard'));
+  const slash = { operationId: 'dashboardSlash', tags: ['dashboard'], summary: 'Redirects to /dashboard', responses: { '302': { description: 'To /dashboard' } } };
+  route(router, deps.config.http, { method: 'get', path: '/dashboard/', guard: publicRoute(), doc: slash }, (ctx) => ctx.redirect('/dashboard'));
   return router;
 }

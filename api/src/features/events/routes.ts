@@ -1,19 +1,47 @@
 import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
-import type { WaitInput } from './schemas.js';
+import { errors, type Static } from '../../shapes.js';
+import { EventPageSchema, ListEventsQuery, WaitBody, type WaitInput, WaitResultSchema } from './schemas.js';
 import { listEvents, waitForEvent } from './service.js';
 import { newRouter, route } from '../../middleware/route.js';
 
 /** Cursor polling and long-poll over the caller's account's events. */
 export function eventRoutes(deps: ApiDeps): Router {
   const router = newRouter('/api/v1/events');
+  const { longPollDefaultMs, longPollMaxMs, maxLongPollsPerAccount } = deps.config.events;
 
-  route(router, deps.config.http, { method: 'get', path: '/', guard: authenticate(deps) }, async (ctx) => {
-    ctx.body = await listEvents(deps, authOf(ctx).accountId, ctx.query);
+  route(router, deps.config.http, {
+    method: 'get',
+    path: '/',
+    guard: authenticate(deps),
+    doc: {
+      operationId: 'listEvents',
+      tags: ['events'],
+      summary: "Poll the account's events after a cursor",
+      description:
+        'Oldest first. Pass the returned `cursor` back as `since` to continue after the last event returned. Only events already stored are returned, in log order, so a cursor never skips an event that lands later.',
+      query: ListEventsQuery,
+      responses: { '200': { description: 'A page of events', schema: EventPageSchema }, ...errors(400, 401, 429, 503) },
+    },
+  }, async (ctx) => {
+    ctx.body = (await listEvents(deps, authOf(ctx).accountId, ctx.query)) satisfies Static<typeof EventPageSchema>;
   });
 
-  route(router, deps.config.http, { method: 'post', path: '/wait', guard: authenticate(deps) }, async (ctx) => {
+  route(router, deps.config.http, {
+    method: 'post',
+    path: '/wait',
+    guard: authenticate(deps),
+    doc: {
+      operationId: 'waitForEvent',
+      tags: ['events'],
+      summary: 'Long-poll for the next matching event',
+      description: `Answers as soon as a matching event arrives, or with \`{"event": null, "timed_out": true}\` after \`timeout_ms\` (default ${longPollDefaultMs}, at most ${longPollMaxMs}). With \`since\`, an event already after that cursor answers at once. Loop it: the wait is capped at 55 s. At most ${maxLongPollsPerAccount} long-polls per account at once in one API process (429 beyond).`,
+      body: WaitBody,
+      bodyRequired: false,
+      responses: { '200': { description: 'The event, or a timeout', schema: WaitResultSchema }, ...errors(400, 401, 413, 415, 429, 503) },
+    },
+  }, async (ctx) => {
     // A client that goes away frees its waiter at once. (The request's own 'close'
     // fires as soon as its body has been read; the response's fires on disconnect.)
     const abort = new AbortController();
@@ -23,7 +51,7 @@ export function eventRoutes(deps: ApiDeps): Router {
     // 'close' event is gone, and without this its waiter would live for timeout_ms.
     if (ctx.res.destroyed) abort.abort();
     try {
-      ctx.body = await waitForEvent(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput, abort.signal);
+      ctx.body = (await waitForEvent(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput, abort.signal)) satisfies Static<typeof WaitResultSchema>;
     } finally {
       ctx.res.off('close', onClose);
     }

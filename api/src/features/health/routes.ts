@@ -3,6 +3,8 @@ import { AppError } from '../../../../shared/src/errors/index.js';
 import { pingMongo } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { newRouter, publicRoute, route } from '../../middleware/route.js';
+import { errors } from '../../shapes.js';
+import { HealthSchema, ReadySchema } from './schemas.js';
 
 const CHECK_TIMEOUT_MS = 2000;
 
@@ -25,12 +27,28 @@ export function healthRoutes(deps: ApiDeps): Router {
   const router = newRouter();
 
   // Liveness: the process is up and its event loop turns.
-  route(router, deps.config.http, { method: 'get', path: '/healthz', guard: publicRoute() }, (ctx) => {
+  route(router, deps.config.http, {
+    method: 'get',
+    path: '/healthz',
+    guard: publicRoute(),
+    doc: { operationId: 'healthz', tags: ['operations'], summary: 'Liveness: the process is up', responses: { '200': { description: 'Up', schema: HealthSchema } } },
+  }, (ctx) => {
     ctx.body = { status: 'ok' };
   });
 
   // Readiness: MongoDB and Kafka answer and both event consumers are alive; otherwise 503 so a balancer routes elsewhere.
-  route(router, deps.config.http, { method: 'get', path: '/readyz', guard: publicRoute() }, async (ctx) => {
+  route(router, deps.config.http, {
+    method: 'get',
+    path: '/readyz',
+    guard: publicRoute(),
+    doc: {
+      operationId: 'readyz',
+      tags: ['operations'],
+      summary: 'Readiness: MongoDB and Kafka answer within 2 s',
+      description: 'A 503 lists each failed check in `details` (`mongo`, `kafka`, `process` while shutting down).',
+      responses: { '200': { description: 'Ready', schema: ReadySchema }, ...errors(503) },
+    },
+  }, async (ctx) => {
     const [mongo, kafka] = await Promise.all([
       check(deps, 'mongo', () => pingMongo(deps.mongo, CHECK_TIMEOUT_MS)),
       check(deps, 'kafka', () => deps.kafkaProbe.check(CHECK_TIMEOUT_MS)),

@@ -1,36 +1,44 @@
 import { AppError, validationFailed, type ErrorDetail } from '../../../../shared/src/errors/index.js';
 import { checkEventData } from '../../../../shared/src/eventlog/envelope.js';
 import { EVENT_TYPES, type EventType } from '../../../../shared/src/eventlog/types.js';
+import { AnyObject, component, type Static, type TSchema, Type } from '../../shapes.js';
 import { bodyValidator } from '../../validation.js';
 
-export interface IngestEvent {
-  account_id: string;
-  type: EventType;
-  data: Record<string, unknown>;
-  occurred_at?: string;
-  /** The producer's key for this event (see idempotency.ts); not part of the event. */
-  idempotency_key?: string;
+/** One event of an ingest request. */
+export const IngestEventSchema = Type.Object(
+  {
+    account_id: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+    type: Type.Unsafe<EventType>({ type: 'string', enum: [...EVENT_TYPES] }),
+    data: AnyObject(),
+    occurred_at: Type.Optional(Type.String({ format: 'date-time' })),
+    /** The producer's key for this event (see idempotency.ts); not part of the event. */
+    idempotency_key: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        pattern: '^[\\x21-\\x7e]+$',
+        description:
+          'Makes a retry of this event harmless for 24 h: the same key (per ingest token) with the same event returns the first id and cursor and writes nothing. Ignored when the request has an Idempotency-Key header.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type IngestEvent = Static<typeof IngestEventSchema>;
+export const eventValidator = bodyValidator<IngestEvent>(IngestEventSchema);
+
+/** The whole body as documented: one event, or a batch (parseIngestBody checks it part by part, naming each bad event). */
+export function ingestBodySchema(maxBatch: number, maxDataBytes: number): TSchema {
+  const event = { ...IngestEventSchema, properties: { ...IngestEventSchema.properties, data: AnyObject(`The payload: at most ${maxDataBytes} bytes as JSON`) } };
+  return Type.Union([event, Type.Object({ events: Type.Array(event, { minItems: 1, maxItems: maxBatch }) }, { additionalProperties: false })]);
 }
 
-/** One event of an ingest request (exported for the OpenAPI document). */
-export const eventValidator = bodyValidator<IngestEvent>({
-  type: 'object',
-  additionalProperties: false,
-  required: ['account_id', 'type', 'data'],
-  properties: {
-    account_id: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' },
-    type: { type: 'string', enum: [...EVENT_TYPES] },
-    data: { type: 'object' },
-    occurred_at: { type: 'string', format: 'date-time' },
-    idempotency_key: {
-      type: 'string',
-      minLength: 1,
-      maxLength: 255,
-      pattern: '^[\\x21-\\x7e]+$',
-      description: 'Makes a retry of this event harmless for 24 h: the same key (per ingest token) with the same event returns the first id and cursor and writes nothing. Ignored when the request has an Idempotency-Key header.',
-    },
-  },
-});
+export const IngestResultSchema = component(
+  'IngestResult',
+  Type.Object({
+    events: Type.Array(Type.Object({ id: Type.String(), cursor: Type.String() }), { description: 'In the order sent' }),
+  }),
+);
 
 const MAX_DETAILS = 50;
 

@@ -5,20 +5,13 @@ import type { ApiKeyDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import type { AuthContext } from '../../auth-context.js';
 import type { RateState } from '../limits/limiter.js';
+import type { NewApiKey } from './schemas.js';
 
 export const API_KEY_PREFIX = 'svc_';
 /** `svc_` + 32 random bytes in base64url (43 characters, no padding). */
 const API_KEY_SHAPE = /^svc_[A-Za-z0-9_-]{43}$/;
 
-/** What the user object shows of a key: never the key, never its hash. */
-export interface KeySummary {
-  preview: string;
-  created_at: string;
-}
-
-export interface NewApiKey extends KeySummary {
-  api_key: string;
-}
+export type { KeySummary, NewApiKey } from './schemas.js';
 
 export const hashApiKey = (raw: string): string => createHash('sha256').update(raw, 'utf8').digest('hex');
 

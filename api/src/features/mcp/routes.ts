@@ -15,7 +15,8 @@ import { AppError, unavailable } from '../../../../shared/src/errors/index.js';
 import { isDependencyError } from '../../../../shared/src/errors/dependency.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ApiDeps } from '../../deps.js';
-import { newRouter, publicRoute, route, type RouteSpec } from '../../middleware/route.js';
+import { newRouter, publicRoute, route, type RouteDoc, type RouteSpec } from '../../middleware/route.js';
+import { mcpDocs } from './doc.js';
 import { resolveToolCaller } from './caller.js';
 import { answerInvalidParams, createMcpServer } from './server.js';
 import { byteLimit, checkOrigin, errorResponse, HttpRefusal, readJson, refusal, refusalFromAppError, type RequestId, respond, RPC, setCors, webRequest } from './transport.js';
@@ -34,14 +35,15 @@ export function mcpRoutes(deps: ApiDeps): Router {
   // Open at the HTTP level (initialize, tools/list and ping need no credential); tools/call
   // resolves its API key in resolveToolCaller before any tool runs. The body is read here, so a
   // malformed one is answered in JSON-RPC.
-  const at = (method: RouteSpec['method']): RouteSpec => ({ method, path: MCP_PATH, guard: publicRoute('mcp_tool_key'), body: 'own' });
-  // A CORS preflight carries no credential by design; it only answers which methods and headers are allowed.
-  const preflight: RouteSpec = { method: 'options', path: MCP_PATH, guard: publicRoute(), body: 'none' };
-  const limit = byteLimit(deps.config.http.bodyLimit);
   const tools = createTools(deps.config);
+  const docs = mcpDocs([...tools.values()], PROTOCOL_VERSIONS, MAX_BATCH);
+  const at = (method: RouteSpec['method'], doc: RouteDoc): RouteSpec => ({ method, path: MCP_PATH, guard: publicRoute('mcp_tool_key'), body: 'own', doc });
+  // A CORS preflight carries no credential by design; it only answers which methods and headers are allowed.
+  const preflight: RouteSpec = { method: 'options', path: MCP_PATH, guard: publicRoute(), body: 'none', doc: docs.preflight };
+  const limit = byteLimit(deps.config.http.bodyLimit);
   const guard = { allowed: deps.config.mcp.allowedOrigins, log: deps.log };
 
-  route(router, deps.config.http, at('post'), (ctx) => guarded(ctx, guard, false, () => post(ctx, deps, tools, limit)));
+  route(router, deps.config.http, at('post', docs.post), (ctx) => guarded(ctx, guard, false, () => post(ctx, deps, tools, limit)));
 
   route(router, deps.config.http, preflight, (ctx) =>
     guarded(ctx, guard, true, async () => {
@@ -52,7 +54,7 @@ export function mcpRoutes(deps: ApiDeps): Router {
   );
 
   // No server-initiated SSE stream (GET) and no sessions to end (DELETE): the transport spec's 405.
-  route(router, deps.config.http, at('all'), (ctx) =>
+  route(router, deps.config.http, at('all', docs.other), (ctx) =>
     guarded(ctx, guard, false, async () => {
       ctx.set('Allow', 'POST, OPTIONS');
       throw new HttpRefusal(405, {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { loadApiConfig } from '../../config.js';
-import { described } from './schemas.js';
+import { described, Type } from '../../shapes.js';
 import { createTools } from './tools.js';
 
 describe('mcp tools', () => {
@@ -34,6 +34,6 @@ describe('mcp tools', () => {
   });
 
   it('refuses to describe a field the feature schema does not have', () => {
-    expect(() => described({ type: 'object', properties: { a: { type: 'string' } } }, { b: 'nope' })).to.throw(/no property "b"/);
+    expect(() => described(Type.Object({ a: Type.String() }), { b: 'nope' })).to.throw(/no property "b"/);
   });
 });

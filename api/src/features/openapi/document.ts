@@ -1,19 +1,17 @@
 /**
- * The OpenAPI 3.1 document of the API, built from the request schemas the
- * routes validate with (each feature's schemas.ts) and the response schemas
- * in components.ts. Tests check it against the OpenAPI 3.1 schema, check that
- * every route on the routers is in it, and validate real responses with it.
+ * The OpenAPI 3.1 document of the API, generated from the route registry
+ * (middleware/route.ts) and the TypeBox shapes the routes validate and answer
+ * with. Tests check it against the OpenAPI 3.1 schema, check that every route
+ * on the routers is in it, and validate every JSON response the API tests
+ * receive against it (api/test/support/api.ts).
  */
 import { ERROR_STATUS } from '../../../../shared/src/errors/index.js';
-import type { ApiConfig } from '../../config.js';
-import { headers, responses, schemas, securitySchemes } from './components.js';
-import type { SchemaObject } from './convert.js';
-import { activityPaths, activitySchemas } from './paths/activity.js';
-import { accountPaths } from './paths/accounts.js';
-import { eventPaths } from './paths/events.js';
-import { mcpPaths, mcpSchemas } from './paths/mcp.js';
-import { opsPaths } from './paths/ops.js';
-import { outgoingWebhooks, webhookPaths, webhookSchemas } from './paths/webhooks.js';
+import type { RegisteredRoute } from '../../middleware/route.js';
+import { ErrorSchema, EventRecordSchema } from '../../shapes.js';
+import { headers, responses, securitySchemes } from './components.js';
+import type { SchemaObject } from './components.js';
+import { Components, generatePaths } from './generate.js';
+import { outgoingWebhooks } from './outgoing.js';
 
 const DESCRIPTION = `The event service of a voice-and-messaging platform: accounts and API keys, one ordered event log read four ways (cursor polling, long-poll, server-sent events, signed webhook pushes) and an MCP endpoint.
 
@@ -21,7 +19,18 @@ Errors are always \`{"error": {"code", "message", "request_id", "details"?}}\`; 
   .map(([code, status]) => `${code} ${status}`)
   .join(', ')}). Every response carries X-Request-Id. A credential is a session token or the API key (\`Authorization: Bearer\`, or \`X-API-Key\` for the key); API-key traffic is limited to 100 requests per minute per key (429 with Retry-After).`;
 
-export function buildOpenApiDocument(config: ApiConfig): SchemaObject {
+/**
+ * Generated from the routes registered on the app's routers: every path and
+ * every schema comes from a route's registration and the shapes it names.
+ * Only what is not a route is written here: the overview, the tags, the
+ * shared error responses and security schemes (components.ts) and what a
+ * webhook delivery sends (outgoing.ts).
+ */
+export function buildOpenApiDocument(routes: RegisteredRoute[]): SchemaObject {
+  const components = new Components();
+  // The shared error responses refer to Error; the outgoing webhook (what a delivery sends) to EventRecord.
+  for (const shape of [ErrorSchema, EventRecordSchema]) components.schema(shape);
+  const paths = generatePaths(routes, components);
   return {
     openapi: '3.1.0',
     info: { title: 'Event platform service', version: '1.0.0', description: DESCRIPTION },
@@ -34,8 +43,8 @@ export function buildOpenApiDocument(config: ApiConfig): SchemaObject {
       { name: 'operations', description: 'Health, readiness, metrics and this document' },
       { name: 'dashboard', description: 'The web dashboard' },
     ],
-    paths: { ...accountPaths(), ...eventPaths(config), ...webhookPaths(config), ...activityPaths(), ...mcpPaths(), ...opsPaths(config) },
+    paths,
     webhooks: outgoingWebhooks(),
-    components: { schemas: { ...schemas, ...webhookSchemas, ...activitySchemas, ...mcpSchemas(config) }, responses, headers, securitySchemes },
+    components: { schemas: components.schemas, responses, headers, securitySchemes },
   };
 }

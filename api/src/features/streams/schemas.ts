@@ -1,24 +1,29 @@
 import { validationFailed } from '../../../../shared/src/errors/index.js';
 import { isEventType, type EventType } from '../../../../shared/src/eventlog/types.js';
+import { component, DateTime, type Static, Type } from '../../shapes.js';
 import { queryValidator } from '../../validation.js';
 
-export interface StreamQuery {
-  token: string;
-  /** Comma-separated event types. */
-  types?: string;
-  since?: string;
-}
-
-export const streamQuery = queryValidator<StreamQuery>({
-  type: 'object',
-  additionalProperties: false,
-  required: ['token'],
-  properties: {
-    token: { type: 'string' },
-    types: { type: 'string', maxLength: 400 },
-    since: { type: 'string', minLength: 1, maxLength: 64 },
+export const StreamQuerySchema = Type.Object(
+  {
+    token: Type.String({ description: 'A `svcst_` stream token (API keys are refused here)' }),
+    types: Type.Optional(Type.String({ maxLength: 400, description: 'Comma-separated event types to receive (default: all)' })),
+    since: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Start after this cursor' })),
   },
-});
+  { additionalProperties: false },
+);
+export type StreamQuery = Static<typeof StreamQuerySchema>;
+export const streamQuery = queryValidator<StreamQuery>(StreamQuerySchema);
+
+export const StreamTokenSchema = component(
+  'StreamToken',
+  Type.Object({
+    token: Type.String({ pattern: '^svcst_', description: 'Valid only as the `token` query parameter of the stream URL' }),
+    expires_at: DateTime('When the token stops opening streams (a stream already open runs on)'),
+    stream_url: Type.String({
+      description: "The stream URL with this token, ready for EventSource: relative (`/api/v1/events/stream?token=…`) unless the server has PUBLIC_BASE_URL; never taken from the request's Host",
+    }),
+  }),
+);
 
 export function parseTypes(raw: string | undefined): EventType[] | null {
   if (raw === undefined || raw.trim() === '') return null;

@@ -201,6 +201,16 @@ const WEBHOOKS: Endpoint[] = [
     queryNames: ['limit'],
     runs: 60,
   },
+  {
+    method: 'GET',
+    route: '/api/v1/webhooks/:id/stats',
+    auth: 'account',
+    query: () => fc.record({ window: fc.constantFrom('1h', '24h') }, { requiredKeys: [] }),
+    queryNames: ['window'],
+    runs: 60,
+  },
+  // `:id` is filled with a subscription id: for this route that is an id that cannot be an event's (404); the activity tests cover real ones.
+  { method: 'GET', route: '/api/v1/events/:id/deliveries', auth: 'account', runs: 40 },
 ];
 
 /** Tool arguments: names the tools know, with values of any shape (short waits when valid). */
