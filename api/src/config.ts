@@ -68,6 +68,8 @@ export interface ApiConfig extends BaseConfig {
     ingestMaxBatch: number;
     /** Most bytes of one event's `data`, serialized as JSON. */
     ingestMaxDataBytes: number;
+    /** 1 in this many successful ingest requests is logged at info (1: every one). */
+    ingestLogEvery: number;
     /** How long the producer lets the first waiting event wait for company. */
     producerLingerMs: number;
     /** How long an ingest may wait for Kafka's acknowledgement before it is answered 503. */
@@ -154,6 +156,7 @@ export function loadApiConfig(env: Env): ApiConfig {
     events: {
       ingestMaxBatch: read.int(env, 'INGEST_MAX_BATCH', 1000, 1, 10_000),
       ingestMaxDataBytes: read.int(env, 'INGEST_MAX_DATA_BYTES', 64 * 1024, 1024, 512 * 1024),
+      ingestLogEvery: read.int(env, 'INGEST_LOG_EVERY', 100, 1, 1_000_000),
       producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 2, 0, 100),
       produceTimeoutMs: read.int(env, 'PRODUCE_TIMEOUT_MS', 10_000, 1000, 120_000),
       longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),

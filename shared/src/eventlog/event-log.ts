@@ -6,7 +6,7 @@
 import type { Position } from '../cursor.js';
 import { unavailable } from '../errors/index.js';
 import type { Logger } from '../log.js';
-import { Batcher } from './batcher.js';
+import { Batcher, BatchTimeoutError } from './batcher.js';
 import { encodeEnvelope } from './envelope.js';
 import { createProducer, ensureTopic, partitionCount, partitionForKey, type Kafka, type Producer, type RecordMetadata, type TopicSpec } from './kafka.js';
 import { fetchTopicId } from './topic-id.js';
@@ -125,11 +125,10 @@ export class EventLog {
   async publish(envelopes: EventEnvelope[]): Promise<Position[]> {
     if (this.state !== 'started') throw unavailable('The event log');
     const items = envelopes.map((e) => ({ partition: this.partitionOf(e.account_id), key: e.account_id, value: encodeEnvelope(e) }));
-    const deadline = AbortSignal.timeout(this.produceTimeoutMs);
     try {
-      return await this.batcher.submit(items, deadline);
+      return await this.batcher.submit(items, undefined, this.produceTimeoutMs);
     } catch (err) {
-      if (!deadline.aborted) throw err;
+      if (!(err instanceof BatchTimeoutError)) throw err;
       this.log.warn({ events: items.length, timeoutMs: this.produceTimeoutMs }, 'Kafka did not acknowledge in time; refusing');
       // The send under way may still be retrying: whatever it ends with, its producer's numbering is no longer trusted.
       this.discardProducer(this.producer, 'no acknowledgement within the produce timeout');
