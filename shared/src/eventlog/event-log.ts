@@ -4,7 +4,8 @@
  * replicas) and tells where each one landed. Concurrent publishes share sends.
  */
 import type { Position } from '../cursor.js';
-import { unavailable } from '../errors/index.js';
+import { AppError, unavailable } from '../errors/index.js';
+import { isDependencyError } from '../errors/dependency.js';
 import type { Logger } from '../log.js';
 import { Batcher, BatchTimeoutError } from './batcher.js';
 import { encodeEnvelope } from './envelope.js';
@@ -167,8 +168,8 @@ export class EventLog {
 
   private async send(items: Outgoing[]): Promise<Position[]> {
     const current = this.connectedProducer();
-    const producer = await current;
     try {
+      const producer = await current;
       const sending = producer.send({
         topic: this.topic.name,
         acks: -1,
@@ -180,7 +181,11 @@ export class EventLog {
       return assignPositions(items, metadata);
     } catch (err) {
       this.discardProducer(current, 'send failed', err);
-      throw err;
+      // A failed send was not acknowledged: Kafka is unavailable as far as the caller can tell (503).
+      // kafkajs throws some of these as plain Errors ("Broker not connected" while its broker hangs).
+      if (err instanceof AppError || isDependencyError(err)) throw err;
+      this.log.warn({ err }, 'a Kafka send failed with an error kafkajs does not name; answering 503');
+      throw unavailable('The event log');
     }
   }
 
