@@ -68,6 +68,7 @@ export class KeyCache {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = false;
+  private failing = false;
   /** Test hook: while true, syncs do not run (a process cut off from MongoDB). */
   held = false;
   readonly stats: KeyCacheStats = { hits: 0, misses: 0, clears: 0, syncs: 0, syncFailures: 0 };
@@ -167,9 +168,13 @@ export class KeyCache {
       if (this.held) return;
       this.leaseUntil = started + this.opts.leaseMs;
       this.stats.syncs += 1;
+      if (this.failing) this.opts.log.info('key cache syncs with MongoDB again');
+      this.failing = false;
     } catch (err) {
       this.stats.syncFailures += 1;
-      this.opts.log.warn({ err }, 'key cache could not sync with MongoDB; it stops answering when its lease lapses');
+      // Once per outage, not every sync.
+      if (!this.failing) this.opts.log.warn({ err }, 'key cache could not sync with MongoDB; it stops answering when its lease lapses');
+      this.failing = true;
     }
   }
 
