@@ -44,6 +44,8 @@ export interface ApiConfig extends BaseConfig {
     hashConcurrency: number;
     /** Derivations that may queue; beyond, logins and signups get 503 with Retry-After. */
     hashQueue: number;
+    /** The per-process API key cache (features/keys/cache.ts); syncMs 0 turns it off. */
+    keyCache: { syncMs: number; leaseMs: number; maxEntries: number };
   };
   /** Budgets shared by every API process (state in MongoDB). */
   limits: {
@@ -66,6 +68,8 @@ export interface ApiConfig extends BaseConfig {
     ingestMaxBatch: number;
     /** Most bytes of one event's `data`, serialized as JSON. */
     ingestMaxDataBytes: number;
+    /** 1 in this many successful ingest requests is logged at info (1: every one). */
+    ingestLogEvery: number;
     /** How long the producer lets the first waiting event wait for company. */
     producerLingerMs: number;
     /** How long an ingest may wait for Kafka's acknowledgement before it is answered 503. */
@@ -133,6 +137,11 @@ export function loadApiConfig(env: Env): ApiConfig {
       scryptN: readScryptN(env, base.production),
       hashConcurrency: read.int(env, 'PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
       hashQueue: read.int(env, 'PASSWORD_HASH_QUEUE', 32, 0, 1_000_000),
+      keyCache: {
+        syncMs: read.int(env, 'KEY_CACHE_SYNC_MS', 200, 0, 10_000),
+        leaseMs: read.int(env, 'KEY_CACHE_LEASE_MS', 2000, 100, 60_000),
+        maxEntries: read.int(env, 'KEY_CACHE_ENTRIES', 10_000, 0, 10_000_000),
+      },
     },
     limits: {
       apiKeyPerMinute: read.int(env, 'API_KEY_LIMIT_PER_MINUTE', 100, 1, 1_000_000),
@@ -147,6 +156,7 @@ export function loadApiConfig(env: Env): ApiConfig {
     events: {
       ingestMaxBatch: read.int(env, 'INGEST_MAX_BATCH', 1000, 1, 10_000),
       ingestMaxDataBytes: read.int(env, 'INGEST_MAX_DATA_BYTES', 64 * 1024, 1024, 512 * 1024),
+      ingestLogEvery: read.int(env, 'INGEST_LOG_EVERY', 100, 1, 1_000_000),
       producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 2, 0, 100),
       produceTimeoutMs: read.int(env, 'PRODUCE_TIMEOUT_MS', 10_000, 1000, 120_000),
       longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),
@@ -183,6 +193,9 @@ export function loadApiConfig(env: Env): ApiConfig {
   read.refuseDevDefault('WEBHOOK_SECRET_KEY', isDevWebhookKey(config.webhooks.secretKey), base.production, config.http.host);
   if (config.http.headersTimeoutMs > config.http.requestTimeoutMs) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', `must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.http.requestTimeoutMs})`);
+  }
+  if (config.auth.keyCache.syncMs > 0 && config.auth.keyCache.leaseMs < 2 * config.auth.keyCache.syncMs) {
+    throw new ConfigError('KEY_CACHE_LEASE_MS', `must be at least twice KEY_CACHE_SYNC_MS (${config.auth.keyCache.syncMs})`);
   }
   if (config.events.longPollDefaultMs > config.events.longPollMaxMs) {
     throw new ConfigError('LONG_POLL_DEFAULT_MS', `must not exceed LONG_POLL_MAX_MS (${config.events.longPollMaxMs})`);

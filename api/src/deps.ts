@@ -12,6 +12,7 @@ import { KafkaProbe } from './features/health/kafka-probe.js';
 import { startKeySweeper } from './features/ingest/idempotency.js';
 import { createRateLimits, flushRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { startWindowSweeper } from './features/limits/window-store.js';
+import { KeyCache } from './features/keys/cache.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
 import { registerTailMetrics } from './live/tail-metrics.js';
@@ -41,6 +42,8 @@ export interface ApiDeps {
   metrics: ApiMetrics;
   /** scrypt with the configured cost, a bounded number of derivations at once. */
   passwords: PasswordHasher;
+  /** API keys this process confirmed, kept exact across processes (features/keys/cache.ts). */
+  keyCache: KeyCache;
 }
 
 /** `kafka`: the client the event log uses (tests route it through a fault-injecting proxy); `events`: consumer test hooks. */
@@ -57,6 +60,16 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
   lifecycle.onStop('rate-limit-flush', () => flushRateLimits(limits));
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
   lifecycle.onStop('ingest-key-sweeper', startKeySweeper(mongo.collections.ingestKeys, log));
+  const keyCache = new KeyCache({
+    instanceId: config.instanceId,
+    epoch: mongo.collections.keyEpoch,
+    pods: mongo.collections.apiPods,
+    log: log.child({ component: 'key-cache' }),
+    ...config.auth.keyCache,
+  });
+  keyCache.start();
+  // Before MongoDB closes (stops run in reverse): this process leaves api_pods.
+  lifecycle.onStop('key-cache', () => keyCache.stop());
   const clock = (): Date => new Date();
   const metrics = createApiMetrics();
   const events = createEventsRuntime(config, log, kafka, mongo, metrics.consumerLag, overrides.events, (partition) => metrics.eventsDeadLettered.inc({ partition: String(partition) }));
@@ -85,6 +98,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
     resolveHost: dns.resolve,
     secretBox: new SecretBox(config.webhooks.secretKey),
     metrics,
+    keyCache,
     passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency, config.auth.hashQueue),
   };
 }

@@ -4,8 +4,18 @@ import type { Logger } from '../../../shared/src/log.js';
 
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/**
+ * A route whose successful requests are too many to log each (ingest) sets
+ * this on ctx.state: 1 in N of its fast 2xx/3xx requests is logged, with
+ * `sampled: N`; failures, slow requests and every request at debug level
+ * are always logged.
+ */
+export const LOG_SAMPLE = 'logSampleEvery';
+const SLOW_MS = 1000;
+
 /** Gives every request an id (echoing a sane incoming X-Request-Id) and logs it once done. */
 export function requestContext(log: Logger) {
+  let skipped = 0;
   return async function withRequestContext(ctx: Context, next: Next): Promise<void> {
     const incoming = ctx.get('X-Request-Id');
     const requestId = SAFE_ID.test(incoming) ? incoming : randomUUID();
@@ -16,8 +26,17 @@ export function requestContext(log: Logger) {
       await next();
     } finally {
       const ms = Math.round((performance.now() - started) * 10) / 10;
-      // Streams and long-polls log on completion too; their duration is the point.
-      log.info({ request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
+      const every = ctx.state[LOG_SAMPLE] as number | undefined;
+      if (every !== undefined && every > 1 && ctx.status < 400 && ms < SLOW_MS && !log.isLevelEnabled('debug')) {
+        skipped += 1;
+        if (skipped >= every) {
+          skipped = 0;
+          log.info({ request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms, sampled: every }, 'request');
+        }
+      } else {
+        // Streams and long-polls log on completion too; their duration is the point.
+        log.info({ request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
+      }
     }
   };
 }

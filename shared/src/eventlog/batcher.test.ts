@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Batcher } from './batcher.js';
+import { Batcher, BatchTimeoutError } from './batcher.js';
 
 async function rejection(promise: Promise<unknown>): Promise<Error> {
   try {
@@ -109,6 +109,21 @@ describe('Batcher', () => {
     r.release();
     expect(await r.batcher.submit([2]), 'the batcher keeps working').to.deep.equal(['ok:2']);
     expect(r.sends).to.deep.equal([[1], [2]]);
+  });
+
+  it('a submission not sent within timeoutMs is withdrawn and rejected with BatchTimeoutError; the batcher keeps working', async () => {
+    const r = recorder({ lingerMs: 1 });
+    r.holdNext();
+    const stuck = r.batcher.submit([1], undefined, 10); // in flight, held past its timeout
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const queued = r.batcher.submit([2], undefined, 10); // queued behind it, never sent
+    const [late, sent] = await Promise.all([rejection(queued), rejection(stuck)]);
+    expect(late).to.be.instanceOf(BatchTimeoutError);
+    expect(sent).to.be.instanceOf(BatchTimeoutError);
+    expect(r.batcher.pending, 'the timed-out item left the queue').to.equal(0);
+    r.release();
+    expect(await r.batcher.submit([3], undefined, 1000)).to.deep.equal(['ok:3']);
+    expect(r.sends).to.deep.equal([[1], [3]]);
   });
 
   it('refuses at once with a signal that has already aborted', async () => {

@@ -21,6 +21,14 @@ interface Pending<T, R> {
   settle: { resolve(r: R): void; reject(e: unknown): void };
 }
 
+/** A submission not sent within its `timeoutMs` (see Batcher.submit). */
+export class BatchTimeoutError extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`not sent within ${timeoutMs} ms`);
+    this.name = 'BatchTimeoutError';
+  }
+}
+
 export class Batcher<T, R> {
   private queue: Pending<T, R>[] = [];
   private queuedBytes = 0;
@@ -34,8 +42,11 @@ export class Batcher<T, R> {
    * When `signal` aborts first, the items not yet handed to a send are
    * withdrawn (never sent) and the promise rejects with the abort reason;
    * items already in a send cannot be recalled and may still be written.
+   * `timeoutMs` does the same after that long, rejecting with a
+   * BatchTimeoutError: one plain timer per submission, far cheaper per
+   * request than an AbortSignal.timeout (an EventTarget and a tracked timer).
    */
-  submit(items: T[], signal?: AbortSignal): Promise<R[]> {
+  submit(items: T[], signal?: AbortSignal, timeoutMs?: number): Promise<R[]> {
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
     const entries: Pending<T, R>[] = [];
     const promises = items.map(
@@ -49,21 +60,28 @@ export class Batcher<T, R> {
         }),
     );
     this.schedule();
-    const all = Promise.all(promises);
-    if (!signal) return all;
+    const all = promises.length === 1 ? (promises[0] as Promise<R>).then((r) => [r]) : Promise.all(promises);
+    if (!signal && timeoutMs === undefined) return all;
     return new Promise<R[]>((resolve, reject) => {
-      const onAbort = (): void => {
+      let timer: NodeJS.Timeout | undefined;
+      const giveUp = (reason: Error): void => {
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
         this.withdraw(entries);
-        reject(signal.reason as Error);
+        reject(reason);
       };
-      signal.addEventListener('abort', onAbort, { once: true });
+      const onAbort = (): void => giveUp(signal?.reason as Error);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (timeoutMs !== undefined) timer = setTimeout(() => giveUp(new BatchTimeoutError(timeoutMs)), timeoutMs);
       all.then(
         (results) => {
-          signal.removeEventListener('abort', onAbort);
+          if (timer) clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
           resolve(results);
         },
         (err: unknown) => {
-          signal.removeEventListener('abort', onAbort);
+          if (timer) clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
           reject(err as Error);
         },
       );

@@ -4,9 +4,10 @@
  * replicas) and tells where each one landed. Concurrent publishes share sends.
  */
 import type { Position } from '../cursor.js';
-import { unavailable } from '../errors/index.js';
+import { AppError, unavailable } from '../errors/index.js';
+import { isDependencyError } from '../errors/dependency.js';
 import type { Logger } from '../log.js';
-import { Batcher } from './batcher.js';
+import { Batcher, BatchTimeoutError } from './batcher.js';
 import { encodeEnvelope } from './envelope.js';
 import { createProducer, ensureTopic, partitionCount, partitionForKey, type Kafka, type Producer, type RecordMetadata, type TopicSpec } from './kafka.js';
 import { fetchTopicId } from './topic-id.js';
@@ -125,11 +126,10 @@ export class EventLog {
   async publish(envelopes: EventEnvelope[]): Promise<Position[]> {
     if (this.state !== 'started') throw unavailable('The event log');
     const items = envelopes.map((e) => ({ partition: this.partitionOf(e.account_id), key: e.account_id, value: encodeEnvelope(e) }));
-    const deadline = AbortSignal.timeout(this.produceTimeoutMs);
     try {
-      return await this.batcher.submit(items, deadline);
+      return await this.batcher.submit(items, undefined, this.produceTimeoutMs);
     } catch (err) {
-      if (!deadline.aborted) throw err;
+      if (!(err instanceof BatchTimeoutError)) throw err;
       this.log.warn({ events: items.length, timeoutMs: this.produceTimeoutMs }, 'Kafka did not acknowledge in time; refusing');
       // The send under way may still be retrying: whatever it ends with, its producer's numbering is no longer trusted.
       this.discardProducer(this.producer, 'no acknowledgement within the produce timeout');
@@ -168,8 +168,8 @@ export class EventLog {
 
   private async send(items: Outgoing[]): Promise<Position[]> {
     const current = this.connectedProducer();
-    const producer = await current;
     try {
+      const producer = await current;
       const sending = producer.send({
         topic: this.topic.name,
         acks: -1,
@@ -181,7 +181,11 @@ export class EventLog {
       return assignPositions(items, metadata);
     } catch (err) {
       this.discardProducer(current, 'send failed', err);
-      throw err;
+      // A failed send was not acknowledged: Kafka is unavailable as far as the caller can tell (503).
+      // kafkajs throws some of these as plain Errors ("Broker not connected" while its broker hangs).
+      if (err instanceof AppError || isDependencyError(err)) throw err;
+      this.log.warn({ err }, 'a Kafka send failed with an error kafkajs does not name; answering 503');
+      throw unavailable('The event log');
     }
   }
 

@@ -43,6 +43,29 @@ export interface ApiKeyHashDoc {
 }
 
 /**
+ * The key epoch (`_id` 'api_keys'): bumped by every rotation and revocation,
+ * so every API process drops its key cache (api/src/features/keys/cache.ts).
+ */
+export interface KeyEpochDoc {
+  _id: string;
+  seq: number;
+  /** Changes in flight (id -> when the mark lapses): caches answer from the store only meanwhile. */
+  pending?: Record<string, Date>;
+}
+
+/**
+ * One live API process (`_id` its instance id), written by its key cache
+ * every sync: the key epoch it has applied and when (its wall clock) the
+ * sync that applied it began. A rotation waits for every process seen
+ * recently to have applied the rotation's epoch.
+ */
+export interface ApiPodDoc {
+  _id: string;
+  applied: number;
+  at: Date;
+}
+
+/**
  * One fixed window of one rate-limit key (api/src/features/limits/window-store.ts):
  * `_id` is `<limiter>:<subject>:<window start, ms>`, `key` is `<limiter>:<subject>`.
  */

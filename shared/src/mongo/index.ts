@@ -10,6 +10,7 @@ import type { Logger } from '../log.js';
 import type {
   ApiKeyDoc,
   ApiKeyHashDoc,
+  ApiPodDoc,
   AttemptDoc,
   ClaimDoc,
   DeadEventDoc,
@@ -17,6 +18,7 @@ import type {
   EventDoc,
   EventTopicDoc,
   IngestKeyDoc,
+  KeyEpochDoc,
   RateLimitDoc,
   SecretRotationDoc,
   StreamSlotDoc,
@@ -34,6 +36,8 @@ export const COLLECTION_NAMES = {
   users: 'users',
   apiKeys: 'api_keys',
   apiKeyHashes: 'api_key_hashes',
+  keyEpoch: 'key_epoch',
+  apiPods: 'api_pods',
   events: 'events',
   watermarks: 'watermarks',
   eventTopics: 'event_topics',
@@ -54,6 +58,8 @@ export interface Collections {
   users: Collection<UserDoc>;
   apiKeys: Collection<ApiKeyDoc>;
   apiKeyHashes: Collection<ApiKeyHashDoc>;
+  keyEpoch: Collection<KeyEpochDoc>;
+  apiPods: Collection<ApiPodDoc>;
   events: Collection<EventDoc>;
   watermarks: Collection<WatermarkDoc>;
   eventTopics: Collection<EventTopicDoc>;
@@ -94,6 +100,8 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     users: db.collection(COLLECTION_NAMES.users),
     apiKeys: db.collection(COLLECTION_NAMES.apiKeys),
     apiKeyHashes: db.collection(COLLECTION_NAMES.apiKeyHashes),
+    keyEpoch: db.collection(COLLECTION_NAMES.keyEpoch),
+    apiPods: db.collection(COLLECTION_NAMES.apiPods),
     events: db.collection(COLLECTION_NAMES.events),
     watermarks: db.collection(COLLECTION_NAMES.watermarks),
     eventTopics: db.collection(COLLECTION_NAMES.eventTopics),
@@ -125,6 +133,8 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   users: [{ key: { email: 1 }, name: 'email_unique', unique: true }],
   apiKeys: [{ key: { hash: 1 }, name: 'hash_unique', unique: true }],
   apiKeyHashes: [],
+  keyEpoch: [],
+  apiPods: [],
   events: [
     { key: { account_id: 1, partition: 1, offset: 1 }, name: 'account_position' },
     { key: { account_id: 1, type: 1, partition: 1, offset: 1 }, name: 'account_type_position' },

@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { newRouter, route, type RouteDoc } from '../../middleware/route.js';
+import { LOG_SAMPLE } from '../../middleware/request-context.js';
 import { ingestGuard } from './auth.js';
 import { checkKey } from './idempotency.js';
 import { errors, type Static } from '../../shapes.js';
@@ -51,6 +52,7 @@ export function ingestRoutes(deps: ApiDeps): Router {
     if (replayed) ctx.set('Idempotent-Replayed', 'true');
     ctx.body = result satisfies Static<typeof IngestResultSchema>;
     ctx.status = 202;
+    ctx.state[LOG_SAMPLE] = deps.config.events.ingestLogEvery;
   });
   return router;
 }

@@ -30,33 +30,39 @@ export async function findKeyDoc(deps: ApiDeps, userId: string): Promise<ApiKeyD
 
 /**
  * Creates the account's key, or rotates it. The account's key document is the
- * authority and one atomic upsert replaces its hash, so from the moment that
- * returns the old key matches nothing on any process (there is no cache to
- * outlive it). Around it, the pointer from the new hash to the account is
- * written first and the old hash's pointer removed after (see ApiKeyHashDoc).
- * The raw key exists only in the returned value.
+ * authority and one atomic upsert replaces its hash; the pointer from the new
+ * hash to the account is written first and the old hash's pointer removed
+ * after (see ApiKeyHashDoc). The change is marked before and published after
+ * (cache.ts): this returns once every live process has dropped its cached
+ * keys, so the old key is refused everywhere from then on. The raw key exists
+ * only in the returned value.
  */
 export async function createOrRotateKey(deps: ApiDeps, userId: string): Promise<NewApiKey> {
   const raw = API_KEY_PREFIX + randomBytes(32).toString('base64url');
   const doc: Omit<ApiKeyDoc, '_id'> = { hash: hashApiKey(raw), preview: keyPreview(raw), created_at: deps.clock() };
   const { apiKeys, apiKeyHashes } = deps.mongo.collections;
   try {
+    // A first key replaces nothing any cache could hold: only a rotation is marked and published.
+    const change = (await apiKeys.findOne({ _id: userId }, { projection: { _id: 1 } })) ? await deps.keyCache.beginChange() : null;
     await apiKeyHashes.insertOne({ _id: doc.hash, account_id: userId, created_at: doc.created_at });
     const before = await apiKeys.findOneAndUpdate({ _id: userId }, { $set: doc }, { upsert: true, returnDocument: 'before' });
     if (before) await apiKeyHashes.deleteOne({ _id: before.hash });
+    if (change || before) await deps.keyCache.publishChange(change);
   } catch (err) {
     throw asUnavailable(err, 'Key storage');
   }
   return { api_key: raw, preview: doc.preview, created_at: doc.created_at.toISOString() };
 }
 
-/** Revokes the account's key at once; 404 when it has none. */
+/** Revokes the account's key, on every process by the time this returns; 404 when it has none. */
 export async function revokeKey(deps: ApiDeps, userId: string): Promise<void> {
   const { apiKeys, apiKeyHashes } = deps.mongo.collections;
   let revoked: ApiKeyDoc | null;
   try {
+    const change = await deps.keyCache.beginChange();
     revoked = await apiKeys.findOneAndDelete({ _id: userId });
     if (revoked) await apiKeyHashes.deleteOne({ _id: revoked.hash });
+    await deps.keyCache.publishChange(change);
   } catch (err) {
     throw asUnavailable(err, 'Key storage');
   }
@@ -65,15 +71,19 @@ export async function revokeKey(deps: ApiDeps, userId: string): Promise<void> {
 
 /**
  * The account a raw platform API key belongs to, or null when it is not a
- * current key. Looked up on every call (no cache), so rotation and
- * revocation take effect at once everywhere: the hash's pointer gives the
- * account (an `_id` lookup), and the account's key document must still hold
- * that hash (a second `_id` lookup). Does not apply the rate limit: callers
- * follow with consumeApiKeyRate.
+ * current key. A key this process confirmed recently is answered from its
+ * key cache (no store operation; cache.ts keeps it exact across rotations
+ * and revocations). Otherwise: the hash's pointer gives the account (an
+ * `_id` lookup), and the account's key document must still hold that hash (a
+ * second `_id` lookup). Does not apply the rate limit: callers follow with
+ * consumeApiKeyRate.
  */
 export async function resolveApiKey(deps: ApiDeps, rawKey: string): Promise<AuthContext | null> {
   if (!API_KEY_SHAPE.test(rawKey)) return null;
   const hash = hashApiKey(rawKey);
+  const cached = deps.keyCache.get(hash);
+  if (cached !== undefined) return { accountId: cached, userId: cached, via: 'api_key' };
+  const token = deps.keyCache.fillToken();
   const { apiKeys, apiKeyHashes } = deps.mongo.collections;
   let doc: ApiKeyDoc | null = null;
   try {
@@ -87,6 +97,7 @@ export async function resolveApiKey(deps: ApiDeps, rawKey: string): Promise<Auth
   const stored = Buffer.from(doc.hash, 'hex');
   const given = Buffer.from(hash, 'hex');
   if (stored.length !== given.length || !timingSafeEqual(stored, given)) return null;
+  deps.keyCache.fill(hash, doc._id, token);
   return { accountId: doc._id, userId: doc._id, via: 'api_key' };
 }
 
