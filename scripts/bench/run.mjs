@@ -65,6 +65,10 @@ const ctx = {
   shared: {},
   topic: (name) => `bench-${runId}-${name}`,
   log: (msg) => console.error(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s ${ctx.scenario ?? ''}] ${msg}`),
+  /** True while --profile names the running scenario (it may write heap snapshots too). */
+  get profiling() {
+    return opts.profile !== undefined && opts.profile === ctx.scenario;
+  },
   /** Runs fn under a CPU profile of `child` when --profile names this scenario. */
   async profiled(child, label, fn) {
     if (opts.profile !== ctx.scenario) return fn();

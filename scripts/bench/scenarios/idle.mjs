@@ -47,6 +47,11 @@ export async function run(ctx) {
     samples.push(await a.child.request('stats', { reset: true }));
   }
   const held = await Promise.all(workers.map((w) => w.child.request('status')));
+  if (ctx.profiling) {
+    // --profile idle: what each held reader costs, from a heap snapshot taken after the samples.
+    const snap = await a.child.request('heapSnapshot', { file: join(ctx.scratch, 'idle-api-a-held.heapsnapshot') }, 300_000);
+    ctx.log(`heap snapshot written: ${snap.file} (RSS after it ${(snap.rss / MB).toFixed(0)} MB)`);
+  }
 
   // Release: one event per account through B; every reader must get it.
   const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'idle-pacer.log') });
