@@ -33,7 +33,9 @@ export function createApp(deps: ApiDeps): Koa {
   // the one our own proxy wrote. Entries further left come from the client and are ignored.
   const app = new Koa({ proxy: deps.config.http.trustProxy, maxIpsCount: deps.config.http.proxyHops });
   // Koa composes `app.middleware` with this when the server starts (Koa 3's `compose` option, absent from its types).
-  (app as unknown as { compose: (stack: Koa.Middleware[]) => Composed }).compose = (stack) => routers.compose(stack);
+  const holder = app as unknown as { compose: Compose };
+  const koaCompose = holder.compose; // Koa's own (koa-compose): no async frame per step
+  holder.compose = (stack) => routers.compose(stack, koaCompose);
   app.silent = true; // errors are logged by the error middleware, once
   app.use(securityHeaders);
   app.use(httpMetrics(deps.metrics));
@@ -53,6 +55,7 @@ export function createApp(deps: ApiDeps): Koa {
 }
 
 type Composed = (ctx: Koa.ParameterizedContext, next?: Koa.Next) => Promise<void>;
+type Compose = (stack: Koa.Middleware[]) => Composed;
 
 /**
  * The app's middleware list stays one `routes()` + `allowedMethods()` pair per
@@ -73,45 +76,37 @@ class RouterPairs {
     this.pairs.set(routes, { router, allowed });
   }
 
-  compose(stack: Koa.Middleware[]): Composed {
+  compose(stack: Koa.Middleware[], compose: Compose): Composed {
     const out: Koa.Middleware[] = [];
     for (let i = 0; i < stack.length; ) {
-      const group: { router: Router; chain: Composed }[] = [];
+      const group: RouterStep[] = [];
       for (let pair = this.pairs.get(stack[i]!); pair && stack[i + 1] === pair.allowed; pair = this.pairs.get(stack[i]!)) {
-        group.push({ router: pair.router, chain: compose([stack[i]!, pair.allowed]) });
+        group.push({ router: pair.router, routes: stack[i]!, chain: compose([stack[i]!, pair.allowed]) });
         i += 2;
       }
-      if (group.length > 0) out.push(routeFirstMatch(group));
+      if (group.length > 0) out.push(routeFirstMatch(group, compose));
       else out.push(stack[i++]!);
     }
     return compose(out);
   }
 }
 
-function routeFirstMatch(group: { router: Router; chain: Composed }[]): Koa.Middleware {
-  const all = compose(group.map((g) => g.chain));
-  return function routeRequest(ctx, next) {
-    for (const g of group) if (g.router.match(ctx.path, ctx.method).route) return g.chain(ctx, next);
-    return all(ctx, next);
-  };
+interface RouterStep {
+  router: Router;
+  routes: Koa.Middleware;
+  /** routes() then allowedMethods(). */
+  chain: Composed;
 }
 
-/** Middlewares in order, as one (what koa-compose does, which this package does not depend on directly). */
-function compose(stack: Koa.Middleware[]): Composed {
-  return (ctx, next) => {
-    const run = async (i: number): Promise<void> => {
-      const fn = stack[i];
-      if (!fn) {
-        if (next) await next();
-        return;
-      }
-      let called = false;
-      await fn(ctx, () => {
-        if (called) return Promise.reject(new Error('next() called multiple times'));
-        called = true;
-        return run(i + 1);
-      });
-    };
-    return run(0);
+/**
+ * A route matched by path and method: that router's routes() alone (its
+ * allowedMethods() does nothing for a matched method: it only answers when
+ * no route of the method matched). Else the whole chain.
+ */
+function routeFirstMatch(group: RouterStep[], compose: Compose): Koa.Middleware {
+  const all = compose(group.map((g) => g.chain));
+  return function routeRequest(ctx, next) {
+    for (const g of group) if (g.router.match(ctx.path, ctx.method).route) return g.routes(ctx, next);
+    return all(ctx, next);
   };
 }

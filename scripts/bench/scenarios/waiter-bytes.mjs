@@ -32,6 +32,10 @@ export async function run(ctx) {
     const bytes = (after.heapUsed - before.heapUsed) / held;
     per[kind] = { held, bytes, heapBefore: before.heapUsed, heapAfter: after.heapUsed, rssBefore: before.rss, rssAfter: after.rss };
     ctx.log(`${kind}: ${held} held, ${bytes.toFixed(0)} heap bytes each (heap ${(before.heapUsed / 2 ** 20).toFixed(1)} -> ${(after.heapUsed / 2 ** 20).toFixed(1)} MB)`);
+    if (ctx.profiling) {
+      const snap = await a.child.request('heapSnapshot', { file: join(ctx.scratch, `waiter-bytes-${kind}.heapsnapshot`) }, 300_000);
+      ctx.log(`heap snapshot: node scripts/bench/heap-summary.mjs ${snap.file} --per ${held}`);
+    }
     await Promise.all(workers.map((w) => w.child.request('close')));
     await Promise.all(workers.map((w) => w.child.stop()));
     await sleep(3000);
