@@ -66,8 +66,9 @@ type Compose = (stack: Koa.Middleware[]) => Composed;
  * answers are the chain's own. Why: in the chain, a request answered by the
  * eighth router waits inside every earlier router's pending promises and
  * bound `next` functions, and a long-poll or stream holds them for its whole
- * life (about 2 KB of each held request, measured with a heap snapshot of
- * bench scenario 4; docs/architecture.md).
+ * life: 21,967 -> 18,275 heap bytes per held long-poll with this step
+ * (`npm run bench -- --only waiter-bytes`; docs/architecture.md, "What a held
+ * reader costs").
  */
 class RouterPairs {
   private readonly pairs = new Map<Koa.Middleware, { router: Router; allowed: Koa.Middleware }>();
