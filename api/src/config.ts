@@ -20,6 +20,12 @@ export interface ApiConfig extends BaseConfig {
     requestTimeoutMs: number;
     /** Node's headersTimeout: the request line and headers must have arrived within this. */
     headersTimeoutMs: number;
+    /**
+     * The listen backlog: connections the kernel completes before the process
+     * accepts them (capped by net.core.somaxconn). Node's 511 overflows when
+     * thousands of long-poll and stream clients connect at once.
+     */
+    listenBacklog: number;
     /** Read the client IP from X-Forwarded-For (only behind a trusted proxy). */
     trustProxy: boolean;
     /**
@@ -127,6 +133,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       ingestBodyLimit: read.str(env, 'INGEST_BODY_LIMIT', '16mb'),
       requestTimeoutMs: read.int(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
       headersTimeoutMs: read.int(env, 'HTTP_HEADERS_TIMEOUT_MS', 20_000, 100, 600_000),
+      listenBacklog: read.int(env, 'HTTP_LISTEN_BACKLOG', 4096, 1, 65_535),
       trustProxy: read.bool(env, 'TRUST_PROXY', false),
       proxyHops: read.int(env, 'TRUST_PROXY_HOPS', 1, 1, 10),
       publicBaseUrl: parsePublicBaseUrl(read.optionalStr(env, 'PUBLIC_BASE_URL')),

@@ -67,7 +67,9 @@ export async function startApi(config: ApiConfig, opts: { deps?: ApiDeps } = {})
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.http.port, config.http.host, () => resolve());
+    // A backlog above Node's 511: a fleet of readers reconnecting at once (a deploy, a network
+    // blip) overflows a short accept queue, and the kernel then drops or resets their connections.
+    server.listen({ port: config.http.port, host: config.http.host, backlog: config.http.listenBacklog }, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${port}`;

@@ -9,6 +9,8 @@
 //   npm run bench -- --only ingest,lag scenarios by name (ingest lag live idle webhooks polling)
 //   npm run bench -- --runs 5          runs per figure (default 3, quick 1)
 //   npm run bench -- --profile ingest  CPU profiles of the measured processes into bench/run.tmp/
+//                                      (--profile idle: a heap snapshot of the API holding the readers too)
+//   npm run bench -- --only waiter-bytes heap bytes per held long-poll and per stream (not in a full run)
 //   npm run bench -- --runner dist     run the compiled dist/ (npm run build) instead of tsx
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -25,6 +27,8 @@ import { stopAll } from './lib/proc.mjs';
 import { printTable, judge } from './lib/report.mjs';
 
 const SCENARIOS = ['ingest', 'lag', 'live', 'idle', 'webhooks', 'polling'];
+/** Runs only when named by --only (not part of a full run): bytes per held reader (issue 15). */
+const EXTRA_SCENARIOS = ['waiter-bytes'];
 const NEEDED_FILES = 65_536;
 
 const { values: opts } = parseArgs({
@@ -41,7 +45,7 @@ const { values: opts } = parseArgs({
 raiseFileLimit();
 
 const only = opts.only ? opts.only.split(',').map((s) => s.trim()) : SCENARIOS;
-for (const name of only) if (!SCENARIOS.includes(name)) fail(`unknown scenario "${name}" (have: ${SCENARIOS.join(', ')})`);
+for (const name of only) if (!SCENARIOS.includes(name) && !EXTRA_SCENARIOS.includes(name)) fail(`unknown scenario "${name}" (have: ${[...SCENARIOS, ...EXTRA_SCENARIOS].join(', ')})`);
 if (!['tsx', 'dist'].includes(opts.runner)) fail('--runner is tsx or dist');
 const runs = opts.runs ? Number(opts.runs) : opts.quick ? 1 : 3;
 const full = !opts.quick && !opts.only && runs >= 3;
@@ -65,6 +69,10 @@ const ctx = {
   shared: {},
   topic: (name) => `bench-${runId}-${name}`,
   log: (msg) => console.error(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s ${ctx.scenario ?? ''}] ${msg}`),
+  /** True while --profile names the running scenario (it may write heap snapshots too). */
+  get profiling() {
+    return opts.profile !== undefined && opts.profile === ctx.scenario;
+  },
   /** Runs fn under a CPU profile of `child` when --profile names this scenario. */
   async profiled(child, label, fn) {
     if (opts.profile !== ctx.scenario) return fn();

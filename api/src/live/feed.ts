@@ -71,11 +71,19 @@ export class Feed {
     this.replayDone = missedNothing || this.replayAfter >= replayBefore - 1n;
   }
 
-  /** The next event: stored ones first, then live; null on timeout, abort or close. */
-  async next(timeoutMs: number, signal?: AbortSignal): Promise<LiveEvent | null> {
-    if (!this.replayDone && this.buffer.length === 0) await this.readPage();
+  /**
+   * The next event: stored ones first, then live; null on timeout, abort or close.
+   * Not an async function: a reader waiting for a live event holds only the
+   * waiter's promise, not a suspended frame of this too (issue 15).
+   */
+  next(timeoutMs: number, signal?: AbortSignal): Promise<LiveEvent | null> {
+    if (!this.replayDone && this.buffer.length === 0) return this.readPage().then(() => this.afterReplayRead(timeoutMs, signal));
+    return this.afterReplayRead(timeoutMs, signal);
+  }
+
+  private afterReplayRead(timeoutMs: number, signal?: AbortSignal): Promise<LiveEvent | null> {
     const stored = this.buffer.shift();
-    if (stored) return stored;
+    if (stored) return Promise.resolve(stored);
     return this.waiter.next(timeoutMs, signal);
   }
 

@@ -147,7 +147,21 @@ export function readTail(events: EventsRuntime, query: TailRead): LiveEvent[] | 
   return events.tail.read(query);
 }
 
+/** One FeedPorts per runtime (its functions close over the runtime, not over a request): every feed shares it. */
+const portsOf = new WeakMap<EventsRuntime, FeedPorts>();
+
 export function feedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs: number): FeedPorts {
+  const known = portsOf.get(events);
+  if (known?.handoffTimeoutMs === handoffTimeoutMs && mongoOf.get(known) === mongo) return known;
+  const ports = newFeedPorts(events, mongo, handoffTimeoutMs);
+  portsOf.set(events, ports);
+  mongoOf.set(ports, mongo);
+  return ports;
+}
+
+const mongoOf = new WeakMap<FeedPorts, Mongo>();
+
+function newFeedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs: number): FeedPorts {
   return {
     registry: events.registry,
     position: (partition) => events.fanout.position(partition),

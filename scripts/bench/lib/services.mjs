@@ -35,13 +35,13 @@ export function serviceEnv(ctx, topic, extra = {}) {
 }
 
 /** One API process on a free port; resolves once it serves requests. */
-export async function startApi(ctx, { name, topic, env = {} }) {
+export async function startApi(ctx, { name, topic, env = {}, execArgv = [] }) {
   const port = await freePort();
   const child = startNode(name, entryArgs(ctx.runner, 'api'), {
     env: serviceEnv(ctx, topic, { HOST: '127.0.0.1', PORT: String(port), INSTANCE_ID: `${name}-${ctx.runId}`, ...env }),
     logFile: join(ctx.scratch, `${ctx.scenario}-${name}.log`),
     probe: true,
-    execArgv: ctx.execArgv,
+    execArgv: [...ctx.execArgv, ...execArgv],
   });
   const url = `http://127.0.0.1:${port}`;
   await waitHttp(`${url}/readyz`, child);

@@ -61,6 +61,14 @@ export async function run(ctx) {
   const releaseStats = await a.child.request('stats', { reset: true });
   const sum = (kind, field) => got.reduce((s, g) => s + g[field][kind], 0);
   ctx.log(`released: ${sum('longpoll', 'got')}/${sum('longpoll', 'total')} long-polls, ${sum('stream', 'got')}/${sum('stream', 'total')} streams within ${releasedAfter.toFixed(0)} ms; loop delay p99 during release ${releaseStats.eld.p99} ms`);
+  if (ctx.profiling) {
+    // --profile idle: what each held reader costs, from a heap snapshot (it blocks the process for
+    // a minute or more, so it is taken once everything above is measured, the readers still held).
+    await sleep(5000);
+    const open = await serverHeld(a.url);
+    const snap = await a.child.request('heapSnapshot', { file: join(ctx.scratch, 'idle-api-a-held.heapsnapshot') }, 600_000);
+    ctx.log(`heap snapshot written with ${open.longpoll} long-polls and ${open.stream} streams held: ${snap.file} (RSS after it ${(snap.rss / MB).toFixed(0)} MB); summary: node scripts/bench/heap-summary.mjs ${snap.file} --per ${open.longpoll + open.stream}`);
+  }
   await Promise.all(workers.map((w) => w.child.request('close')));
   await Promise.all([a.child.stop(), b.child.stop(), pacer.stop(), ...workers.map((w) => w.child.stop())]);
 

@@ -18,7 +18,8 @@ server.requestTimeout = 0;
 server.headersTimeout = 20_000;
 server.keepAliveTimeout = 65_000;
 server.timeout = 0;
-server.listen(Number(process.env.PORT), '127.0.0.1');
+// The API's own listen backlog (HTTP_LISTEN_BACKLOG), so both accept 13,000 connections arriving at once alike.
+server.listen({ port: Number(process.env.PORT), host: '127.0.0.1', backlog: 4096 });
 process.on('SIGTERM', () => {
   server.closeAllConnections();
   server.close(() => process.exit(0));

@@ -126,11 +126,13 @@ async function waitOnce(deps: ApiDeps, accountId: string, input: WaitInput, sign
 }
 
 /** waitForEvent within the account's long-poll cap (429 over it, long-poll-cap.ts); POST /wait and MCP wait_for_event. */
-export async function waitForEvent(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
-  const release = holdLongPoll(deps, accountId);
+export function waitForEvent(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
+  // Not async: a held long-poll keeps one suspended frame (waitOnce's), not two.
+  let release: () => void;
   try {
-    return await waitOnce(deps, accountId, input, signal);
-  } finally {
-    release();
+    release = holdLongPoll(deps, accountId);
+  } catch (err) {
+    return Promise.reject(err as Error);
   }
+  return waitOnce(deps, accountId, input, signal).finally(release);
 }
