@@ -8,7 +8,7 @@ import { call, sharedApis } from './support/api.js';
 import { eventually, ingest, sleep } from './support/events.js';
 import { connectClient } from './support/mcp.js';
 
-const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'whoami'];
+const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'get_webhook_stats', 'get_event_deliveries', 'whoami'];
 
 async function expectHttpStatus(promise: Promise<unknown>, status: number): Promise<void> {
   try {
@@ -198,6 +198,20 @@ describe('MCP with the official SDK client', function () {
     });
     expect(pinged).to.deep.include({ id: ping.event_id, type: 'webhook.ping' });
     expect(pinged.data).to.deep.equal({ subscription_id: created.id });
+    // The agent can ask what happened to it: the event with its deliveries (none yet or one, to this subscription), and the stats.
+    const detail = structured(await c.callTool({ name: 'get_event_deliveries', arguments: { event_id: ping.event_id } }));
+    expect(detail.event).to.deep.include({ id: ping.event_id, type: 'webhook.ping' });
+    expect(detail.deliveries.every((d: { webhook_id: string }) => d.webhook_id === created.id)).to.equal(true);
+    expect((await call(api.url, 'GET', `/api/v1/events/${ping.event_id}/deliveries`, { headers: bearer(acct.apiKey) })).body.event).to.deep.equal(detail.event);
+    const stats = structured(await c.callTool({ name: 'get_webhook_stats', arguments: { id: created.id, window: '24h' } }));
+    expect(stats).to.include({ webhook_id: created.id, window: '24h' });
+    expect(stats.buckets).to.have.length(24);
+    for (const args of [{ event_id: 'evt_000000000000000000000000' }, { event_id: 'nope' }]) {
+      const refused = await c.callTool({ name: 'get_event_deliveries', arguments: args });
+      expect(refused.isError, JSON.stringify(args)).to.equal(true);
+      expect((refused.content as Array<{ text: string }>)[0]!.text).to.match(/Event not found/);
+    }
+    expect((await c.callTool({ name: 'get_webhook_stats', arguments: { id: created.id, window: '7d' } })).isError).to.equal(true);
 
     const updated = structured(await c.callTool({ name: 'update_webhook', arguments: { id: created.id, enabled: false, events: ['*'] } }));
     expect(updated).to.include({ id: created.id, enabled: false, description: 'agent' });

@@ -102,6 +102,8 @@ describe('hostile: MCP', function () {
       ['ping_webhook', { id: hook.id }],
       ['rotate_webhook_secret', { id: hook.id, grace_period_s: 0 }],
       ['get_webhook', { id: hook.id }],
+      ['get_webhook_stats', { id: hook.id }],
+      ['get_event_deliveries', { event_id: event.id }],
     ].filter(([name]) => byName.has(name as string)) as [string, unknown][];
     for (const [name, args] of calls) {
       const req = toolCall(name, args, bearer(b.apiKey));

@@ -8,6 +8,7 @@
  */
 import type { ApiConfig } from '../../config.js';
 import { described, plainJson, type TSchema, Type } from '../../shapes.js';
+import { EventDeliveriesSchema, StatsQuery, WebhookStatsSchema } from '../activity/schemas.js';
 import { UserSchema } from '../auth/schemas.js';
 import { EventPageSchema, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, ListEventsQuery, WaitBody, WaitResultSchema } from '../events/schemas.js';
 import {
@@ -93,6 +94,23 @@ export const rotateWebhookSecretInput: JsonSchema = asTool(
 );
 
 export const rotatedSecretOutput: JsonSchema = asTool(WebhookSecretRotationSchema);
+
+/** The stats query plus the subscription id. */
+export const webhookStatsInput: JsonSchema = asTool(
+  Type.Object(
+    {
+      ...idArgument.properties,
+      ...described(StatsQuery, { window: '`1h` (the last hour in 12 buckets of 5 minutes, the default) or `24h` (the last day in 24 buckets of an hour).' }).properties,
+    },
+    { additionalProperties: false },
+  ),
+);
+export const webhookStatsOutput: JsonSchema = asTool(WebhookStatsSchema);
+
+export const eventDeliveriesInput: JsonSchema = asTool(
+  Type.Object({ event_id: Type.String({ minLength: 1, maxLength: 64, description: 'The event id (evt_…), as list_events or wait_for_event returned it.' }) }, { additionalProperties: false }),
+);
+export const eventDeliveriesOutput: JsonSchema = asTool(EventDeliveriesSchema);
 export const waitForEventOutput: JsonSchema = asTool(WaitResultSchema);
 export const listEventsOutput: JsonSchema = asTool(EventPageSchema);
 export const webhookOutput: JsonSchema = asTool(WebhookSchema);

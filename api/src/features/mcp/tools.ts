@@ -7,6 +7,8 @@ import type { ApiConfig } from '../../config.js';
 import type { ApiDeps } from '../../deps.js';
 import type { AuthContext } from '../../auth-context.js';
 import { valueValidator, type Validator } from '../../validation.js';
+import type { StatsWindow } from '../activity/schemas.js';
+import { eventDeliveries, webhookStats } from '../activity/service.js';
 import { profile } from '../auth/service.js';
 import type { WaitInput } from '../events/schemas.js';
 import { listEvents, waitForEvent } from '../events/service.js';
@@ -16,6 +18,8 @@ import {
   createdWebhookOutput,
   createWebhookInput,
   deletedOutput,
+  eventDeliveriesInput,
+  eventDeliveriesOutput,
   type JsonSchema,
   listEventsInput,
   listEventsOutput,
@@ -29,6 +33,8 @@ import {
   waitForEventOutput,
   webhookIdInput,
   webhookOutput,
+  webhookStatsInput,
+  webhookStatsOutput,
   whoamiOutput,
 } from './schemas.js';
 
@@ -164,6 +170,24 @@ const webhookTools: Tool[] = [
     inputSchema: webhookIdInput,
     outputSchema: pingOutput,
     run: ({ deps, caller }, { id }) => pingWebhook(deps, caller.accountId, id),
+  }),
+  tool<{ id: string; window?: StatsWindow }>('get_webhook_stats', {
+    title: "A webhook's delivery stats",
+    description:
+      "How one subscription's deliveries went over the last hour (window 1h, the default) or day (24h): attempts per bucket as succeeded, retrying or failed, and latency p50/p99, as GET /api/v1/webhooks/{id}/stats answers. Use it to tell whether a receiver is healthy.",
+    annotations: readOnly,
+    inputSchema: webhookStatsInput,
+    outputSchema: webhookStatsOutput,
+    run: ({ deps, caller }, { id, window }) => webhookStats(deps, caller.accountId, id, window ?? '1h'),
+  }),
+  tool<{ event_id: string }>('get_event_deliveries', {
+    title: "An event's deliveries",
+    description:
+      'One event with each delivery made for it (one per subscription it matched) and every attempt (HTTP status, outcome, duration, next attempt), as GET /api/v1/events/{id}/deliveries answers. Use it to find out whether and when a webhook received an event.',
+    annotations: readOnly,
+    inputSchema: eventDeliveriesInput,
+    outputSchema: eventDeliveriesOutput,
+    run: ({ deps, caller }, { event_id }) => eventDeliveries(deps, caller.accountId, event_id),
   }),
 ];
 
