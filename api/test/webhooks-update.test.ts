@@ -251,7 +251,8 @@ describe('PATCH /api/v1/webhooks/{id} end to end (delivery process, HTTPS receiv
 
     const id = deliveryId(eventId, sub);
     let doc = await deliveries().findOne({ _id: id });
-    for (let i = 0; i < 300 && doc?.state === 'pending'; i++) {
+    // The retry document is written right after the failed attempt: wait for it too.
+    for (let i = 0; i < 300 && doc?.state !== 'failed'; i++) {
       await new Promise((r) => setTimeout(r, 100));
       doc = await deliveries().findOne({ _id: id });
     }
