@@ -141,26 +141,25 @@ export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepD
 const ROOM_WAIT_MS = 5000;
 
 /**
- * Waits until every healthy subscription of the step has room for its
- * deliveries (a healthy receiver drains its queue at its own pace: the
- * consumer follows it instead of spilling work into the store, where only
- * the retry scheduler's polling would find it). A slowed-down subscription
- * (hanging, refusing connections) is not waited for: its overflow goes to the
- * store at once, so it never holds up the partition.
+ * Waits until a healthy subscription has room for one more delivery (a
+ * healthy receiver drains its queue at its own pace: the consumer follows it
+ * instead of spilling work into the store, where only the retry scheduler's
+ * polling would find it), at most ROOM_WAIT_MS. A slowed-down subscription
+ * (hanging, refusing connections) is not waited for: its overflow goes to
+ * the store at once, so it never holds up the partition.
  */
-async function roomForStep(deps: ConsumerDeps, planned: { sub: WebhookDoc }[]): Promise<void> {
-  const need = new Map<string, number>();
-  for (const { sub } of planned) need.set(sub._id, (need.get(sub._id) ?? 0) + 1);
-  const waiting = (): boolean => [...need].some(([id, n]) => !deps.dispatcher.isSlowed(id) && deps.dispatcher.roomFor(id) < n);
+async function roomFor(deps: ConsumerDeps, subscriptionId: string): Promise<boolean> {
   const deadline = Date.now() + ROOM_WAIT_MS;
-  while (waiting() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  for (;;) {
+    if (deps.dispatcher.roomFor(subscriptionId) > 0) return true;
+    if (deps.dispatcher.isSlowed(subscriptionId) || Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }
 
 async function handOver(deps: ConsumerDeps, planned: Planned[], progress: PartitionProgress): Promise<number> {
   if (planned.length === 0) return 0;
-  await roomForStep(deps, planned);
   const now = deps.clock();
-  const room = new Map<string, number>();
   const overflow: { doc: DeliveryDoc; offset: string }[] = [];
   let queued = 0;
   for (const { envelope, body, sub, offset } of planned) {
@@ -169,9 +168,7 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
       lease_owner: null,
       lease_until: null,
     };
-    const left = room.get(sub._id) ?? deps.dispatcher.roomFor(sub._id);
-    room.set(sub._id, left - 1);
-    if (left > 0) {
+    if (await roomFor(deps, sub._id)) {
       const res = deps.dispatcher.enqueue({ delivery: doc, fresh: { done: () => progress.finish(offset) } });
       if (res === 'queued') queued++;
       if (res === 'queued' || res === 'attached') continue;

@@ -79,6 +79,9 @@ async function waitUntil(done: () => boolean, timeoutMs: number): Promise<void> 
   while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
 }
 
+/** Attempts in flight at once to a subscription seen for the first time; one more per attempt that goes well. */
+const SLOW_START = 4;
+
 /** Outcomes of attempts that held their slot for the whole timeout or never reached the receiver. */
 const SLOW_OUTCOMES = new Set(['timeout', 'connect']);
 
@@ -106,7 +109,7 @@ export class Dispatcher {
     private readonly deps: DispatchDeps,
     private readonly limits: DispatcherLimits,
   ) {
-    this.queue = new FairQueue<Job>(limits.perSubscription, limits.perSubscription * 4);
+    this.queue = new FairQueue<Job>(limits.perSubscription, limits.perSubscription * 4, Math.min(SLOW_START, limits.perSubscription));
     this.recorder = new AttemptRecorder(deps.collections, deps.log);
     this.subscriptions = new SubscriptionReads((id) => deps.collections.webhooks.findOne({ _id: id }));
   }

@@ -30,6 +30,9 @@ interface Pending {
 /** A subscription's last_* fields are written at most once per this long (the latest attempt wins). */
 export const STATUS_COALESCE_MS = 250;
 
+/** How long a flush waits for more attempts to join it (see flushNext). */
+export const RECORD_LINGER_MS = 20;
+
 /** At most this many attempts per flush (one insertMany and bulkWrites of this size). */
 const MAX_BATCH = 500;
 
@@ -85,12 +88,14 @@ export class AttemptRecorder {
   }
 
   private flushNext(): void {
-    const batch = this.queue.splice(0, MAX_BATCH);
-    if (batch.length === 0) {
+    if (this.queue.length === 0) {
       for (const wake of this.drained.splice(0)) wake();
       return;
     }
-    this.flushing = this.writeBatch(batch).finally(() => {
+    // A short linger gathers the attempts of paced traffic into one insertMany (what waits is
+    // the record and the offset commit behind it, never a send).
+    const linger = this.queue.length < MAX_BATCH ? new Promise((r) => setTimeout(r, RECORD_LINGER_MS)) : Promise.resolve();
+    this.flushing = linger.then(() => this.writeBatch(this.queue.splice(0, MAX_BATCH))).finally(() => {
       this.flushing = null;
       this.flushNext();
     });
