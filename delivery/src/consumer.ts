@@ -31,7 +31,7 @@ import type { EventEnvelope, EventRecord } from '../../shared/src/eventlog/types
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import { newDelivery, type DeliveryCollections } from './deliveries.js';
-import { storeUnleased, type Dispatcher } from './dispatch.js';
+import type { Dispatcher } from './dispatch.js';
 import { PartitionProgress } from './offsets.js';
 
 export interface ConsumerDeps {
@@ -153,9 +153,15 @@ async function roomFor(deps: ConsumerDeps, subscriptionId: string): Promise<bool
   for (;;) {
     if (deps.dispatcher.roomFor(subscriptionId) > 0) return true;
     if (deps.dispatcher.isSlowed(subscriptionId) || Date.now() >= deadline) return false;
+    // Its attempts are out and nothing moved for a while: likely hanging (the cut comes only
+    // with its first timeout, 4 s on): do not hold the partition's other subscriptions for it.
+    if (deps.dispatcher.isStalled(subscriptionId, STALLED_MS)) return false;
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+/** A subscription whose running attempts show no start or finish for this long is not waited for. */
+const STALLED_MS = 1000;
 
 async function handOver(deps: ConsumerDeps, planned: Planned[], progress: PartitionProgress): Promise<number> {
   if (planned.length === 0) return 0;
@@ -175,11 +181,9 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
     }
     overflow.push({ doc, offset });
   }
-  if (overflow.length > 0) {
-    // One insertMany for the step's overflow (a hung subscription's backlog), retried until it lands.
-    await storeUnleased(deps.collections, overflow.map((o) => o.doc), deps.log);
-    for (const o of overflow) progress.finish(o.offset);
-  }
+  // One insertMany for the step's overflow (a hung subscription's backlog), retried until it
+  // lands, in the background: the partition's next events do not wait for the store.
+  if (overflow.length > 0) deps.dispatcher.storeOverflow(overflow.map((o) => ({ delivery: o.doc, fresh: { done: () => progress.finish(o.offset) } })));
   return queued;
 }
 

@@ -104,6 +104,8 @@ export class Dispatcher {
   private readonly waiters = new Map<string, (() => void)[]>();
   /** The read of each subscription right before sending, shared by the sends waiting for it. */
   readonly subscriptions: SubscriptionReads;
+  /** When an attempt of each subscription last started or finished. */
+  private readonly activity = new Map<string, number>();
 
   constructor(
     private readonly deps: DispatchDeps,
@@ -117,6 +119,17 @@ export class Dispatcher {
   /** True while this process has the delivery queued, sending, or recording its outcome. */
   holds(id: string): boolean {
     return this.held.has(id);
+  }
+
+  /**
+   * True when the subscription has attempts running and none of its
+   * attempts started or finished for `ms`: likely hanging, before its first
+   * timeout (4 s) cuts its cap. Work waiting for a free slot of the process
+   * does not count: that is contention, not a hang.
+   */
+  isStalled(subscriptionId: string, ms: number): boolean {
+    if (this.queue.runningOf(subscriptionId) === 0) return false;
+    return Date.now() - (this.activity.get(subscriptionId) ?? 0) >= ms;
   }
 
   /** True when the subscription's cap was cut (its attempts hang or cannot connect): its overflow waits in the store. */
@@ -218,6 +231,7 @@ export class Dispatcher {
       if (!next) return;
       const { key, item: job } = next;
       this.running++;
+      this.activity.set(key, Date.now());
       let slotFreed = false;
       // The slot is the HTTP attempt; the bookkeeping writes after it run outside the
       // slot, so a slow database does not slow a receiver's next delivery.
@@ -277,6 +291,7 @@ export class Dispatcher {
     const outcome = await send(deps, delivery, sub);
     const slow = SLOW_OUTCOMES.has(outcome.outcome);
     this.queue.observe(delivery.subscription_id, slow);
+    this.activity.set(delivery.subscription_id, Date.now());
     if (slow) this.handBack(this.queue.trim(delivery.subscription_id));
     freeSlot();
     deps.onAttempt?.(outcome);
@@ -319,6 +334,7 @@ export class Dispatcher {
       const outcome = await send(deps, held, sub);
       const slow = SLOW_OUTCOMES.has(outcome.outcome);
       this.queue.observe(held.subscription_id, slow);
+      this.activity.set(held.subscription_id, Date.now());
       if (slow) this.handBack(this.queue.trim(held.subscription_id));
       freeSlot();
       deps.onAttempt?.(outcome);
@@ -328,6 +344,15 @@ export class Dispatcher {
     } finally {
       this.active.delete(held._id);
     }
+  }
+
+  /**
+   * Fresh deliveries that get no room here (a slowed-down subscription's
+   * overflow): written to the store in the background, each finished once it
+   * is there. The consumer goes on reading meanwhile.
+   */
+  storeOverflow(jobs: Job[]): void {
+    this.storeFresh(jobs);
   }
 
   /** Queued work of a subscription that just slowed down: back to the store, where it waits without holding memory here. */
@@ -342,6 +367,10 @@ export class Dispatcher {
         .catch((err: unknown) => this.deps.log.warn({ err }, 'could not hand queued deliveries back; their leases will expire'))
         .finally(() => this.settle());
     }
+    this.storeFresh(fresh);
+  }
+
+  private storeFresh(fresh: Job[]): void {
     if (fresh.length > 0) {
       this.bookkeeping++;
       // Into the store, unleased and due now, in one insertMany: the retry scheduler takes them from there.
@@ -354,6 +383,7 @@ export class Dispatcher {
 
   private settle(): void {
     this.bookkeeping--;
+    if (this.activity.size > 10_000 && this.queue.size === 0 && this.running === 0) this.activity.clear();
   }
 
   private startKeeper(): void {

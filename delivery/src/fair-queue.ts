@@ -95,6 +95,11 @@ export class FairQueue<T> {
     return null;
   }
 
+  /** Items of `key` running now. */
+  runningOf(key: string): number {
+    return this.running.get(key) ?? 0;
+  }
+
   done(key: string): void {
     const n = (this.running.get(key) ?? 1) - 1;
     if (n <= 0) this.running.delete(key);
