@@ -154,6 +154,9 @@ export class AttemptRecorder {
     const handed = batch.filter((p) => p.fresh && p.record.outcome !== 'ok').map((p) => storedAfter(p.record));
     if (handed.length > 0) await insertIgnoringDuplicates(this.c, handed);
     for (const p of batch) if (!p.fresh) await recordStateOf(this.c, p.record);
+    // After the attempts. A few are awaited (with little traffic the status is there when the
+    // record is); more go on in the background: fifty subscriptions' status writes one after
+    // another held every record of the flush (and the offsets behind them) for seconds.
     await this.status.offer(batch.map((p) => p.record));
   }
 }
@@ -164,6 +167,9 @@ export class AttemptRecorder {
  * status is there as soon as the attempt is); otherwise its latest attempt
  * waits for the end of that window and is written then, once.
  */
+/** A flush waits for its status writes when there are at most this many (see write). */
+const AWAITED_STATUS_WRITES = 4;
+
 class StatusWriter {
   private readonly lastWrite = new Map<string, number>();
   private readonly waiting = new Map<string, AttemptRecord>();
@@ -175,7 +181,7 @@ class StatusWriter {
     private readonly log?: Logger,
   ) {}
 
-  async offer(records: AttemptRecord[]): Promise<void> {
+  offer(records: AttemptRecord[]): Promise<void> {
     const now = Date.now();
     const due: AttemptRecord[] = [];
     for (const r of latestPerSubscription(records)) {
@@ -190,7 +196,11 @@ class StatusWriter {
         this.arm();
       }
     }
-    if (due.length > 0) await this.write(due);
+    if (due.length === 0) return Promise.resolve();
+    const written = this.write(due);
+    if (due.length <= AWAITED_STATUS_WRITES) return written;
+    written.catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
+    return Promise.resolve();
   }
 
   flushAll(): Promise<void> {
@@ -198,7 +208,7 @@ class StatusWriter {
     this.timer = null;
     const all = [...this.waiting.values()];
     this.waiting.clear();
-    return all.length > 0 ? this.write(all) : this.writing;
+    return all.length > 0 ? this.write(all).then(() => this.writing) : this.writing;
   }
 
   private arm(): void {
