@@ -1,20 +1,24 @@
 /**
- * Turns each consumed batch of events into deliveries.
+ * Turns each consumed batch of events into deliveries, sent straight from
+ * the log: the happy path never waits on the store.
  *
  * Per batch: decode the events, load the subscriptions of the batch's
- * accounts in one query, write one delivery per (event, matching
- * subscription) to MongoDB, hand the new ones to the dispatcher, and only
- * then commit the offsets. A committed offset therefore always means
- * "every delivery of these events is durably recorded"; sending happens
- * afterwards and is driven by those records (retries and crash recovery go
- * through the same records), so a slow receiver never holds the consumer.
+ * accounts in one query, and hand one delivery per (event, matching
+ * subscription) to the dispatcher, in memory. Nothing is written for a
+ * delivery that succeeds at once but its attempt (batched with others).
+ * The partition's offset is committed up to the lowest offset with an
+ * unfinished delivery (offsets.ts): a delivery is finished once it
+ * succeeded and its attempt is recorded, or once it is in the retry store
+ * (a failed attempt becomes a retry document; a subscription without room
+ * here has its overflow written there at once, in one insertMany per step).
+ * A crash re-reads the log from the committed offset: at-least-once.
  *
- * A batch is written in steps of at most DELIVERIES_PER_STEP deliveries
- * (one account with 50 `["*"]` subscriptions turns 5,000 events into
- * 250,000): after each step its offsets are committed, the consumer
- * heartbeats and waits (heartbeating) for room in the dispatcher. A
- * heartbeat also runs on a timer for the whole batch, so a slow store
- * cannot make the group evict this member either.
+ * A batch is handed over in steps of at most DELIVERIES_PER_STEP
+ * deliveries (one account with 50 `["*"]` subscriptions turns 5,000 events
+ * into 250,000): after each step the consumer heartbeats and waits
+ * (heartbeating) for room in the dispatcher. A heartbeat also runs on a
+ * timer for the whole batch, so a slow store cannot make the group evict
+ * this member either.
  *
  * A subscription receives only events that occurred at or after its
  * creation (event `created_at` >= subscription `created_at`), whatever the
@@ -26,8 +30,9 @@ import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/k
 import type { EventEnvelope, EventRecord } from '../../shared/src/eventlog/types.js';
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import { insertDeliveries, newDelivery, releaseLeases, type DeliveryCollections } from './deliveries.js';
+import { newDelivery, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
+import { PartitionProgress } from './offsets.js';
 
 export interface ConsumerDeps {
   log: Logger;
@@ -90,31 +95,41 @@ async function subscriptionsByAccount(c: DeliveryCollections, accounts: string[]
   return byAccount;
 }
 
-/** Called after each step with the last event written; false stops the batch there (rebalance, shutdown). */
+/** Called after each step with the last event handed over; false stops the batch there (rebalance, shutdown). */
 export type StepDone = (last: Decoded) => Promise<boolean>;
 
+interface Planned {
+  envelope: EventEnvelope;
+  body: string;
+  sub: WebhookDoc;
+  offset: string;
+}
+
 /**
- * Writes the deliveries of a batch and queues the new ones, in steps;
- * returns how many were new. Deliveries of a subscription with room in the
- * dispatcher are written leased to this process and queued; the rest are
- * written unleased and due now, so they wait in the store for the retry
- * scheduler (a slow receiver's backlog holds no memory or slot here).
+ * Hands the deliveries of a batch to the dispatcher, in steps, and tracks
+ * them in `progress` (the batch's partition); returns how many were new
+ * here. Deliveries of a subscription with room in the dispatcher are queued
+ * in memory; the rest (a slowed-down subscription's overflow) go to the
+ * store unleased and due now, where the retry scheduler finds them (a slow
+ * receiver's backlog holds no memory or slot here).
  */
-export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepDone: StepDone = async () => true): Promise<number> {
+export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepDone: StepDone = async () => true, progress = new PartitionProgress()): Promise<number> {
   const accounts = [...new Set(events.map((e) => e.envelope.account_id))];
   const subs = await subscriptionsByAccount(deps.collections, accounts);
   let created = 0;
-  let planned: { envelope: EventEnvelope; body: string; sub: WebhookDoc }[] = [];
+  let planned: Planned[] = [];
   for (let i = 0; i < events.length; i++) {
-    const { envelope, record } = events[i] as Decoded;
+    const { envelope, record, offset } = events[i] as Decoded;
     let body: string | null = null;
     for (const sub of subs.get(envelope.account_id) ?? []) {
       if (!matches(sub, envelope)) continue;
       body ??= JSON.stringify(record);
-      planned.push({ envelope, body, sub });
+      planned.push({ envelope, body, sub, offset });
+      progress.add(offset);
     }
+    progress.seen(offset);
     if (planned.length >= DELIVERIES_PER_STEP || i === events.length - 1) {
-      created += await writeStep(deps, planned);
+      created += await handOver(deps, planned, progress);
       planned = [];
       if (!(await stepDone(events[i] as Decoded))) break;
     }
@@ -126,41 +141,50 @@ export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepD
 const ROOM_WAIT_MS = 5000;
 
 /**
- * Waits until every healthy subscription of the step has room for its
- * deliveries (a healthy receiver drains its queue at its own pace: the
- * consumer follows it instead of spilling work into the store, where only
- * the retry scheduler's polling would find it). A slowed-down subscription
- * (hanging, refusing connections) is not waited for: its overflow goes to the
- * store at once, so it never holds up the partition.
+ * Waits until a healthy subscription has room for one more delivery (a
+ * healthy receiver drains its queue at its own pace: the consumer follows it
+ * instead of spilling work into the store, where only the retry scheduler's
+ * polling would find it), at most ROOM_WAIT_MS. A slowed-down subscription
+ * (hanging, refusing connections) is not waited for: its overflow goes to
+ * the store at once, so it never holds up the partition.
  */
-async function roomForStep(deps: ConsumerDeps, planned: { sub: WebhookDoc }[]): Promise<void> {
-  const need = new Map<string, number>();
-  for (const { sub } of planned) need.set(sub._id, (need.get(sub._id) ?? 0) + 1);
-  const waiting = (): boolean => [...need].some(([id, n]) => !deps.dispatcher.isSlowed(id) && deps.dispatcher.roomFor(id) < n);
+async function roomFor(deps: ConsumerDeps, subscriptionId: string): Promise<boolean> {
   const deadline = Date.now() + ROOM_WAIT_MS;
-  while (waiting() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  for (;;) {
+    if (deps.dispatcher.roomFor(subscriptionId) > 0) return true;
+    if (deps.dispatcher.isSlowed(subscriptionId) || Date.now() >= deadline) return false;
+    // Its attempts are out and nothing moved for a while: likely hanging (the cut comes only
+    // with its first timeout, 4 s on): do not hold the partition's other subscriptions for it.
+    if (deps.dispatcher.isStalled(subscriptionId, STALLED_MS)) return false;
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }
 
-async function writeStep(deps: ConsumerDeps, planned: { envelope: EventEnvelope; body: string; sub: WebhookDoc }[]): Promise<number> {
+/** A subscription whose running attempts show no start or finish for this long is not waited for. */
+const STALLED_MS = 1000;
+
+async function handOver(deps: ConsumerDeps, planned: Planned[], progress: PartitionProgress): Promise<number> {
   if (planned.length === 0) return 0;
-  await roomForStep(deps, planned);
   const now = deps.clock();
-  const room = new Map<string, number>();
-  const docs: { doc: DeliveryDoc; queue: boolean }[] = planned.map(({ envelope, body, sub }) => {
-    const doc = newDelivery({ eventId: envelope.id, eventType: envelope.type, accountId: envelope.account_id, subscription: sub, body, owner: deps.owner, now, leaseMs: deps.leaseMs });
-    const left = room.get(sub._id) ?? deps.dispatcher.roomFor(sub._id);
-    room.set(sub._id, left - 1);
-    if (left > 0) return { doc, queue: true };
-    return { doc: { ...doc, lease_owner: null, lease_until: null }, queue: false };
-  });
-  const fresh = await insertDeliveries(deps.collections, docs.map((d) => d.doc));
-  const handBack: string[] = [];
-  for (const { doc, queue } of docs) {
-    if (!queue || !fresh.has(doc._id)) continue;
-    if (deps.dispatcher.enqueue({ delivery: doc }) === 'full') handBack.push(doc._id);
+  const overflow: { doc: DeliveryDoc; offset: string }[] = [];
+  let queued = 0;
+  for (const { envelope, body, sub, offset } of planned) {
+    const doc: DeliveryDoc = {
+      ...newDelivery({ eventId: envelope.id, eventType: envelope.type, accountId: envelope.account_id, subscription: sub, body, owner: deps.owner, now, leaseMs: deps.leaseMs }),
+      lease_owner: null,
+      lease_until: null,
+    };
+    if (await roomFor(deps, sub._id)) {
+      const res = deps.dispatcher.enqueue({ delivery: doc, fresh: { done: () => progress.finish(offset) } });
+      if (res === 'queued') queued++;
+      if (res === 'queued' || res === 'attached') continue;
+    }
+    overflow.push({ doc, offset });
   }
-  await releaseLeases(deps.collections, handBack, deps.owner, now);
-  return fresh.size;
+  // One insertMany for the step's overflow (a hung subscription's backlog), retried until it
+  // lands, in the background: the partition's next events do not wait for the store.
+  if (overflow.length > 0) deps.dispatcher.storeOverflow(overflow.map((o) => ({ delivery: o.doc, fresh: { done: () => progress.finish(o.offset) } })));
+  return queued;
 }
 
 /**
@@ -169,10 +193,12 @@ async function writeStep(deps: ConsumerDeps, planned: { envelope: EventEnvelope;
  * memory stays bounded, but a few hundred records in flight do not stop the
  * sending).
  */
-async function waitForRoom(deps: ConsumerDeps, payload: EachBatchPayload): Promise<void> {
+async function waitForRoom(deps: ConsumerDeps & { offsets?: Offsets }, payload: EachBatchPayload): Promise<void> {
   const highWater = deps.dispatcher.concurrency * 4;
   const recordHighWater = deps.dispatcher.concurrency * 16;
-  const full = (): boolean => deps.dispatcher.backlog > highWater || deps.dispatcher.recording > recordHighWater;
+  const unfinishedHighWater = deps.dispatcher.concurrency * 64;
+  const full = (): boolean =>
+    deps.dispatcher.backlog > highWater || deps.dispatcher.recording > recordHighWater || (deps.offsets?.unfinished ?? 0) > unfinishedHighWater;
   while (full() && payload.isRunning() && !payload.isStale()) {
     await new Promise((r) => setTimeout(r, 100));
     await payload.heartbeat();
@@ -198,29 +224,48 @@ function heartbeatWhile(payload: EachBatchPayload, log: Logger): { stop(): void;
   return { stop: () => clearInterval(timer), failed: () => failed };
 }
 
-export function eachBatchHandler(deps: ConsumerDeps) {
+/** Where the handler tracks each partition's finished deliveries, and how it commits them. */
+export interface Offsets {
+  of(partition: number): PartitionProgress;
+  /** Deliveries not finished yet (the consumer waits while there are very many). */
+  readonly unfinished: number;
+  commit(): Promise<void>;
+}
+
+export function eachBatchHandler(deps: ConsumerDeps & { offsets: Offsets }) {
   return async function eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch } = payload;
     if (batch.messages.length === 0) return;
     await waitForRoom(deps, payload);
     const beat = heartbeatWhile(payload, deps.log);
     const alive = (): boolean => payload.isRunning() && !payload.isStale() && !beat.failed();
+    const progress = deps.offsets.of(batch.partition);
     try {
       if (!alive()) return;
-      const events = batch.messages.map((m) => decodeMessage(m, batch.partition, deps.log)).filter((e): e is Decoded => e !== null);
-      const created = await scheduleBatch(deps, events, async (last) => {
-        // Every delivery up to `last` is recorded: its offset may move.
-        payload.resolveOffset(last.offset);
-        await payload.commitOffsetsIfNecessary();
-        await payload.heartbeat();
-        await waitForRoom(deps, payload);
-        return alive();
-      });
+      const events: Decoded[] = [];
+      for (const m of batch.messages) {
+        const e = decodeMessage(m, batch.partition, deps.log);
+        if (e) events.push(e);
+        else progress.seen(m.offset);
+      }
+      const created = await scheduleBatch(
+        deps,
+        events,
+        async (last) => {
+          // Read up to `last`: the next fetch starts after it. What is committed is the
+          // lowest unfinished offset (the committer's timer, and right here).
+          payload.resolveOffset(last.offset);
+          void deps.offsets.commit().catch((err: unknown) => deps.log.info({ err }, 'could not commit delivery offsets; will try again'));
+          await payload.heartbeat();
+          await waitForRoom(deps, payload);
+          return alive();
+        },
+        progress,
+      );
       if (!alive()) return;
       payload.resolveOffset(batch.lastOffset());
-      await payload.commitOffsetsIfNecessary();
       await payload.heartbeat();
-      if (created > 0) deps.log.debug({ partition: batch.partition, events: events.length, deliveries: created }, 'deliveries scheduled');
+      if (created > 0) deps.log.debug({ partition: batch.partition, events: events.length, deliveries: created }, 'deliveries handed over');
     } finally {
       beat.stop();
     }

@@ -20,11 +20,12 @@ import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { claim, dropDelivery, giveUpDisabled, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { claim, dropDelivery, giveUpDisabled, insertDeliveries, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import type { Sender } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
 import { FairQueue } from './fair-queue.js';
 import { isPermanentFailure, nextDelay } from './retry-policy.js';
+import { SubscriptionReads } from './subscription-reads.js';
 
 export interface DispatchDeps {
   log: Logger;
@@ -42,6 +43,14 @@ export interface DispatchDeps {
 
 export interface Job {
   delivery: DeliveryDoc;
+  /**
+   * Set for a delivery read from the log and not in the store: it holds no
+   * lease (its partition is this process's alone) and `done` is called once
+   * it is finished (sent and recorded, handed to the retry store, or dropped
+   * because its subscription is gone or disabled): the consumer's offsets
+   * move past it then.
+   */
+  fresh?: { done: () => void };
 }
 
 /** Test hooks: force rare timings (a record that lags behind its attempt). */
@@ -60,7 +69,8 @@ export interface DispatcherLimits {
   perSubscription: number;
 }
 
-export type Enqueued = 'queued' | 'duplicate' | 'full';
+/** 'attached': a fresh delivery already held here; it is finished when that one is. */
+export type Enqueued = 'queued' | 'duplicate' | 'full' | 'attached';
 
 /** At shutdown, how long the records of finished attempts may take to be written. */
 export const RECORD_FLUSH_MS = 8000;
@@ -69,6 +79,9 @@ async function waitUntil(done: () => boolean, timeoutMs: number): Promise<void> 
   const deadline = Date.now() + timeoutMs;
   while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
 }
+
+/** Attempts in flight at once to a subscription seen for the first time; one more per attempt that goes well. */
+const SLOW_START = 4;
 
 /** Outcomes of attempts that held their slot for the whole timeout or never reached the receiver. */
 const SLOW_OUTCOMES = new Set(['timeout', 'connect']);
@@ -88,18 +101,36 @@ export class Dispatcher {
   private readonly active = new Map<string, DeliveryDoc>();
   private readonly extending = new Set<string>();
   private keeper: NodeJS.Timeout | null = null;
+  /** `done` of fresh jobs that arrived while the same delivery was already held here (a re-read of the log). */
+  private readonly waiters = new Map<string, (() => void)[]>();
+  /** The read of each subscription right before sending, shared by the sends waiting for it. */
+  readonly subscriptions: SubscriptionReads;
+  /** When an attempt of each subscription last started or finished. */
+  private readonly activity = new Map<string, number>();
 
   constructor(
     private readonly deps: DispatchDeps,
     private readonly limits: DispatcherLimits,
   ) {
-    this.queue = new FairQueue<Job>(limits.perSubscription, limits.perSubscription * 4);
+    this.queue = new FairQueue<Job>(limits.perSubscription, limits.perSubscription * 4, Math.min(SLOW_START, limits.perSubscription));
     this.recorder = new AttemptRecorder(deps.collections, deps.log);
+    this.subscriptions = new SubscriptionReads((id) => deps.collections.webhooks.findOne({ _id: id }));
   }
 
   /** True while this process has the delivery queued, sending, or recording its outcome. */
   holds(id: string): boolean {
     return this.held.has(id);
+  }
+
+  /**
+   * True when the subscription has attempts running and none of its
+   * attempts started or finished for `ms`: likely hanging, before its first
+   * timeout (4 s) cuts its cap. Work waiting for a free slot of the process
+   * does not count: that is contention, not a hang.
+   */
+  isStalled(subscriptionId: string, ms: number): boolean {
+    if (this.queue.runningOf(subscriptionId) === 0) return false;
+    return Date.now() - (this.activity.get(subscriptionId) ?? 0) >= ms;
   }
 
   /** True when the subscription's cap was cut (its attempts hang or cannot connect): its overflow waits in the store. */
@@ -154,6 +185,16 @@ export class Dispatcher {
    * hands the delivery back (releaseLeases) for a poller to claim later.
    */
   enqueue(job: Job): Enqueued {
+    if (job.fresh) {
+      if (this.stopped) return 'full';
+      if (this.held.has(job.delivery._id)) {
+        // Already here (the log was read again after a rebalance): finished when that one is.
+        const list = this.waiters.get(job.delivery._id) ?? [];
+        list.push(job.fresh.done);
+        this.waiters.set(job.delivery._id, list);
+        return 'attached';
+      }
+    }
     if (this.stopped || this.held.has(job.delivery._id)) return 'duplicate';
     if (!this.queue.push(job.delivery.subscription_id, job)) return 'full';
     this.held.add(job.delivery._id);
@@ -168,13 +209,17 @@ export class Dispatcher {
    */
   async stop(timeoutMs: number, flushMs = RECORD_FLUSH_MS): Promise<void> {
     this.stopped = true;
-    const queued = this.queue.drain().map((j) => j.delivery._id);
+    const drained = this.queue.drain();
+    const queued = drained.filter((j) => !j.fresh).map((j) => j.delivery._id);
     for (const id of queued) this.held.delete(id);
     await releaseLeases(this.deps.collections, queued, this.deps.owner, this.deps.clock()).catch((err: unknown) =>
       this.deps.log.warn({ err }, 'could not release queued deliveries; their leases will expire'),
     );
+    // Fresh ones are in no store yet: they go there (due now), so the offsets can move past them.
+    this.handBack(drained.filter((j) => j.fresh));
     await waitUntil(() => this.running === 0, timeoutMs);
     await waitUntil(() => this.bookkeeping === 0, flushMs);
+    await this.recorder.flushStatus().catch((err: unknown) => this.deps.log.warn({ err }, 'could not write the last delivery status of subscriptions'));
     if (this.bookkeeping > 0) this.deps.log.warn({ pending: this.bookkeeping }, 'stopped with attempt records unwritten; their deliveries are retried once their leases run out');
     // The lease keeper ran until the records were written.
     if (this.keeper) clearInterval(this.keeper);
@@ -187,6 +232,7 @@ export class Dispatcher {
       if (!next) return;
       const { key, item: job } = next;
       this.running++;
+      this.activity.set(key, Date.now());
       let slotFreed = false;
       // The slot is the HTTP attempt; the bookkeeping writes after it run outside the
       // slot, so a slow database does not slow a receiver's next delivery.
@@ -199,16 +245,66 @@ export class Dispatcher {
       };
       this.bookkeeping++;
       this.run(job, freeSlot)
-        .catch((err: unknown) => this.deps.log.error({ err, delivery: job.delivery._id }, 'delivery attempt failed unexpectedly; its lease will expire and it will be retried'))
+        .then(
+          () => {
+            this.held.delete(job.delivery._id);
+            this.finished(job);
+          },
+          (err: unknown) => {
+            this.held.delete(job.delivery._id);
+            if (!job.fresh) {
+              this.deps.log.error({ err, delivery: job.delivery._id }, 'delivery attempt failed unexpectedly; its lease will expire and it will be retried');
+              this.finished(job);
+              return;
+            }
+            // Not finished: it goes to the store (due now), whose writes are retried until they land.
+            this.deps.log.error({ err, delivery: job.delivery._id }, 'fresh delivery failed unexpectedly; handing it to the retry store');
+            this.handBack([job]);
+          },
+        )
         .finally(() => {
           freeSlot();
-          this.held.delete(job.delivery._id);
           this.settle();
         });
     }
   }
 
+  /** A fresh job (and any copy of it that arrived meanwhile) is finished. */
+  private finished(job: Job): void {
+    job.fresh?.done();
+    const waiting = this.waiters.get(job.delivery._id);
+    if (!waiting) return;
+    this.waiters.delete(job.delivery._id);
+    for (const done of waiting) done();
+  }
+
+  /**
+   * A delivery read from the log: no lease, no store until it fails. The
+   * subscription is read right before sending all the same (a DELETE or
+   * PATCH that returned before this point stops or changes the send).
+   */
+  private async runFresh(job: Job, freeSlot: () => void): Promise<void> {
+    const { deps } = this;
+    const delivery = job.delivery;
+    const sub = await this.subscriptions.read(delivery.subscription_id);
+    // Deleted or disabled: nothing is sent and nothing was stored.
+    if (!sub || sub.enabled === false) return;
+    const outcome = await send(deps, delivery, sub);
+    const slow = SLOW_OUTCOMES.has(outcome.outcome);
+    this.queue.observe(delivery.subscription_id, slow);
+    this.activity.set(delivery.subscription_id, Date.now());
+    if (slow) this.handBack(this.queue.trim(delivery.subscription_id));
+    freeSlot();
+    deps.onAttempt?.(outcome);
+    await deps.hooks?.beforeRecord?.(outcome);
+    // If this cannot be written, the job is still finished only when it rejects: the
+    // offsets stay below it and a restart sends it again.
+    await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'), true);
+    deps.log.debug({ delivery: delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
+  }
+
   private async run(job: Job, freeSlot: () => void): Promise<void> {
+    if (job.fresh) return this.runFresh(job, freeSlot);
     const { deps } = this;
     let delivery = job.delivery;
     const now = deps.clock();
@@ -225,7 +321,7 @@ export class Dispatcher {
     this.startKeeper();
     try {
       // Read now, not when the event was consumed: a DELETE that returned before this read stops the send.
-      const sub = await deps.collections.webhooks.findOne({ _id: held.subscription_id });
+      const sub = await this.subscriptions.read(held.subscription_id);
       if (!sub) {
         await dropDelivery(deps.collections, held);
         return;
@@ -239,6 +335,7 @@ export class Dispatcher {
       const outcome = await send(deps, held, sub);
       const slow = SLOW_OUTCOMES.has(outcome.outcome);
       this.queue.observe(held.subscription_id, slow);
+      this.activity.set(held.subscription_id, Date.now());
       if (slow) this.handBack(this.queue.trim(held.subscription_id));
       freeSlot();
       deps.onAttempt?.(outcome);
@@ -250,19 +347,44 @@ export class Dispatcher {
     }
   }
 
+  /**
+   * Fresh deliveries that get no room here (a slowed-down subscription's
+   * overflow): written to the store in the background, each finished once it
+   * is there. The consumer goes on reading meanwhile.
+   */
+  storeOverflow(jobs: Job[]): void {
+    this.storeFresh(jobs);
+  }
+
   /** Queued work of a subscription that just slowed down: back to the store, where it waits without holding memory here. */
   private handBack(jobs: Job[]): void {
     if (jobs.length === 0) return;
-    const ids = jobs.map((j) => j.delivery._id);
-    for (const id of ids) this.held.delete(id);
-    this.bookkeeping++;
-    releaseLeases(this.deps.collections, ids, this.deps.owner, this.deps.clock())
-      .catch((err: unknown) => this.deps.log.warn({ err }, 'could not hand queued deliveries back; their leases will expire'))
-      .finally(() => this.settle());
+    for (const j of jobs) this.held.delete(j.delivery._id);
+    const stored = jobs.filter((j) => !j.fresh).map((j) => j.delivery._id);
+    const fresh = jobs.filter((j) => j.fresh);
+    if (stored.length > 0) {
+      this.bookkeeping++;
+      releaseLeases(this.deps.collections, stored, this.deps.owner, this.deps.clock())
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'could not hand queued deliveries back; their leases will expire'))
+        .finally(() => this.settle());
+    }
+    this.storeFresh(fresh);
+  }
+
+  private storeFresh(fresh: Job[]): void {
+    if (fresh.length > 0) {
+      this.bookkeeping++;
+      // Into the store, unleased and due now, in one insertMany: the retry scheduler takes them from there.
+      storeUnleased(this.deps.collections, fresh.map((j) => j.delivery), this.deps.log)
+        .then(() => fresh.forEach((j) => this.finished(j)))
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'could not hand queued deliveries to the store; the log will be read again from before them'))
+        .finally(() => this.settle());
+    }
   }
 
   private settle(): void {
     this.bookkeeping--;
+    if (this.activity.size > 10_000 && this.queue.size === 0 && this.running === 0) this.activity.clear();
   }
 
   private startKeeper(): void {
@@ -339,4 +461,21 @@ async function send(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc):
     at,
     nextAttemptAt: delay === null ? null : new Date(finished.getTime() + delay),
   };
+}
+
+/** Fresh deliveries into the store, unleased and due now; those already there are left alone. */
+export async function storeUnleased(c: DeliveryCollections, docs: DeliveryDoc[], log?: Logger): Promise<void> {
+  if (docs.length === 0) return;
+  const unleased = docs.map((d) => ({ ...d, lease_owner: null, lease_until: null }));
+  // Until it lands: the consumer's offsets stay below these deliveries meanwhile, so giving
+  // up would only mean reading (and sending) the log again from there after a restart.
+  for (let tries = 1; ; tries++) {
+    try {
+      await insertDeliveries(c, unleased);
+      return;
+    } catch (err) {
+      if (tries === 1 || tries % 30 === 0) log?.warn({ err, deliveries: docs.length, tries }, 'could not hand deliveries to the retry store; trying again');
+      await new Promise((r) => setTimeout(r, Math.min(2000, 200 * tries)));
+    }
+  }
 }

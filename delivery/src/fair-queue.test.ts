@@ -57,4 +57,23 @@ describe('fair queue', () => {
     expect(q.push('ok', 1)).to.equal(true); // other keys keep their whole room
     expect(q.queueLimitOf('ok')).to.equal(128);
   });
+
+  it('lets a new key start with a few attempts and ramps it up one per success, without counting it as slowed', () => {
+    const q = new FairQueue<number>(32, 128, 4);
+    for (let i = 0; i < 100; i++) q.push('new', i);
+    const started = [];
+    for (let t = q.take(); t; t = q.take()) started.push(t.item);
+    expect(started).to.have.length(4);
+    expect(q.capOf('new')).to.equal(32); // not a cut: its work is not handed to the store
+    expect(q.roomOf('new')).to.equal(128 - 96);
+    q.done('new');
+    q.observe('new', false);
+    let more = 0;
+    while (q.take()) more++;
+    expect(more).to.equal(2); // one slot freed, one more allowed
+    for (let i = 0; i < 40; i++) q.observe('new', false);
+    for (let i = 0; i < 6; i++) q.done('new');
+    while (q.take()) more++;
+    expect(more).to.equal(2 + 32);
+  });
 });

@@ -15,6 +15,14 @@
  * per running slot): a hung receiver at cap 1 keeps 4 items in memory, not
  * 128, and the rest of its work waits in the store (the caller hands it back)
  * instead of in memory that throttles the consumer for every subscription.
+ *
+ * A key seen for the first time starts slowly (`startRunning` at once, one
+ * more per attempt that went well): a burst of thousands of deliveries to
+ * new subscriptions otherwise opens hundreds of TLS connections in the same
+ * instant, and the handshakes alone ran attempts into their timeout (the
+ * store-operations test: 229 timeouts in a 2,000-delivery burst to one
+ * receiver, every subscription then treated as hung). This ramp is not a
+ * cut: the key is not "slowed" (its work is not sent to the store).
  */
 export class FairQueue<T> {
   /** Map order is the round-robin order: a key that was served moves to the back. */
@@ -22,12 +30,22 @@ export class FairQueue<T> {
   private readonly running = new Map<string, number>();
   /** Keys whose cap is below perKeyRunning right now. */
   private readonly caps = new Map<string, number>();
+  /** Keys still ramping up (slow start) and how many of theirs may run now. */
+  private readonly ramps = new Map<string, number>();
+  /** Keys seen (their ramp is over or under way). */
+  private readonly known = new Set<string>();
   private queued = 0;
 
   constructor(
     private readonly perKeyRunning: number,
     private readonly perKeyQueued: number,
+    private readonly startRunning = perKeyRunning,
   ) {}
+
+  /** How many of `key` may run now: its cap, or less while it ramps up. */
+  private runCapOf(key: string): number {
+    return Math.min(this.capOf(key), this.ramps.get(key) ?? this.perKeyRunning);
+  }
 
   get size(): number {
     return this.queued;
@@ -50,6 +68,11 @@ export class FairQueue<T> {
 
   /** False when the key already has its fill of waiting items (the caller leaves this one for later). */
   push(key: string, item: T): boolean {
+    if (!this.known.has(key)) {
+      if (this.known.size > 100_000) this.known.clear();
+      this.known.add(key);
+      if (this.startRunning < this.perKeyRunning) this.ramps.set(key, this.startRunning);
+    }
     const q = this.queues.get(key);
     if (q && q.length >= this.queueLimitOf(key)) return false;
     if (q) q.push(item);
@@ -61,7 +84,7 @@ export class FairQueue<T> {
   /** The next item of the first key (in rotation) that may run another; marks it running. */
   take(): { key: string; item: T } | null {
     for (const [key, q] of this.queues) {
-      if ((this.running.get(key) ?? 0) >= this.capOf(key)) continue;
+      if ((this.running.get(key) ?? 0) >= this.runCapOf(key)) continue;
       const item = q.shift() as T;
       this.queued--;
       this.queues.delete(key);
@@ -72,6 +95,11 @@ export class FairQueue<T> {
     return null;
   }
 
+  /** Items of `key` running now. */
+  runningOf(key: string): number {
+    return this.running.get(key) ?? 0;
+  }
+
   done(key: string): void {
     const n = (this.running.get(key) ?? 1) - 1;
     if (n <= 0) this.running.delete(key);
@@ -80,6 +108,11 @@ export class FairQueue<T> {
 
   /** How an attempt of `key` went: `slow` when it held its slot to a timeout or could not connect. */
   observe(key: string, slow: boolean): void {
+    const ramp = this.ramps.get(key);
+    if (ramp !== undefined && !slow) {
+      if (ramp + 1 >= this.perKeyRunning) this.ramps.delete(key);
+      else this.ramps.set(key, ramp + 1);
+    }
     const cap = this.capOf(key);
     const next = slow ? Math.max(1, Math.floor(cap / 2)) : cap + 1;
     if (next >= this.perKeyRunning) this.caps.delete(key);
@@ -108,7 +141,7 @@ export class FairQueue<T> {
    * of healthy subscriptions' work.
    */
   busyKeys(): string[] {
-    return [...this.running].filter(([key, n]) => n >= this.capOf(key) && (!this.hasRoom(key) || this.capOf(key) < this.perKeyRunning)).map(([key]) => key);
+    return [...this.running].filter(([key, n]) => n >= this.runCapOf(key) && (!this.hasRoom(key) || this.capOf(key) < this.perKeyRunning)).map(([key]) => key);
   }
 
   /** Removes and returns everything waiting. */

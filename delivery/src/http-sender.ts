@@ -111,7 +111,7 @@ export function createSender(opts: SenderOptions): Sender {
   // request (got's certificateAuthority), Node built a context per TLS connection and
   // parsed the ~140 root certificates each time: 60% of this process's CPU in the bench.
   const secureContext = opts.caPem ? createSecureContext({ ca: [...rootCertificates, opts.caPem] }) : undefined;
-  const agent = new https.Agent({ keepAlive: true, maxFreeSockets: 64, scheduling: 'lifo', timeout: 30_000, ...(secureContext ? { secureContext } : {}) });
+  const agent = new https.Agent({ keepAlive: true, maxFreeSockets: 256, scheduling: 'lifo', timeout: 30_000, ...(secureContext ? { secureContext } : {}) });
   const client: Got = got.extend({
     agent: { https: agent },
     timeout: { request: opts.timeoutMs },

@@ -22,8 +22,16 @@ import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
 interface Pending {
   record: AttemptRecord;
   attemptId: string;
+  /** Read from the log, never stored: a failure becomes its retry document here; a success needs nothing more. */
+  fresh: boolean;
   settle: { resolve(): void; reject(err: unknown): void };
 }
+
+/** A subscription's last_* fields are written at most once per this long (the latest attempt wins). */
+export const STATUS_COALESCE_MS = 250;
+
+/** How long a flush waits for more attempts to join it (see flushNext). */
+export const RECORD_LINGER_MS = 20;
 
 /** At most this many attempts per flush (one insertMany and bulkWrites of this size). */
 const MAX_BATCH = 500;
@@ -42,18 +50,30 @@ export class AttemptRecorder {
   private queue: Pending[] = [];
   private flushing: Promise<void> | null = null;
   private drained: (() => void)[] = [];
+  private readonly status: StatusWriter;
 
   constructor(
     private readonly c: DeliveryCollections,
     private readonly log?: Logger,
-  ) {}
+  ) {
+    this.status = new StatusWriter(c, log);
+  }
 
-  /** Resolves once the attempt, the delivery's state and the subscription's last_* are written. */
-  record(record: AttemptRecord, attemptId: string): Promise<void> {
+  /**
+   * Resolves once the attempt and the delivery's state are written (for a
+   * fresh delivery: its retry document when it failed); the subscription's
+   * last_* follow within STATUS_COALESCE_MS.
+   */
+  record(record: AttemptRecord, attemptId: string, fresh = false): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ record, attemptId, settle: { resolve, reject } });
+      this.queue.push({ record, attemptId, fresh, settle: { resolve, reject } });
       if (!this.flushing) this.flushNext();
     });
+  }
+
+  /** Writes the coalesced last_* still waiting (shutdown). */
+  flushStatus(): Promise<void> {
+    return this.status.flushAll();
   }
 
   /** Records queued or being written. */
@@ -68,12 +88,14 @@ export class AttemptRecorder {
   }
 
   private flushNext(): void {
-    const batch = this.queue.splice(0, MAX_BATCH);
-    if (batch.length === 0) {
+    if (this.queue.length === 0) {
       for (const wake of this.drained.splice(0)) wake();
       return;
     }
-    this.flushing = this.writeBatch(batch).finally(() => {
+    // A short linger gathers the attempts of paced traffic into one insertMany (what waits is
+    // the record and the offset commit behind it, never a send).
+    const linger = this.queue.length < MAX_BATCH ? new Promise((r) => setTimeout(r, RECORD_LINGER_MS)) : Promise.resolve();
+    this.flushing = linger.then(() => this.writeBatch(this.queue.splice(0, MAX_BATCH))).finally(() => {
       this.flushing = null;
       this.flushNext();
     });
@@ -127,8 +149,136 @@ export class AttemptRecorder {
     // One update after another, not a bulkWrite: FerretDB 1.24 stalls for minutes on an
     // update command of a few hundred statements (measured: 2 fine, 200 never returned
     // in 60 s), and one writer at a time also spares SQLite its lock contention.
-    for (const p of batch) await recordStateOf(this.c, p.record);
-    for (const [filter, update] of subscriptionUpdates(batch.map((p) => p.record))) await writeStatus(this.c, filter, update);
+    // A fresh delivery that failed is handed to the retry store here (or kept as failed when
+    // that was its last attempt); a fresh success needs no delivery document at all.
+    const handed = batch.filter((p) => p.fresh && p.record.outcome !== 'ok').map((p) => storedAfter(p.record));
+    if (handed.length > 0) await insertIgnoringDuplicates(this.c, handed);
+    for (const p of batch) if (!p.fresh) await recordStateOf(this.c, p.record);
+    // After the attempts. A few are awaited (with little traffic the status is there when the
+    // record is); more go on in the background: fifty subscriptions' status writes one after
+    // another held every record of the flush (and the offsets behind them) for seconds.
+    await this.status.offer(batch.map((p) => p.record));
+  }
+}
+
+/**
+ * Coalesces the subscriptions' last_* writes: a subscription not written in
+ * the last STATUS_COALESCE_MS is written at once (with little traffic the
+ * status is there as soon as the attempt is); otherwise its latest attempt
+ * waits for the end of that window and is written then, once.
+ */
+/** A flush waits for its status writes when there are at most this many (see write). */
+const AWAITED_STATUS_WRITES = 4;
+
+class StatusWriter {
+  private readonly lastWrite = new Map<string, number>();
+  private readonly waiting = new Map<string, AttemptRecord>();
+  private timer: NodeJS.Timeout | null = null;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly c: DeliveryCollections,
+    private readonly log?: Logger,
+  ) {}
+
+  offer(records: AttemptRecord[]): Promise<void> {
+    const now = Date.now();
+    const due: AttemptRecord[] = [];
+    for (const r of latestPerSubscription(records)) {
+      const id = r.delivery.subscription_id;
+      const seen = this.waiting.get(id);
+      const latest = seen && seen.at.getTime() > r.at.getTime() ? seen : r;
+      if (now - (this.lastWrite.get(id) ?? 0) >= STATUS_COALESCE_MS && !this.waiting.has(id)) {
+        this.lastWrite.set(id, now);
+        due.push(latest);
+      } else {
+        this.waiting.set(id, latest);
+        this.arm();
+      }
+    }
+    if (due.length === 0) return Promise.resolve();
+    const written = this.write(due);
+    if (due.length <= AWAITED_STATUS_WRITES) return written;
+    written.catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
+    return Promise.resolve();
+  }
+
+  flushAll(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const all = [...this.waiting.values()];
+    this.waiting.clear();
+    return all.length > 0 ? this.write(all).then(() => this.writing) : this.writing;
+  }
+
+  private arm(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      const now = Date.now();
+      const due: AttemptRecord[] = [];
+      for (const [id, r] of this.waiting) {
+        if (now - (this.lastWrite.get(id) ?? 0) < STATUS_COALESCE_MS) continue;
+        this.waiting.delete(id);
+        this.lastWrite.set(id, now);
+        due.push(r);
+      }
+      if (this.waiting.size > 0) this.arm();
+      this.write(due).catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
+    }, STATUS_COALESCE_MS);
+    this.timer.unref();
+    if (this.lastWrite.size > 10_000) this.forgetOld();
+  }
+
+  private forgetOld(): void {
+    const cutoff = Date.now() - STATUS_COALESCE_MS;
+    for (const [id, at] of this.lastWrite) if (at < cutoff) this.lastWrite.delete(id);
+  }
+
+  /** One writer at a time, in order. */
+  private write(records: AttemptRecord[]): Promise<void> {
+    const run = this.writing.then(async () => {
+      for (const [filter, update] of subscriptionUpdates(records)) await writeStatus(this.c, filter, update);
+    });
+    this.writing = run.catch(() => undefined);
+    return run;
+  }
+}
+
+function latestPerSubscription(records: AttemptRecord[]): AttemptRecord[] {
+  const latest = new Map<string, AttemptRecord>();
+  for (const r of records) {
+    const seen = latest.get(r.delivery.subscription_id);
+    if (!seen || seen.at.getTime() <= r.at.getTime()) latest.set(r.delivery.subscription_id, r);
+  }
+  return [...latest.values()];
+}
+
+/** The stored document of a fresh delivery after a failed attempt: due for its retry, or failed for good. */
+export function storedAfter(r: AttemptRecord): DeliveryDoc {
+  const next = nextAttemptOf(r);
+  const finished = new Date(r.at.getTime() + r.durationMs);
+  return {
+    ...r.delivery,
+    state: next ? 'pending' : 'failed',
+    attempts: r.attempt,
+    next_attempt_at: next,
+    lease_owner: null,
+    lease_until: null,
+    last_status: r.status,
+    last_outcome: r.outcome,
+    updated_at: finished,
+  };
+}
+
+/** insertMany, unordered; a document already there (another process, an earlier try) is left as it is. */
+export async function insertIgnoringDuplicates(c: DeliveryCollections, docs: DeliveryDoc[]): Promise<void> {
+  try {
+    await c.deliveries.insertMany(docs, { ordered: false });
+  } catch (err) {
+    if (!(err instanceof MongoBulkWriteError)) throw err;
+    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+    if (errors.some((e) => e.code !== DUPLICATE_KEY)) throw err;
   }
 }
 
@@ -208,12 +358,7 @@ export function deliveryUpdate(r: AttemptRecord): [{ _id: string; claim_seq: num
  * an earlier-started attempt overwriting a later one from another flush.
  */
 export function subscriptionUpdates(records: AttemptRecord[]): [Filter<WebhookStatusDoc> & { _id: string }, { $set: Omit<WebhookStatusDoc, '_id'> }][] {
-  const latest = new Map<string, AttemptRecord>();
-  for (const r of records) {
-    const seen = latest.get(r.delivery.subscription_id);
-    if (!seen || seen.at.getTime() <= r.at.getTime()) latest.set(r.delivery.subscription_id, r);
-  }
-  return [...latest.values()].map((r) => [
+  return latestPerSubscription(records).map((r) => [
     { _id: r.delivery.subscription_id, last_delivery_at: { $lte: r.at } },
     { $set: { last_status: r.status, last_delivery_at: r.at, last_error: r.status === null ? r.outcome : null } },
   ]);

@@ -10,6 +10,7 @@ import { DnsResolver } from '../../shared/src/dns.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
+import { OffsetTracker } from './offsets.js';
 import { countQueue, type AttemptRecord } from './deliveries.js';
 import { Dispatcher, type DispatchHooks } from './dispatch.js';
 import { createSender } from './http-sender.js';
@@ -83,6 +84,9 @@ async function placeNewGroup(admin: Admin, groupId: string, topic: string, start
   }
 }
 
+/** How often each partition's finished offset is committed (also after every step of a batch). */
+const COMMIT_INTERVAL_MS = 200;
+
 export const USER_AGENT = 'event-platform-webhooks/1.0';
 
 /**
@@ -143,6 +147,16 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: wh.retentionMs, intervalMs: 10 * 60_000, clock });
   lifecycle.onStop('retention-sweeper', stopSweeper);
 
+  // Offsets are committed here, not by kafkajs: up to each partition's lowest unfinished delivery.
+  let current: { consumer: Consumer; offsets: OffsetTracker } | null = null;
+  const commitNow = async (): Promise<void> => {
+    const at = current;
+    if (at) await at.offsets.commit(at.consumer);
+  };
+  const committer = setInterval(() => {
+    commitNow().catch((err: unknown) => log.debug({ err }, 'could not commit delivery offsets; will try again'));
+  }, COMMIT_INTERVAL_MS);
+  committer.unref();
   const consumer = new SupervisedConsumer({
     name: 'delivery',
     groupId: config.groupId,
@@ -150,18 +164,44 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     stallMs: opts.stallMs,
     newConsumer: () => (opts.newConsumer ?? createConsumer)(kafka, config.groupId),
     run: async (c) => {
+      const offsets = new OffsetTracker(config.kafka.eventsTopic);
+      current = { consumer: c, offsets };
+      // A new generation re-reads each partition from its committed offset: what the old one
+      // tracked no longer commits (its deliveries still finish; a copy read again waits for them).
+      c.on(c.events.GROUP_JOIN, () => offsets.reset());
       await c.connect();
       await c.subscribe({ topic: config.kafka.eventsTopic, fromBeginning: true });
       await c.run({
         eachBatchAutoResolve: false,
-        autoCommit: true,
+        autoCommit: false,
         partitionsConsumedConcurrently: 4,
-        eachBatch: metrics.consumerLag.track('delivery', c, config.kafka.eventsTopic, eachBatchHandler({ ...shared, dispatcher })),
+        eachBatch: metrics.consumerLag.track(
+          'delivery',
+          c,
+          config.kafka.eventsTopic,
+          eachBatchHandler({ ...shared, dispatcher, offsets: { of: (p) => offsets.of(p), get unfinished() { return offsets.unfinished; }, commit: () => offsets.commit(c) } }),
+        ),
       });
     },
   });
   await consumer.start();
-  lifecycle.onStop('consumer', () => consumer.stop());
+  lifecycle.onStop('consumer', async () => {
+    clearInterval(committer);
+    await consumer.stop();
+  });
+  // Runs before the consumer leaves its group: no new batches, the dispatcher finishes what it
+  // holds (queued fresh deliveries go to the store), then the offsets are committed, so a
+  // clean restart sends again only what is in the store.
+  lifecycle.onStop('drain', async () => {
+    const c = consumer.consumer;
+    try {
+      c?.pause([{ topic: config.kafka.eventsTopic }]);
+    } catch {
+      // not running: nothing to pause
+    }
+    await dispatcher.stop(ATTEMPT_TIMEOUT_MS + 1000);
+    await commitNow().catch((err: unknown) => log.info({ err }, 'could not commit the last delivery offsets; the next owner sends them again'));
+  });
 
   let metricsUrl: string | null = null;
   if (config.metrics.port !== 0) {

@@ -13,9 +13,14 @@ export const WEBHOOK_CAP_FOR_TESTS = 5;
  * (other databases, or no reachable database at all) would otherwise own
  * some partitions and take those events away from this test's database.
  */
-export function webhookTestEnv(): { EVENTS_TOPIC: string; MONGO_DB: string } {
+export function webhookTestEnv(): { EVENTS_TOPIC: string; MONGO_DB: string; DELIVERY_GROUP_ID: string } {
   const base = baseTestEnv();
-  return { EVENTS_TOPIC: `${base.EVENTS_TOPIC}-webhooks`, MONGO_DB: `${base.MONGO_DB}_webhooks` };
+  const topic = `${base.EVENTS_TOPIC}-webhooks`;
+  const db = `${base.MONGO_DB}_webhooks`;
+  // Every delivery process of these tests in ONE group, as in a deployment (the default group is
+  // per topic and database): two groups on one topic each deliver every event (the log is the
+  // queue: nothing in the store stops a second group).
+  return { EVENTS_TOPIC: topic, MONGO_DB: db, DELIVERY_GROUP_ID: `${topic}.delivery.${db}` };
 }
 
 let started: Promise<{ api: RunningApi; dns: FakeDns }> | null = null;

@@ -170,51 +170,63 @@ export async function eventDeliveries(deps: ActivityDeps, accountId: string, eve
   const { events, deliveries, attempts, webhooks } = deps.mongo.collections;
   const event = await storage(events.findOne({ _id: eventId, account_id: accountId }));
   if (!event) throw notFound('Event');
-  const dels = await storage(
-    deliveries
-      .find({ event_id: eventId, account_id: accountId }, { projection: { body: 0 } })
-      .sort({ created_at: 1, _id: 1 })
-      .limit(bounds.maxDeliveries + 1)
-      .toArray(),
+  // A delivery sent at once from memory leaves only its attempts (the delivery process writes a
+  // `deliveries` document only for work handed to the retry store), so both are read and joined.
+  const [stored, tries] = await storage(
+    Promise.all([
+      deliveries
+        .find({ event_id: eventId, account_id: accountId }, { projection: { body: 0 } })
+        .sort({ created_at: 1, _id: 1 })
+        .limit(bounds.maxDeliveries + 1)
+        .toArray(),
+      attempts
+        .find({ event_id: eventId, account_id: accountId })
+        .sort({ at: 1, _id: 1 })
+        .limit(bounds.maxAttempts + 1)
+        .toArray(),
+    ]),
   );
-  let truncated = dels.length > bounds.maxDeliveries;
-  if (truncated) dels.length = bounds.maxDeliveries;
-  const ids = dels.map((d) => d._id);
-  const [tries, hooks] =
-    ids.length === 0
-      ? [[], []]
-      : await storage(
-          Promise.all([
-            attempts
-              .find({ delivery_id: { $in: ids } })
-              .sort({ at: 1, _id: 1 })
-              .limit(bounds.maxAttempts + 1)
-              .toArray(),
-            webhooks.find({ _id: { $in: [...new Set(dels.map((d) => d.subscription_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray(),
-          ]),
-        );
-  if (tries.length > bounds.maxAttempts) {
-    truncated = true;
-    tries.length = bounds.maxAttempts;
+  let truncated = stored.length > bounds.maxDeliveries || tries.length > bounds.maxAttempts;
+  if (tries.length > bounds.maxAttempts) tries.length = bounds.maxAttempts;
+  const byDelivery = new Map<string, AttemptDoc[]>();
+  for (const t of tries) {
+    const list = byDelivery.get(t.delivery_id);
+    if (list) list.push(t);
+    else byDelivery.set(t.delivery_id, [t]);
   }
+  const storedById = new Map(stored.map((d) => [d._id, d]));
+  const views = [...new Set([...storedById.keys(), ...byDelivery.keys()])].map((id) => deliveryView(id, storedById.get(id), byDelivery.get(id) ?? []));
+  views.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+  if (views.length > bounds.maxDeliveries) {
+    truncated = true;
+    views.length = bounds.maxDeliveries;
+  }
+  const hooks = views.length === 0 ? [] : await storage(webhooks.find({ _id: { $in: [...new Set(views.map((d) => d.webhook_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray());
   const urls = new Map(hooks.map((h) => [h._id, h.url]));
-  const byDelivery = new Map<string, EventAttempt[]>(ids.map((id) => [id, []]));
-  for (const t of tries) byDelivery.get(t.delivery_id)?.push(toAttempt(t));
   return {
     event: docToRecord(event),
-    deliveries: dels.map((d) => ({
-      id: d._id,
-      webhook_id: d.subscription_id,
-      url: urls.get(d.subscription_id) ?? null,
-      state: d.state,
-      attempts_made: d.attempts,
-      next_attempt_at: d.next_attempt_at ? d.next_attempt_at.toISOString() : null,
-      last_status: d.last_status ?? null,
-      last_outcome: d.last_outcome ?? null,
-      created_at: d.created_at.toISOString(),
-      updated_at: d.updated_at.toISOString(),
-      attempts: byDelivery.get(d._id) ?? [],
-    })),
+    deliveries: views.map((d) => ({ ...d, url: urls.get(d.webhook_id) ?? null })),
     truncated,
+  };
+}
+
+/** One delivery as the event detail shows it: from its stored document when it has one, else from its attempts. */
+function deliveryView(id: string, stored: DeliveryDoc | undefined, tries: AttemptDoc[]): EventDelivery {
+  const last = tries.at(-1);
+  const first = tries[0];
+  const fromAttempts = (): EventDelivery['state'] => (last?.outcome === 'ok' ? 'succeeded' : last && last.next_attempt_at === null ? 'failed' : 'pending');
+  const nextAt = stored ? stored.next_attempt_at : (last?.next_attempt_at ?? null);
+  return {
+    id,
+    webhook_id: stored?.subscription_id ?? first!.subscription_id,
+    url: null,
+    state: stored?.state ?? fromAttempts(),
+    attempts_made: Math.max(stored?.attempts ?? 0, tries.length),
+    next_attempt_at: nextAt ? nextAt.toISOString() : null,
+    last_status: stored ? (stored.last_status ?? null) : (last?.status ?? null),
+    last_outcome: stored ? (stored.last_outcome ?? null) : (last?.outcome ?? null),
+    created_at: (stored?.created_at ?? first!.at).toISOString(),
+    updated_at: (stored?.updated_at ?? last!.at).toISOString(),
+    attempts: tries.map(toAttempt),
   };
 }

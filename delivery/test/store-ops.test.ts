@@ -1,0 +1,113 @@
+/**
+ * Store operations per successful delivery (issue 16): the happy path sends
+ * from the log and writes only the attempts (batched) and a coalesced
+ * last_* per subscription. Counted with the driver's command monitor on the
+ * delivery process's own client, in a topic and database of their own (no
+ * other test's events or subscriptions in the count). Before issue 16 a
+ * delivery cost 6–8 operations (delivery insert, claim insert, subscription
+ * read, attempt insert, delivery read and update, status update).
+ */
+import { expect } from 'chai';
+import { Kafka, logLevel } from 'kafkajs';
+import type { CommandStartedEvent } from 'mongodb';
+import { ok, Receiver } from '../../shared/test/support/receiver.js';
+import { uniqueName } from '../../shared/test/support/env.js';
+import type { EventEnvelope } from '../../shared/src/eventlog/types.js';
+import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('delivery store operations', function () {
+  this.timeout(180_000);
+  let receiver: Receiver;
+  let env: Record<string, string>;
+  let log: TestLog;
+  let db: TestDb;
+  const ops: string[] = [];
+  let worker: Awaited<ReturnType<typeof startTestDelivery>>;
+
+  before(async function () {
+    receiver = await Receiver.start();
+    const base = deliveryTestEnv(receiver.caFile);
+    const topic = `${base.EVENTS_TOPIC}-${uniqueName('ops')}`;
+    const admin = new Kafka({ brokers: base.KAFKA_BROKERS!.split(','), logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    await admin.createTopics({ topics: [{ topic, numPartitions: 3, replicationFactor: 1 }], waitForLeaders: true });
+    await admin.disconnect();
+    // MONGO_SLOW_MS turns the driver's command monitor on (nothing is that slow: no log).
+    env = { ...base, EVENTS_TOPIC: topic, MONGO_DB: `${base.MONGO_DB}_ops`, MONGO_SLOW_MS: '3600000' };
+    worker = await startTestDelivery(env, async () => ['127.0.0.1']);
+    worker.mongo.client.on('commandStarted', (e: CommandStartedEvent) => {
+      const coll = e.command[e.commandName];
+      ops.push(`${e.commandName} ${typeof coll === 'string' ? coll : ''}`.trim());
+    });
+    await waitForGroup(env);
+    log = new TestLog(env);
+    db = new TestDb(env);
+  });
+  after(() => receiver.close());
+
+  /** Sends `events` (each to one subscription) and counts the store operations until every attempt is recorded. */
+  async function measure(name: string, publish: (subs: { account: string }[]) => Promise<number>): Promise<number> {
+    const subs = await Promise.all(Array.from({ length: 10 }, async () => {
+      const account = newAccountId();
+      await db.subscribe(account, receiver.url(`/${name}`), ['*']);
+      return { account };
+    }));
+    receiver.on(`/${name}`, ok);
+    await sleep(500);
+    ops.length = 0;
+    const count = await publish(subs);
+    const progress = setInterval(() => {
+      void (async () => {
+        const states = await db.collection('deliveries').aggregate([{ $group: { _id: '$state', n: { $sum: 1 } } }]).toArray();
+        const outcomes = await db.collection('delivery_attempts').aggregate([{ $group: { _id: '$outcome', n: { $sum: 1 } } }]).toArray();
+        console.log(`      [${name}] attempts ${JSON.stringify(outcomes)}`);
+        console.log(`      [${name}] ${receiver.received(`/${name}`).length}/${count}; dispatcher load ${worker.dispatcher.load}, sending ${worker.dispatcher.inFlight}; stored ${JSON.stringify(states)}`);
+      })();
+    }, 10_000);
+    try {
+      await receiver.waitFor(`/${name}`, count, 120_000);
+    } finally {
+      clearInterval(progress);
+    }
+    await db.until(async () => (await db.collection('delivery_attempts').countDocuments({ subscription_id: { $in: await subIds(name) } })) >= count, 30_000, 'attempts recorded');
+    await sleep(600); // the coalesced last_* writes
+    const seen = ops.filter((o) => !/^(hello|ismaster|ping|endSessions)/i.test(o));
+    const byKind = new Map<string, number>();
+    for (const o of seen) byKind.set(o, (byKind.get(o) ?? 0) + 1);
+    const perDelivery = seen.length / count;
+    console.log(`      ${name}: ${count} deliveries, ${seen.length} store operations (${perDelivery.toFixed(2)} per delivery): ${JSON.stringify(Object.fromEntries(byKind))}`);
+    return perDelivery;
+  }
+
+  async function subIds(name: string): Promise<string[]> {
+    return (await db.collection('webhooks').find({ url: { $regex: `/${name}$` } }).toArray()).map((d) => d._id as string);
+  }
+
+  it('writes about one store operation per successful delivery in a burst (goal: at most 1, amortized)', async () => {
+    const perDelivery = await measure('ops-burst', async (subs) => {
+      const events: EventEnvelope[] = [];
+      for (let i = 0; i < 200; i++) for (const s of subs) events.push(envelope(s.account, 'message.sent', { i }));
+      for (let i = 0; i < events.length; i += 500) await log.publishAtOnce(events.slice(i, i + 500));
+      return events.length;
+    });
+    // Before issue 16: 6–8 per delivery.
+    expect(perDelivery).to.be.below(4);
+  });
+
+  it('counts the store operations of paced traffic (one event every 10 ms)', async () => {
+    const perDelivery = await measure('ops-paced', async (subs) => {
+      let n = 0;
+      for (let i = 0; i < 40; i++) {
+        for (const s of subs) {
+          void log.publishAtOnce([envelope(s.account, 'message.sent', { i })]);
+          n++;
+          await sleep(10);
+        }
+      }
+      return n;
+    });
+    expect(perDelivery).to.be.below(6);
+  });
+});
