@@ -68,6 +68,30 @@ export interface EventDoc {
 }
 
 /**
+ * One page of an account's event stream on one partition (event-store/pages.ts):
+ * a run of consecutive events of the stream, oldest first. A stream is either
+ * all the account's events or those of one type. `_id` is `<stream>:<n>`,
+ * pages numbered from 0; the stream's head document lists where each starts.
+ */
+export interface EventPageDoc {
+  _id: string;
+  /** Offset of the first and last event held. */
+  first: number;
+  last: number;
+  /** BSON bytes of the events held (bounded with their count). */
+  bytes: number;
+  events: EventDoc[];
+}
+
+/** Where each page of a stream starts (`_id` is `<stream>:h`): `starts[n]` is the first offset of page n. */
+export interface EventPageHeadDoc {
+  _id: string;
+  /** How many pages the stream has (starts.length): a head is replaced only by one listing more. */
+  pages: number;
+  starts: number[];
+}
+
+/**
  * Highest offset of a partition that is fully written to `events`, in the life
  * of the topic whose Kafka id is `topic_id` (a recreated topic starts again).
  */

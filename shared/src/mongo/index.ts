@@ -15,6 +15,8 @@ import type {
   DeadEventDoc,
   DeliveryDoc,
   EventDoc,
+  EventPageDoc,
+  EventPageHeadDoc,
   EventTopicDoc,
   IngestKeyDoc,
   RateLimitDoc,
@@ -34,6 +36,8 @@ export const COLLECTION_NAMES = {
   apiKeys: 'api_keys',
   apiKeyHashes: 'api_key_hashes',
   events: 'events',
+  /** Pages and page heads of the account streams (event-store/pages.ts); found by _id only. */
+  eventPages: 'event_pages',
   watermarks: 'watermarks',
   eventTopics: 'event_topics',
   deadEvents: 'dead_events',
@@ -53,6 +57,7 @@ export interface Collections {
   apiKeys: Collection<ApiKeyDoc>;
   apiKeyHashes: Collection<ApiKeyHashDoc>;
   events: Collection<EventDoc>;
+  eventPages: Collection<EventPageDoc | EventPageHeadDoc>;
   watermarks: Collection<WatermarkDoc>;
   eventTopics: Collection<EventTopicDoc>;
   deadEvents: Collection<DeadEventDoc>;
@@ -92,6 +97,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     apiKeys: db.collection(COLLECTION_NAMES.apiKeys),
     apiKeyHashes: db.collection(COLLECTION_NAMES.apiKeyHashes),
     events: db.collection(COLLECTION_NAMES.events),
+    eventPages: db.collection(COLLECTION_NAMES.eventPages),
     watermarks: db.collection(COLLECTION_NAMES.watermarks),
     eventTopics: db.collection(COLLECTION_NAMES.eventTopics),
     deadEvents: db.collection(COLLECTION_NAMES.deadEvents),
@@ -125,6 +131,7 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { account_id: 1, partition: 1, offset: 1 }, name: 'account_position' },
     { key: { account_id: 1, type: 1, partition: 1, offset: 1 }, name: 'account_type_position' },
   ],
+  eventPages: [],
   watermarks: [],
   eventTopics: [],
   deadEvents: [],
