@@ -142,8 +142,8 @@ export class PageWriter {
       if (!page || page.events.length >= this.pageEvents || (page.events.length > 0 && page.bytes + size > this.pageBytes)) {
         starts.push(doc.offset);
         page = { _id: pageId(stream, starts.length - 1), first: doc.offset, last: doc.offset, bytes: 0, events: [] };
-      } else {
-        page = { ...page, events: [...page.events] };
+      } else if (changed.get(starts.length - 1) !== page) {
+        page = { ...page, events: [...page.events] }; // the kept state stays as stored until the writes succeed
       }
       page.events.push(doc);
       page.last = doc.offset;
