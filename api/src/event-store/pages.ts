@@ -16,15 +16,19 @@
  * after a crash or a rebalance adds nothing. Where a page ends depends only on
  * the events of the stream (count and bytes), not on how the log was chunked,
  * so a rewrite builds the same pages. Pages are written before the head that
- * lists them; a page is replaced only by one reaching further (the filter
- * `last < new last`), so a late write of a writer that lost the partition
- * cannot take events back out of it.
+ * lists them. Every write is a replace filtered by `_id` alone: FerretDB
+ * pushes a filter down to SQL only when it is exactly `{_id}` (any other
+ * field, even beside `_id`, scans the collection on every write).
+ * Consequence: a page is not protected against a late write of a writer that
+ * lost the partition mid-chunk (one writer per partition is the consumer
+ * group's, checked before every chunk; see docs/architecture.md).
  */
-import { BSON, MongoBulkWriteError, MongoServerError, type AnyBulkWriteOperation, type Collection } from 'mongodb';
+import { BSON, type Collection } from 'mongodb';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
 
 export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc>;
+type PageWrite = EventPageDoc | EventPageHeadDoc;
 
 /** Events per page: a page of 100 spans at most two pages. */
 export const PAGE_EVENTS = 100;
@@ -101,15 +105,15 @@ export class PageWriter {
           else byStream.set(stream, [doc]);
         }
       }
-      const pageWrites: AnyBulkWriteOperation<EventPageDoc | EventPageHeadDoc>[] = [];
-      const headWrites: AnyBulkWriteOperation<EventPageDoc | EventPageHeadDoc>[] = [];
+      const pageWrites: PageWrite[] = [];
+      const headWrites: PageWrite[] = [];
       const updated: [string, StreamState][] = [];
       for (const [stream, events] of byStream) {
         const state = await this.load(stream);
         const next = this.append(stream, state, events, pageWrites);
         if (next.starts.length !== state.starts.length) {
-          const head: EventPageHeadDoc = { _id: headId(stream), pages: next.starts.length, starts: next.starts };
-          headWrites.push({ replaceOne: { filter: { _id: head._id, pages: { $lt: head.pages } }, replacement: head, upsert: true } });
+          const head: EventPageHeadDoc = { _id: headId(stream), starts: next.starts };
+          headWrites.push(head);
         }
         updated.push([stream, next]);
       }
@@ -132,7 +136,7 @@ export class PageWriter {
    * The stream's state after appending `events` (those above its last offset;
    * the rest are there already), and the page writes that store it.
    */
-  private append(stream: string, state: StreamState, events: EventDoc[], writes: AnyBulkWriteOperation<EventPageDoc | EventPageHeadDoc>[]): StreamState {
+  private append(stream: string, state: StreamState, events: EventDoc[], writes: PageWrite[]): StreamState {
     const starts = [...state.starts];
     let page = state.page;
     const changed = new Map<number, EventPageDoc>();
@@ -151,7 +155,7 @@ export class PageWriter {
       changed.set(starts.length - 1, page);
     }
     for (const p of changed.values()) {
-      writes.push({ replaceOne: { filter: { _id: p._id, last: { $lt: p.last } }, replacement: p, upsert: true } });
+      writes.push(p);
     }
     return { starts, page };
   }
@@ -168,14 +172,13 @@ export class PageWriter {
     return { starts, page: page ?? { _id: pageId(stream, starts.length - 1), first: starts.at(-1)!, last: -1, bytes: 0, events: [] } };
   }
 
-  /** Writes in one round trip; a write refused as a duplicate `_id` found the document already further on (kept). */
-  private async bulk(writes: AnyBulkWriteOperation<EventPageDoc | EventPageHeadDoc>[]): Promise<void> {
-    if (writes.length === 0) return;
-    try {
-      await this.pages.bulkWrite(writes, { ordered: false });
-    } catch (err) {
-      if (!isDuplicateKeyOnly(err)) throw err;
-    }
+  /**
+   * Each a replace by `_id` (idempotent), one after the other: an unordered
+   * bulkWrite of many upserts left a database of FerretDB 1.24 (SQLite)
+   * hanging in our tests (every later read of it waited for ever).
+   */
+  private async bulk(writes: PageWrite[]): Promise<void> {
+    for (const w of writes) await this.pages.replaceOne({ _id: w._id }, w, { upsert: true });
   }
 
   private remember(stream: string, state: StreamState): void {
@@ -192,14 +195,6 @@ export class PageWriter {
 
 function partitionOf(stream: string): number {
   return Number(stream.split(':')[1]);
-}
-
-function isDuplicateKeyOnly(err: unknown): boolean {
-  if (err instanceof MongoBulkWriteError) {
-    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-    return errors.length > 0 && errors.every((e) => e.code === 11000);
-  }
-  return err instanceof MongoServerError && err.code === 11000;
 }
 
 /**

@@ -86,8 +86,6 @@ export interface EventPageDoc {
 /** Where each page of a stream starts (`_id` is `<stream>:h`): `starts[n]` is the first offset of page n. */
 export interface EventPageHeadDoc {
   _id: string;
-  /** How many pages the stream has (starts.length): a head is replaced only by one listing more. */
-  pages: number;
   starts: number[];
 }
 
