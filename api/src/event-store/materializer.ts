@@ -27,6 +27,8 @@ export interface MaterializerOptions {
   pages?: PagesCollection;
   /** Test hook of the streams' writer: called after a chunk's pages, before their heads; 'crash' stops there. */
   afterPages?: () => 'crash' | void;
+  /** Events per page of the account streams (default PAGE_EVENTS; tests make pages small). */
+  pageEvents?: number;
   topic: string;
   groupId: string;
   log: Logger;
@@ -74,6 +76,7 @@ export class Materializer {
   constructor(private readonly opts: MaterializerOptions) {
     this.pages = opts.pages
       ? new PageWriter(opts.pages, {
+          pageEvents: opts.pageEvents,
           afterPages: () => {
             if (opts.afterPages?.() !== 'crash') return;
             this.crashed = true;
