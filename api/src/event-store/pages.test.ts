@@ -4,6 +4,8 @@ import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
 import { headId, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
 import { readAfter, readRange } from './store.js';
+import { backfillPages } from './backfill.js';
+import type { Collection } from 'mongodb';
 
 type Doc = EventPageDoc | EventPageHeadDoc;
 type Filter = Record<string, unknown>;
@@ -223,5 +225,25 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     expect(head.starts).to.deep.equal([0, 4, 5]);
     for (const n of [0, 2]) expect((fake.docs.get(pageId(stream, n)) as EventPageDoc).bytes).to.be.at.most(4096);
     expect(offsets(await readAfter(fake.asCollection(), after(2, { limit: 4 })))).to.deep.equal([3, 4, 5, 6]);
+  });
+
+  it('backfills the streams of a store written before them: the same pages as the materializer writes, and again adds nothing', async () => {
+    const docs = range(0, 2499).map((o) => ev(o % 3 === 0 ? 'acc_a' : 'acc_b', o, o % 7 === 0 ? 'call.ended' : 'message.received'));
+    const events = {
+      find: (filter: { partition: number }) => ({
+        sort: () => (async function* () {
+          for (const d of docs) if (d.partition === filter.partition) yield d;
+        })(),
+      }),
+    } as unknown as Collection<EventDoc>;
+    const fake = new FakePages();
+    expect(await backfillPages(events, fake.asCollection(), PARTITION + 1)).to.equal(2500);
+    const direct = new FakePages();
+    const writer = new PageWriter(direct.asCollection());
+    for (let i = 0; i < 2500; i += 500) await write(writer, docs.slice(i, i + 500));
+    expect(new Map([...fake.docs].sort())).to.deep.equal(new Map([...direct.docs].sort()));
+    await backfillPages(events, fake.asCollection(), PARTITION + 1);
+    expect(new Map([...fake.docs].sort())).to.deep.equal(new Map([...direct.docs].sort()));
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.ended'], accountId: 'acc_b', limit: 500 })))).to.deep.equal(range(0, 2499).filter((o) => o % 3 !== 0 && o % 7 === 0));
   });
 });
