@@ -1,13 +1,13 @@
 import { expect } from 'chai';
 import { encodeCursor } from '../../../shared/src/cursor.js';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
-import type { EventDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
-import { headId, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
+import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
+import { dirId, headId, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
 import { readAfter, readRange } from './store.js';
 import { backfillPages } from './backfill.js';
 import type { Collection } from 'mongodb';
 
-type Doc = EventPageDoc | EventPageHeadDoc;
+type Doc = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
 type Filter = Record<string, unknown>;
 
 /**
@@ -104,7 +104,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     for (const filter of fake.reads) expect(isIdEquality(filter), JSON.stringify(filter)).to.equal(true);
   });
 
-  it('reads a page of 100 with a bounded number of lookups whatever the history (100,000 events): the head and at most two pages', async () => {
+  it('reads a page of 100 with a bounded number of lookups whatever the history (100,000 events): the head, a directory and at most two pages', async () => {
     const fake = new FakePages();
     const writer = new PageWriter(fake.asCollection());
     for (let i = 0; i < 100_000; i += 5000) await write(writer, range(i, i + 4999).map((o) => ev('acc_a', o)));
@@ -113,21 +113,24 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
       const page = await readAfter(fake.asCollection(), after(since));
       const first = since === null ? 0 : since + 1;
       expect(offsets(page)).to.deep.equal(range(first, Math.min(first + 99, 99_999)));
-      expect(fake.reads.length, `lookups for since=${since}`).to.be.at.most(3);
+      expect(fake.reads.length, `lookups for since=${since}`).to.be.at.most(4);
     }
   });
 
   it('pages across page boundaries and from a cursor in the middle of a page: every event once, in order', async () => {
     const fake = new FakePages();
-    const writer = new PageWriter(fake.asCollection(), { pageEvents: 4 });
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 4, dirPages: 3 });
     // The account's events are sparse on the partition (other accounts in between).
     const mine = range(0, 59).map((i) => ev('acc_a', i * 3));
     const others = range(0, 59).map((i) => ev('acc_b', i * 3 + 1));
     const all = [...mine, ...others].sort((a, b) => a.offset - b.offset);
     await write(writer, all.slice(0, 25), 0, 37);
     await write(writer, all.slice(25), 38, 178);
-    const head = fake.docs.get(headId(streamId('acc_a', PARTITION, null))) as EventPageHeadDoc;
-    expect(head.starts).to.deep.equal(range(0, 14).map((n) => n * 12));
+    const stream = streamId('acc_a', PARTITION, null);
+    const head = fake.docs.get(headId(stream)) as EventPageHeadDoc;
+    // 15 pages of 4 events, listed by directories of 3 pages.
+    expect(head).to.deep.include({ pages: 15, per_dir: 3, dirs: range(0, 4).map((k) => k * 36) });
+    expect((fake.docs.get(dirId(stream, 1)) as EventPageDirDoc).starts).to.deep.equal([36, 48, 60]);
     // Paging by 5 from the start crosses a page boundary on every page.
     const seen: number[] = [];
     let since: number | null = null;
@@ -166,12 +169,12 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     for (let i = 0; i < docs.length; i += 2500) await write(writer, docs.slice(i, i + 2500));
     fake.reads.length = 0;
     expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.takeover'] })))).to.deep.equal([20_000, 45_000]);
-    expect(fake.reads.length).to.be.at.most(2);
+    expect(fake.reads.length).to.be.at.most(3);
     fake.reads.length = 0;
     expect(offsets(await readAfter(fake.asCollection(), after(20_000, { types: ['call.takeover'] })))).to.deep.equal([45_000]);
     expect(offsets(await readAfter(fake.asCollection(), after(45_000, { types: ['call.takeover'] })))).to.deep.equal([]);
     expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.ended'] })))).to.deep.equal([]);
-    expect(fake.reads.length, 'three reads of one rare type').to.be.at.most(6);
+    expect(fake.reads.length, 'three reads of one rare type').to.be.at.most(9);
     // Two types: both streams, merged in offset order.
     const two = await readAfter(fake.asCollection(), after(19_998, { types: ['call.takeover', 'message.received'], limit: 4 }));
     expect(offsets(two)).to.deep.equal([19_999, 20_000, 20_001, 20_002]);
@@ -180,20 +183,20 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
   it('stores each event once when the same batch is written again: by the same writer, a fresh one (after a crash), or from an earlier offset', async () => {
     const fake = new FakePages();
     const docs = range(0, 29).map((o) => ev('acc_a', o, o % 3 === 0 ? 'call.started' : 'message.received'));
-    const first = new PageWriter(fake.asCollection(), { pageEvents: 7 });
+    const first = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
     await write(first, docs.slice(0, 20));
     const snapshot = structuredClone([...fake.docs.entries()]);
     await write(first, docs.slice(0, 20)); // a chunk delivered again to the same writer (it does not follow the last one: reloaded)
     expect([...fake.docs.entries()]).to.deep.equal(snapshot);
-    const second = new PageWriter(fake.asCollection(), { pageEvents: 7 });
+    const second = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
     await write(second, docs.slice(10, 30)); // the next owner resumes from an older committed offset
-    const third = new PageWriter(fake.asCollection(), { pageEvents: 7 });
+    const third = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
     await write(third, docs.slice(0, 30));
     expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 29));
     expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.started'] })))).to.deep.equal(range(0, 9).map((i) => i * 3));
     // The same pages as one writer writing the log once, in other chunks.
     const once = new FakePages();
-    const clean = new PageWriter(once.asCollection(), { pageEvents: 7 });
+    const clean = new PageWriter(once.asCollection(), { pageEvents: 7, dirPages: 2 });
     for (let i = 0; i < 30; i += 4) await write(clean, docs.slice(i, i + 4));
     expect(new Map([...fake.docs].sort())).to.deep.equal(new Map([...once.docs].sort()));
   });
@@ -202,14 +205,14 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     const fake = new FakePages();
     let crash = true;
     const docs = range(0, 29).map((o) => ev('acc_a', o));
-    const w1 = new PageWriter(fake.asCollection(), { pageEvents: 7, afterPages: () => (crash ? 'crash' : undefined) });
-    await write(new PageWriter(fake.asCollection(), { pageEvents: 7 }), docs.slice(0, 5));
+    const w1 = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2, afterPages: () => (crash ? 'crash' : undefined) });
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 }), docs.slice(0, 5));
     expect(await write(w1, docs.slice(5, 20))).to.equal(false);
     // Pages 1 and 2 are there, the head still lists page 0 only: readers see what the head lists.
     expect(fake.docs.has(pageId(streamId('acc_a', PARTITION, null), 2))).to.equal(true);
     expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 6));
     crash = false;
-    const w2 = new PageWriter(fake.asCollection(), { pageEvents: 7 });
+    const w2 = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
     await write(w2, docs.slice(3, 30));
     expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 29));
   });
@@ -221,8 +224,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     const docs = range(0, 9).map((o) => ev('acc_a', o, 'message.received', o === 4 ? { big } : { small: o }));
     await write(writer, docs);
     const stream = streamId('acc_a', PARTITION, null);
-    const head = fake.docs.get(headId(stream)) as EventPageHeadDoc;
-    expect(head.starts).to.deep.equal([0, 4, 5]);
+    expect((fake.docs.get(dirId(stream, 0)) as EventPageDirDoc).starts).to.deep.equal([0, 4, 5]);
     for (const n of [0, 2]) expect((fake.docs.get(pageId(stream, n)) as EventPageDoc).bytes).to.be.at.most(4096);
     expect(offsets(await readAfter(fake.asCollection(), after(2, { limit: 4 })))).to.deep.equal([3, 4, 5, 6]);
   });

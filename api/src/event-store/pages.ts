@@ -4,19 +4,21 @@
  * $in, scans the whole collection), so each account's events on its partition
  * are also kept as numbered pages: `<stream>:<n>` holds a run of consecutive
  * events of the stream (oldest first, at most PAGE_EVENTS of them and about
- * PAGE_BYTES), and the head `<stream>:h` lists the first offset of every page.
+ * PAGE_BYTES); directories `<stream>:d<k>` list where pages start, DIR_PAGES
+ * each, and the head `<stream>:h` says how many pages there are and where
+ * each directory starts.
  * A stream is all the account's events, or those of one type (so a rare type
  * is read from its own stream, never by scanning the account's history).
- * A read of `limit` events is one head lookup and about limit / PAGE_EVENTS + 1
- * page lookups, whatever the size of the store.
+ * A read of `limit` events is the head, one directory and about
+ * limit / PAGE_EVENTS + 1 page lookups, whatever the size of the store.
  *
  * Written by the materializer, the single writer of a partition, after the
  * events and before the watermark. Idempotent by offset: an event at or below
  * the last offset a page holds is already there, so a batch delivered again
  * after a crash or a rebalance adds nothing. Where a page ends depends only on
  * the events of the stream (count and bytes), not on how the log was chunked,
- * so a rewrite builds the same pages. Pages are written before the head that
- * lists them. Every write is a replace filtered by `_id` alone: FerretDB
+ * so a rewrite builds the same pages. Pages and directories are written
+ * before the head that counts them. Every write is a replace filtered by `_id` alone: FerretDB
  * pushes a filter down to SQL only when it is exactly `{_id}` (any other
  * field, even beside `_id`, scans the collection on every write).
  * Consequence: a page is not protected against a late write of a writer that
@@ -25,10 +27,10 @@
  */
 import { BSON, type Collection } from 'mongodb';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
-import type { EventDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
+import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
 
-export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc>;
-type PageWrite = EventPageDoc | EventPageHeadDoc;
+export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
+type PageWrite = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
 
 /** Events per page: a page of 100 spans at most two pages. */
 export const PAGE_EVENTS = 100;
@@ -49,9 +51,20 @@ export function headId(stream: string): string {
   return `${stream}:h`;
 }
 
+export function dirId(stream: string, k: number): string {
+  return `${stream}:d${k}`;
+}
+
+/** Pages listed per directory document. */
+export const DIR_PAGES = 256;
+
 /** What the writer knows of a stream: where its pages start and the newest page. */
 interface StreamState {
-  starts: number[];
+  /** Pages of the stream, and where each directory starts. */
+  pages: number;
+  dirs: number[];
+  /** Where each page of the newest directory starts. */
+  dir: number[];
   /** The newest page (null: the stream has none yet). */
   page: EventPageDoc | null;
 }
@@ -62,6 +75,7 @@ const CACHED_STREAMS = 2000;
 export interface PageWriterOptions {
   pageEvents?: number;
   pageBytes?: number;
+  dirPages?: number;
   /** Test hook, called after the pages of a chunk are written and before the heads: 'crash' stops there. */
   afterPages?: () => 'crash' | void;
 }
@@ -79,6 +93,7 @@ export class PageWriter {
   private readonly nextOffset = new Map<number, bigint>();
   private readonly pageEvents: number;
   private readonly pageBytes: number;
+  private readonly dirPages: number;
 
   constructor(
     private readonly pages: PagesCollection,
@@ -86,6 +101,7 @@ export class PageWriter {
   ) {
     this.pageEvents = opts.pageEvents ?? PAGE_EVENTS;
     this.pageBytes = opts.pageBytes ?? PAGE_BYTES;
+    this.dirPages = opts.dirPages ?? DIR_PAGES;
   }
 
   /**
@@ -111,8 +127,8 @@ export class PageWriter {
       for (const [stream, events] of byStream) {
         const state = await this.load(stream);
         const next = this.append(stream, state, events, pageWrites);
-        if (next.starts.length !== state.starts.length) {
-          const head: EventPageHeadDoc = { _id: headId(stream), starts: next.starts };
+        if (next.pages !== state.pages) {
+          const head: EventPageHeadDoc = { _id: headId(stream), pages: next.pages, per_dir: this.dirPages, dirs: next.dirs };
           headWrites.push(head);
         }
         updated.push([stream, next]);
@@ -137,39 +153,51 @@ export class PageWriter {
    * the rest are there already), and the page writes that store it.
    */
   private append(stream: string, state: StreamState, events: EventDoc[], writes: PageWrite[]): StreamState {
-    const starts = [...state.starts];
+    let pages = state.pages;
+    const dirs = [...state.dirs];
+    let dir = [...state.dir]; // the kept state stays as stored until the writes succeed
     let page = state.page;
     const changed = new Map<number, EventPageDoc>();
+    const changedDirs = new Map<number, number[]>();
     for (const doc of events) {
       if (page && doc.offset <= page.last) continue;
       const size = BSON.calculateObjectSize(doc);
       if (!page || page.events.length >= this.pageEvents || (page.events.length > 0 && page.bytes + size > this.pageBytes)) {
-        starts.push(doc.offset);
-        page = { _id: pageId(stream, starts.length - 1), first: doc.offset, last: doc.offset, bytes: 0, events: [] };
-      } else if (changed.get(starts.length - 1) !== page) {
+        const n = pages;
+        pages += 1;
+        const k = Math.floor(n / this.dirPages);
+        if (n % this.dirPages === 0) {
+          dirs.push(doc.offset);
+          dir = [doc.offset];
+        } else dir.push(doc.offset);
+        changedDirs.set(k, dir);
+        page = { _id: pageId(stream, n), first: doc.offset, last: doc.offset, bytes: 0, events: [] };
+      } else if (changed.get(pages - 1) !== page) {
         page = { ...page, events: [...page.events] }; // the kept state stays as stored until the writes succeed
       }
       page.events.push(doc);
       page.last = doc.offset;
       page.bytes += size;
-      changed.set(starts.length - 1, page);
+      changed.set(pages - 1, page);
     }
-    for (const p of changed.values()) {
-      writes.push(p);
-    }
-    return { starts, page };
+    for (const p of changed.values()) writes.push(p);
+    for (const [k, starts] of changedDirs) writes.push({ _id: dirId(stream, k), starts });
+    return { pages, dirs, dir, page };
   }
 
-  /** The stream's state: kept from the last chunk, or read (head, then its newest page) by `_id`. */
+  /** The stream's state: kept from the last chunk, or read (head, its newest directory and page) by `_id`. */
   private async load(stream: string): Promise<StreamState> {
     const kept = this.states.get(stream);
     if (kept) return kept;
     const head = (await this.pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
-    const starts = head?.starts ?? [];
-    if (starts.length === 0) return { starts, page: null };
-    const page = (await this.pages.findOne({ _id: pageId(stream, starts.length - 1) })) as EventPageDoc | null;
-    // A head is written only after its pages, so its newest page is there; an empty one stands in if not.
-    return { starts, page: page ?? { _id: pageId(stream, starts.length - 1), first: starts.at(-1)!, last: -1, bytes: 0, events: [] } };
+    if (!head || head.pages === 0) return { pages: 0, dirs: [], dir: [], page: null };
+    const n = head.pages - 1;
+    const k = Math.floor(n / head.per_dir);
+    // Pages and directories are written before the head: what lies beyond the head's count (a crash in between) is dropped and rewritten.
+    const dirDoc = (await this.pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
+    const dir = (dirDoc?.starts ?? []).slice(0, n - k * head.per_dir + 1);
+    const page = (await this.pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
+    return { pages: head.pages, dirs: head.dirs.slice(0, k + 1), dir, page: page ?? { _id: pageId(stream, n), first: dir.at(-1) ?? 0, last: -1, bytes: 0, events: [] } };
   }
 
   /**
@@ -205,14 +233,16 @@ function partitionOf(stream: string): number {
 export async function readStream(pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number): Promise<EventDoc[]> {
   if (limit <= 0 || (after !== null && after >= upTo)) return [];
   const head = (await pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
-  const starts = head?.starts ?? [];
+  if (!head || head.pages === 0) return [];
   const out: EventDoc[] = [];
   const low = after === null ? -Infinity : Number(after);
   const high = Number(upTo);
-  for (let n = Math.max(0, lastAtOrBelow(starts, low)); n < starts.length && out.length < limit; n++) {
-    if ((starts[n] as number) > high) break;
+  const k = Math.max(0, lastAtOrBelow(head.dirs, low));
+  const dir = (await pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
+  if (!dir) return out; // listed but not there: never the case (directories are written before their head)
+  for (let n = k * head.per_dir + Math.max(0, lastAtOrBelow(dir.starts, low)); n < head.pages && out.length < limit; n++) {
     const page = (await pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
-    if (!page) break; // listed but not there: never the case (pages are written before their head); stop rather than skip
+    if (!page || page.first > high) break; // a page listed is always there (written before the head); stop rather than skip
     for (const doc of page.events) {
       if (doc.offset <= low) continue;
       if (doc.offset > high || out.length >= limit) return out;

@@ -13,11 +13,11 @@
  */
 import { MongoClient, type Collection } from 'mongodb';
 import { buildEnvelope, toEventDoc } from '../../../shared/src/eventlog/envelope.js';
-import { COLLECTION_NAMES, type EventDoc, type EventPageDoc, type EventPageHeadDoc, type WatermarkDoc } from '../../../shared/src/mongo/index.js';
+import { COLLECTION_NAMES, type EventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc, type WatermarkDoc } from '../../../shared/src/mongo/index.js';
 import { headId, PageWriter, streamId, type PagesCollection } from '../../../api/src/event-store/pages.js';
 import { watermarkId } from '../../../api/src/event-store/watermarks.js';
 
-type PageLike = EventPageDoc | EventPageHeadDoc;
+type PageLike = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
 const [url, db, topic, accountId, partition, first, count] = process.argv.slice(2);
 const client = new MongoClient(url as string);
 const events = client.db(db).collection<EventDoc>(COLLECTION_NAMES.events);
@@ -42,7 +42,7 @@ const pagesBefore = new Map<string, number>();
 for (const type of [null, 'message.received'] as const) {
   const stream = streamId(accountId as string, Number(partition), type);
   const head = (await pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
-  pagesBefore.set(stream, head?.starts.length ?? 0);
+  pagesBefore.set(stream, head?.pages ?? 0);
 }
 
 for (let i = 0; i < total; i += CHUNK) {
@@ -77,7 +77,7 @@ console.log(JSON.stringify({ inserted: total, seconds: (performance.now() - t0) 
 /** New documents by insertMany; those stored by an earlier call (a stream's head, its newest page then) replaced by _id. */
 async function insertOrReplace(collection: Collection<PageLike>, docs: PageLike[]): Promise<void> {
   const stored = (id: string): boolean => {
-    if (id.endsWith(':h')) return true;
+    if (id.endsWith(':h') || /:d\d+$/.test(id)) return true; // heads and directories: replaced (or upserted)
     const cut = id.lastIndexOf(':');
     return Number(id.slice(cut + 1)) < (pagesBefore.get(id.slice(0, cut)) ?? 0);
   };

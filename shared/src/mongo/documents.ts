@@ -83,8 +83,23 @@ export interface EventPageDoc {
   events: EventDoc[];
 }
 
-/** Where each page of a stream starts (`_id` is `<stream>:h`): `starts[n]` is the first offset of page n. */
+/**
+ * The head of a stream (`_id` is `<stream>:h`): how many pages it has, and
+ * where each directory starts. Directory k (`<stream>:d<k>`) lists where
+ * pages k * per_dir .. k * per_dir + per_dir - 1 start, so no document holds
+ * one number per page of a long history (FerretDB reads an array of 10,000
+ * numbers in ~120 ms, of 1,000 in ~7 ms).
+ */
 export interface EventPageHeadDoc {
+  _id: string;
+  pages: number;
+  per_dir: number;
+  /** `dirs[k]` is the first offset of directory k (of its first page). */
+  dirs: number[];
+}
+
+/** One directory of a stream: `starts[i]` is the first offset of page k * per_dir + i. */
+export interface EventPageDirDoc {
   _id: string;
   starts: number[];
 }

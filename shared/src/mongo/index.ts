@@ -15,6 +15,7 @@ import type {
   DeadEventDoc,
   DeliveryDoc,
   EventDoc,
+  EventPageDirDoc,
   EventPageDoc,
   EventPageHeadDoc,
   EventTopicDoc,
@@ -57,7 +58,7 @@ export interface Collections {
   apiKeys: Collection<ApiKeyDoc>;
   apiKeyHashes: Collection<ApiKeyHashDoc>;
   events: Collection<EventDoc>;
-  eventPages: Collection<EventPageDoc | EventPageHeadDoc>;
+  eventPages: Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
   watermarks: Collection<WatermarkDoc>;
   eventTopics: Collection<EventTopicDoc>;
   deadEvents: Collection<DeadEventDoc>;
