@@ -94,10 +94,12 @@ async function explain(ctx, db, accountId, partition, offset) {
     const pages = client.db(db).collection('event_pages');
     const stream = `${encodeURIComponent(accountId)}:${partition}`;
     const head = await pages.findOne({ _id: `${stream}:h` });
-    const starts = head?.starts ?? [];
-    let n = 0;
-    while (n + 1 < starts.length && starts[n + 1] <= offset) n++;
-    const out = await pages.find({ _id: `${stream}:${n}` }).explain();
+    let k = 0;
+    while (k + 1 < (head?.dirs.length ?? 0) && head.dirs[k + 1] <= offset) k++;
+    const dir = await pages.findOne({ _id: `${stream}:d${k}` });
+    let i = 0;
+    while (i + 1 < (dir?.starts.length ?? 0) && dir.starts[i + 1] <= offset) i++;
+    const out = await pages.find({ _id: `${stream}:${k * (head?.per_dir ?? 0) + i}` }).explain();
     const text = JSON.stringify(out.queryPlanner ?? out);
     const ferret = Array.isArray(out.queryPlanner?.Plan);
     const indexUsed = ferret ? /USING (COVERING )?INDEX/.test(text) : /IXSCAN|IDHACK|EXPRESS/.test(text);

@@ -1,6 +1,6 @@
 // Scenario 6's reference: the page query itself, straight through the MongoDB
 // driver (the lookups the API's readAfter makes: the account stream's head,
-// then the page holding the cursor and the next one, each by _id), at the
+// its directory, then the page holding the cursor and the next one, each by _id), at the
 // same concurrency: the storage ceiling under GET /api/v1/events.
 import { MongoClient } from 'mongodb';
 import { serve } from './serve.mjs';
@@ -17,23 +17,16 @@ serve({
     await Promise.all(
       Array.from({ length: connections }, async () => {
         while (amount ? n < amount : performance.now() < end) {
-          const k = offsets[n++ % offsets.length];
+          const k0 = offsets[n++ % offsets.length];
           const head = await pages.findOne({ _id: `${stream}:h` });
-          const starts = head?.starts ?? [];
-          let lo = 0;
-          let hi = starts.length - 1;
-          let at = 0;
-          while (lo <= hi) {
-            const mid = (lo + hi) >> 1;
-            if (starts[mid] <= k) {
-              at = mid;
-              lo = mid + 1;
-            } else hi = mid - 1;
-          }
+          const dirs = head?.dirs ?? [];
+          const k = Math.max(0, lastAtOrBelow(dirs, k0));
+          const dir = await pages.findOne({ _id: `${stream}:d${k}` });
+          const at = k * (head?.per_dir ?? 0) + Math.max(0, lastAtOrBelow(dir?.starts ?? [], k0));
           let got = 0;
-          for (let p = at; p < starts.length && got < 100; p++) {
+          for (let p = at; p < (head?.pages ?? 0) && got < 100; p++) {
             const page = await pages.findOne({ _id: `${stream}:${p}` });
-            got += (page?.events ?? []).filter((e) => e.offset > k).length;
+            got += (page?.events ?? []).filter((e) => e.offset > k0).length;
           }
           if (got >= 100) done++;
         }
@@ -44,3 +37,18 @@ serve({
     return { pages: done, seconds: elapsed, rps: done / elapsed };
   },
 });
+
+/** Index of the last start <= offset (-1 when none). */
+function lastAtOrBelow(starts, offset) {
+  let lo = 0;
+  let hi = starts.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (starts[mid] <= offset) {
+      found = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
+}

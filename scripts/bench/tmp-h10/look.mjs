@@ -1,0 +1,12 @@
+import { MongoClient } from 'mongodb';
+const client = new MongoClient('mongodb://127.0.0.1:27027/');
+const dbs = (await client.db().admin().listDatabases()).databases.map((d) => d.name).filter((n) => n.endsWith('_polling'));
+const c = client.db(dbs.at(-1)).collection('event_pages');
+const head = { _id: 'usr_7e1e98d9d5bb674bc0e4b1a9:4:h' };
+console.log(dbs.at(-1), head?._id);
+const t = async (label, id, n = 10) => { const a = []; let size = 0; for (let i = 0; i < n; i++) { const s = performance.now(); const d = await c.findOne({ _id: id }); size = JSON.stringify(d ?? {}).length; a.push(performance.now() - s); } a.sort((x, y) => x - y); console.log(label, id, 'bytes', size, 'p50', a[n >> 1].toFixed(1), 'max', a.at(-1).toFixed(1)); };
+const stream = head._id.split(':').slice(0, 2).join(':');
+await t('head', stream + ':h');
+await t('page 5', stream + ':5');
+await t('page 900', stream + ':900');
+await client.close();

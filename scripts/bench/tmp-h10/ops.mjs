@@ -1,0 +1,14 @@
+import { MongoClient } from 'mongodb';
+const client = new MongoClient('mongodb://127.0.0.1:27027/');
+const c = client.db('h10_ops' + process.argv[2]).collection('event_pages');
+console.log('docs', await c.estimatedDocumentCount());
+const one = { _id: 'x', events: Array.from({ length: 100 }, (_, i) => ({ _id: 'evt_' + i, account_id: 'usr_abc', type: 'message.sent', data: { i, text: 'Running about ten minutes late, see you at the usual place.' }, created_at: new Date(), partition: 0, offset: i, cursor: 'c1_xxxxxx' })) }; await c.insertOne({ ...one, _id: 'seed' });
+const t = async (label, fn, n = 5) => { const a = []; for (let i = 0; i < n; i++) { const t0 = performance.now(); await fn(i); a.push(performance.now() - t0); } a.sort((x, y) => x - y); console.log(label, a.map((x) => x.toFixed(0)).join(' ')); };
+await t('findOne _id', () => c.findOne({ _id: one._id }));
+const big = { ...one, _id: 'probe-big' };
+console.log('bytes', JSON.stringify(big).length);
+await t('replaceOne upsert big', () => c.replaceOne({ _id: 'probe-big' }, big, { upsert: true }));
+await t('bulk 1 replace upsert big', () => c.bulkWrite([{ replaceOne: { filter: { _id: 'probe-big' }, replacement: big, upsert: true } }], { ordered: false }));
+await t('replaceOne upsert small', (i) => c.replaceOne({ _id: 'probe-small' }, { _id: 'probe-small', i }, { upsert: true }));
+await t('insertOne small', (i) => c.insertOne({ _id: 'probe-ins' + Date.now() + i }));
+await client.close();

@@ -1,0 +1,10 @@
+import { MongoClient } from 'mongodb';
+const client = new MongoClient('mongodb://127.0.0.1:27027/', { serverSelectionTimeoutMS: 5000 });
+let t0 = performance.now();
+await client.db('admin').command({ ping: 1 });
+console.log('ping', (performance.now() - t0).toFixed(0));
+t0 = performance.now();
+console.log(await client.db(process.argv[2]).collection('event_pages').findOne({ _id: 'nope' }), (performance.now() - t0).toFixed(0));
+t0 = performance.now();
+console.log(await client.db(process.argv[2]).collection('event_pages').countDocuments({}), (performance.now() - t0).toFixed(0));
+await client.close();
