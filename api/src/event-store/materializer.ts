@@ -2,7 +2,8 @@
  * Writes the event log into MongoDB. One consumer group over all API
  * processes, so each partition has one writer at a time. Per chunk of a batch,
  * in offset order: insert the events keyed by id (idempotent: an id already
- * stored is the same event, and is skipped), then raise the
+ * stored is the same event, and is skipped), then append them to the account
+ * streams the history is read from (pages.ts; idempotent by offset), then raise the
  * partition's watermark with $max (never backwards), then resolve and commit
  * the offsets. A crash anywhere in between makes the next owner rewrite a few
  * events identically; nothing is lost or doubled, and everything at or below
@@ -15,12 +16,19 @@ import { SupervisedConsumer, type ConsumerHealth } from '../../../shared/src/eve
 import type { Logger } from '../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../shared/src/metrics.js';
 import type { DeadEventDoc, EventDoc, WatermarkDoc } from '../../../shared/src/mongo/documents.js';
+import { PageWriter, type PagesCollection } from './pages.js';
 import { watermarkId } from './watermarks.js';
 
 export interface MaterializerOptions {
   kafka: Kafka;
   events: Collection<EventDoc>;
   watermarks: Collection<WatermarkDoc>;
+  /** The account streams history is read from (pages.ts); absent: not written (tests of other parts). */
+  pages?: PagesCollection;
+  /** Test hook of the streams' writer: called after a chunk's pages, before their heads; 'crash' stops there. */
+  afterPages?: () => 'crash' | void;
+  /** Events per page of the account streams (default PAGE_EVENTS; tests make pages small). */
+  pageEvents?: number;
   topic: string;
   groupId: string;
   log: Logger;
@@ -50,7 +58,7 @@ export interface MaterializerOptions {
    * Test hook, called after each write of a chunk (`events`, then `watermark`):
    * return 'crash' to act as if the process died right there.
    */
-  afterWrite?: (stage: 'events' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
+  afterWrite?: (stage: 'events' | 'pages' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
   /** A consumer showing no sign of life this long is replaced (default 60 s; see SupervisedConsumer). */
   stallMs?: number;
   /** Makes the consumers (tests stand in a hung one). */
@@ -63,8 +71,19 @@ const DEFAULT_MAX_REFUSALS = 5;
 export class Materializer {
   private crashed = false;
   private readonly supervised: SupervisedConsumer;
+  private readonly pages: PageWriter | null;
 
   constructor(private readonly opts: MaterializerOptions) {
+    this.pages = opts.pages
+      ? new PageWriter(opts.pages, {
+          pageEvents: opts.pageEvents,
+          afterPages: () => {
+            if (opts.afterPages?.() !== 'crash') return;
+            this.crashed = true;
+            return 'crash';
+          },
+        })
+      : null;
     // A consumer silent for stallMs is replaced by a new member of the same group, which resumes from the committed offsets (the writes are idempotent).
     this.supervised = new SupervisedConsumer({
       name: 'materializer',
@@ -141,8 +160,14 @@ export class Materializer {
     for (;;) {
       const deadBefore = this.deadLettered;
       try {
-        await this.insertNew(docs, partition);
+        const standIns = new Set<string>();
+        await this.insertNew(docs, partition, standIns);
         if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
+        if (this.pages) {
+          const stored = standIns.size === 0 ? docs : docs.map((d) => (standIns.has(d._id) ? unavailableEventDoc(d) : d));
+          if (!(await this.pages.write(partition, stored, BigInt((chunk[0] as KafkaMessage).offset), lastOffset))) return false;
+          if (this.crashesAfter('pages', partition, chunk, lastOffset)) return false;
+        }
         await this.writeWatermark(partition, lastOffset);
         this.opts.onWatermark?.(partition, lastOffset);
         return !this.crashesAfter('watermark', partition, chunk, lastOffset);
@@ -174,8 +199,10 @@ export class Materializer {
    * test server). Ids already stored, after a restart, fail as duplicates:
    * then only the missing ones are inserted. When the store refuses a
    * document, the chunk is written one event at a time to find which.
+   * `standIns` gets the ids of events stored as stand-ins (dead-lettered).
    */
-  private async insertNew(docs: EventDoc[], partition: number): Promise<void> {
+  private async insertNew(docs: EventDoc[], partition: number, standIns: Set<string>): Promise<void> {
+    for (const d of docs) if (this.dead.has(d._id)) standIns.add(d._id);
     let pending = this.dead.size === 0 ? docs : docs.map((d) => (this.dead.has(d._id) ? unavailableEventDoc(d) : d));
     for (let attempt = 0; pending.length > 0; attempt += 1) {
       try {
@@ -183,16 +210,18 @@ export class Materializer {
         this.forgetRefusals(pending);
         return;
       } catch (err) {
-        if (isRefusal(err)) return this.insertOneByOne(pending, partition);
+        if (isRefusal(err)) return this.insertOneByOne(pending, partition, standIns);
         if (!isDuplicateKeyOnly(err) || attempt >= 3) throw err;
         const ids = pending.map((d) => d._id);
-        const stored = new Set((await this.opts.events.find({ _id: { $in: ids } }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+        const found = await this.opts.events.find({ _id: { $in: ids } }, { projection: { _id: 1, data_unavailable: 1 } }).toArray();
+        for (const d of found) if (d.data_unavailable) standIns.add(d._id);
+        const stored = new Set(found.map((d) => d._id));
         pending = pending.filter((d) => !stored.has(d._id));
       }
     }
   }
 
-  private async insertOneByOne(docs: EventDoc[], partition: number): Promise<void> {
+  private async insertOneByOne(docs: EventDoc[], partition: number, standIns: Set<string>): Promise<void> {
     for (const doc of docs) {
       try {
         await this.opts.events.insertOne(doc);
@@ -205,6 +234,7 @@ export class Materializer {
         this.refusals.set(doc._id, refused);
         if (!this.opts.deadEvents || refused < (this.opts.maxRefusals ?? DEFAULT_MAX_REFUSALS)) throw err;
         await this.deadLetter(doc, partition, err, refused);
+        standIns.add(doc._id);
       }
     }
     this.forgetRefusals(docs);
@@ -253,7 +283,7 @@ export class Materializer {
     }
   }
 
-  private crashesAfter(stage: 'events' | 'watermark', partition: number, chunk: KafkaMessage[], lastOffset: bigint): boolean {
+  private crashesAfter(stage: 'events' | 'pages' | 'watermark', partition: number, chunk: KafkaMessage[], lastOffset: bigint): boolean {
     if (this.opts.afterWrite?.(stage, partition, BigInt((chunk[0] as KafkaMessage).offset), lastOffset) !== 'crash') return false;
     this.crashed = true;
     return true;

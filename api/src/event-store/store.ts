@@ -1,41 +1,55 @@
-/** Reads of materialized events. Every query is scoped to one account. */
-import type { Collection, Filter } from 'mongodb';
+/**
+ * Reads of materialized events. An account's history is read from its
+ * streams (pages.ts) by `_id` equality only; the one other read,
+ * readPartition, fills a gap the broker no longer holds for the fan-out (not
+ * a request's read: it runs only after the broker dropped data the fan-out
+ * had not dispatched) and uses the events collection's index.
+ */
+import type { Collection } from 'mongodb';
 import type { Position } from '../../../shared/src/cursor.js';
 import { docToRecord } from '../../../shared/src/eventlog/envelope.js';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc } from '../../../shared/src/mongo/documents.js';
+import { readStream, streamId, type PagesCollection } from './pages.js';
 import type { LiveEvent, RangeQuery, StoredEvent } from './types.js';
 
 const SORT = { partition: 1, offset: 1 } as const;
 
-function typeFilter(types: readonly EventType[] | null): Filter<EventDoc> {
-  if (!types || types.length === 0) return {};
-  return types.length === 1 ? { type: types[0] } : { type: { $in: [...types] } };
+/**
+ * An account's events of `types` (null: all) on a partition with offsets in
+ * (after, upTo], oldest first, at most `limit`: read from the account
+ * streams (pages.ts) by `_id` only. Several types: each type's stream, merged
+ * by offset (at most one per event type).
+ */
+async function readStreams(pages: PagesCollection, q: { accountId: string; partition: number; after: bigint | null; upTo: bigint; types: readonly EventType[] | null; limit: number }): Promise<EventDoc[]> {
+  const types = q.types && q.types.length > 0 ? [...new Set(q.types)] : [null];
+  const runs = await Promise.all(types.map((type) => readStream(pages, streamId(q.accountId, q.partition, type), q.after, q.upTo, q.limit)));
+  if (runs.length === 1) return runs[0] as EventDoc[];
+  return runs
+    .flat()
+    .sort((a, b) => a.offset - b.offset)
+    .slice(0, q.limit);
 }
 
 /**
  * Events of an account in its partition strictly after `since` (or from the
  * oldest) and at most `through` (the partition's watermark), oldest first.
  * Bounding by the watermark means every event returned had all its
- * predecessors stored before this read began, so an index scan racing the
+ * predecessors stored before this read began, so a read racing the
  * materializer can never return an event while missing an earlier one.
  */
 export async function readAfter(
-  events: Collection<EventDoc>,
+  pages: PagesCollection,
   q: { accountId: string; partition: number; since: Position | null; through: bigint; types: readonly EventType[] | null; limit: number },
 ): Promise<EventDoc[]> {
   if (q.since && q.since.offset >= q.through) return [];
-  const offset = { $lte: Number(q.through), ...(q.since ? { $gt: Number(q.since.offset) } : {}) };
-  return events.find({ account_id: q.accountId, partition: q.partition, offset, ...typeFilter(q.types) }).sort(SORT).limit(q.limit).toArray();
+  return readStreams(pages, { accountId: q.accountId, partition: q.partition, after: q.since?.offset ?? null, upTo: q.through, types: q.types, limit: q.limit });
 }
 
 /** Events of an account in (after, before) of one partition, oldest first: a Feed's catch-up read. */
-export async function readRange(events: Collection<EventDoc>, q: RangeQuery): Promise<LiveEvent[]> {
-  const docs = await events
-    .find({ account_id: q.accountId, partition: q.partition, offset: { $gt: Number(q.after), $lt: Number(q.before) }, ...typeFilter(q.types) })
-    .sort(SORT)
-    .limit(q.limit)
-    .toArray();
+export async function readRange(pages: PagesCollection, q: RangeQuery): Promise<LiveEvent[]> {
+  if (q.before - q.after <= 1n) return [];
+  const docs = await readStreams(pages, { accountId: q.accountId, partition: q.partition, after: q.after, upTo: q.before - 1n, types: q.types, limit: q.limit });
   return docs.map((doc) => ({ position: { partition: doc.partition, offset: BigInt(doc.offset) }, record: docToRecord(doc) }));
 }
 

@@ -16,6 +16,9 @@ import type {
   DeadEventDoc,
   DeliveryDoc,
   EventDoc,
+  EventPageDirDoc,
+  EventPageDoc,
+  EventPageHeadDoc,
   EventTopicDoc,
   IngestKeyDoc,
   KeyEpochDoc,
@@ -39,6 +42,8 @@ export const COLLECTION_NAMES = {
   keyEpoch: 'key_epoch',
   apiPods: 'api_pods',
   events: 'events',
+  /** Pages and page heads of the account streams (event-store/pages.ts); found by _id only. */
+  eventPages: 'event_pages',
   watermarks: 'watermarks',
   eventTopics: 'event_topics',
   deadEvents: 'dead_events',
@@ -61,6 +66,7 @@ export interface Collections {
   keyEpoch: Collection<KeyEpochDoc>;
   apiPods: Collection<ApiPodDoc>;
   events: Collection<EventDoc>;
+  eventPages: Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
   watermarks: Collection<WatermarkDoc>;
   eventTopics: Collection<EventTopicDoc>;
   deadEvents: Collection<DeadEventDoc>;
@@ -103,6 +109,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     keyEpoch: db.collection(COLLECTION_NAMES.keyEpoch),
     apiPods: db.collection(COLLECTION_NAMES.apiPods),
     events: db.collection(COLLECTION_NAMES.events),
+    eventPages: db.collection(COLLECTION_NAMES.eventPages),
     watermarks: db.collection(COLLECTION_NAMES.watermarks),
     eventTopics: db.collection(COLLECTION_NAMES.eventTopics),
     deadEvents: db.collection(COLLECTION_NAMES.deadEvents),
@@ -139,6 +146,7 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { account_id: 1, partition: 1, offset: 1 }, name: 'account_position' },
     { key: { account_id: 1, type: 1, partition: 1, offset: 1 }, name: 'account_type_position' },
   ],
+  eventPages: [],
   watermarks: [],
   eventTopics: [],
   deadEvents: [],

@@ -1,0 +1,34 @@
+/**
+ * Builds the account streams (pages.ts) from the events collection, for a
+ * store written before they existed. Run it while no materializer writes
+ * (stop the API processes, run it, start the new version): a stream extends
+ * only forward, so events older than what a new materializer already
+ * appended to a stream would be skipped. Idempotent: run again, it adds
+ * nothing. A one-off: it reads each partition in offset order with the
+ * events collection's index (a scan on FerretDB), never on a request's path.
+ */
+import type { Collection } from 'mongodb';
+import type { EventDoc } from '../../../shared/src/mongo/documents.js';
+import { PageWriter, type PagesCollection } from './pages.js';
+
+export async function backfillPages(events: Collection<EventDoc>, pages: PagesCollection, partitions: number, onProgress?: (partition: number, written: number) => void): Promise<number> {
+  const writer = new PageWriter(pages);
+  let total = 0;
+  for (let partition = 0; partition < partitions; partition++) {
+    let chunk: EventDoc[] = [];
+    const flush = async (): Promise<void> => {
+      if (chunk.length === 0) return;
+      // Offsets of one partition are not contiguous in the collection (other chunks' boundaries): each chunk is written as a fresh start.
+      await writer.write(partition, chunk, BigInt(chunk[0]!.offset), BigInt(chunk.at(-1)!.offset));
+      total += chunk.length;
+      onProgress?.(partition, total);
+      chunk = [];
+    };
+    for await (const doc of events.find({ partition }).sort({ offset: 1 })) {
+      chunk.push(doc);
+      if (chunk.length >= 1000) await flush();
+    }
+    await flush();
+  }
+  return total;
+}

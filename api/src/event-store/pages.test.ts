@@ -1,0 +1,251 @@
+import { expect } from 'chai';
+import { encodeCursor } from '../../../shared/src/cursor.js';
+import type { EventType } from '../../../shared/src/eventlog/types.js';
+import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
+import { dirId, headId, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
+import { readAfter, readRange } from './store.js';
+import { backfillPages } from './backfill.js';
+import type { Collection } from 'mongodb';
+
+type Doc = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
+type Filter = Record<string, unknown>;
+
+/**
+ * An in-memory stand-in for the event_pages collection that records every
+ * filter it is sent: enough of findOne and replaceOne (with upsert)
+ * for the store module, and nothing else (any other call fails the test).
+ */
+class FakePages {
+  readonly docs = new Map<string, Doc>();
+  readonly reads: Filter[] = [];
+  readonly writes: Filter[] = [];
+
+  findOne(filter: Filter): Promise<Doc | null> {
+    this.reads.push(filter);
+    const doc = this.docs.get(filter._id as string);
+    return Promise.resolve(doc && matches(doc, filter) ? structuredClone(doc) : null);
+  }
+
+  replaceOne(filter: Filter, replacement: Doc, options: { upsert?: boolean } = {}): Promise<void> {
+    this.writes.push(filter);
+    const id = filter._id as string;
+    const current = this.docs.get(id);
+    if ((current && matches(current, filter)) || (!current && options.upsert)) this.docs.set(id, structuredClone(replacement));
+    return Promise.resolve();
+  }
+
+  asCollection(): PagesCollection {
+    return new Proxy(this, {
+      get: (target, prop) => {
+        if (prop === 'findOne' || prop === 'replaceOne') return (target[prop] as (...a: unknown[]) => unknown).bind(target);
+        throw new Error(`the store module called ${String(prop)} on event_pages: only _id lookups and writes are expected`);
+      },
+    }) as unknown as PagesCollection;
+  }
+}
+
+function matches(doc: Doc, filter: Filter): boolean {
+  for (const [key, cond] of Object.entries(filter)) {
+    const value = (doc as unknown as Record<string, unknown>)[key];
+    if (cond !== null && typeof cond === 'object') {
+      const lt = (cond as { $lt?: number }).$lt;
+      if (lt === undefined || Object.keys(cond).length !== 1) throw new Error(`unexpected condition ${JSON.stringify(cond)}`);
+      if (!(typeof value === 'number' && value < lt)) return false;
+    } else if (value !== cond) return false;
+  }
+  return true;
+}
+
+const PARTITION = 3;
+
+function ev(accountId: string, offset: number, type: EventType = 'message.received', data: Record<string, unknown> = {}): EventDoc {
+  const position = { partition: PARTITION, offset: BigInt(offset) };
+  return { _id: `ev_${accountId}_${offset}`, account_id: accountId, type, data, created_at: new Date(0), partition: PARTITION, offset, cursor: encodeCursor(position) };
+}
+
+/** Writes `docs` as one chunk covering offsets first..last of the log. */
+async function write(writer: PageWriter, docs: EventDoc[], first = docs[0]!.offset, last = docs.at(-1)!.offset): Promise<boolean> {
+  return writer.write(PARTITION, docs, BigInt(first), BigInt(last));
+}
+
+const after = (since: number | null, more: { types?: EventType[]; limit?: number; through?: number; accountId?: string } = {}) => ({
+  accountId: more.accountId ?? 'acc_a',
+  partition: PARTITION,
+  since: since === null ? null : { partition: PARTITION, offset: BigInt(since) },
+  through: BigInt(more.through ?? 1e12),
+  types: more.types ?? null,
+  limit: more.limit ?? 100,
+});
+
+const offsets = (docs: EventDoc[]): number[] => docs.map((d) => d.offset);
+const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+function isIdEquality(filter: Filter): boolean {
+  return Object.keys(filter).length === 1 && typeof filter._id === 'string';
+}
+
+describe('event store: account streams of pages, read by _id (pages.ts, store.ts)', () => {
+  it('sends only _id equality filters on every read path (readAfter, readRange, with and without types), and writes address pages by _id', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 10 });
+    const docs = range(0, 499).map((o) => ev(o % 2 === 0 ? 'acc_a' : 'acc_b', o, o % 50 === 0 ? 'call.started' : 'message.received'));
+    for (let i = 0; i < docs.length; i += 37) await write(writer, docs.slice(i, i + 37), i, Math.min(i + 36, 499));
+    expect(fake.reads.every(isIdEquality), JSON.stringify(fake.reads.find((f) => !isIdEquality(f)))).to.equal(true);
+    expect(fake.writes.every(isIdEquality), 'writes filter by _id alone (FerretDB pushes down nothing else)').to.equal(true);
+    fake.reads.length = 0;
+    const pages = fake.asCollection();
+    await readAfter(pages, after(null));
+    await readAfter(pages, after(101, { limit: 7 }));
+    await readAfter(pages, after(101, { types: ['call.started'] }));
+    await readAfter(pages, after(null, { types: ['call.started', 'message.received'], limit: 5 }));
+    await readRange(pages, { accountId: 'acc_b', partition: PARTITION, after: 10n, before: 300n, types: null, limit: 100 });
+    await readRange(pages, { accountId: 'acc_b', partition: PARTITION, after: -1n, before: 300n, types: ['message.received'], limit: 3 });
+    expect(fake.reads.length).to.be.greaterThan(0);
+    for (const filter of fake.reads) expect(isIdEquality(filter), JSON.stringify(filter)).to.equal(true);
+  });
+
+  it('reads a page of 100 with a bounded number of lookups whatever the history (100,000 events): the head, a directory and at most two pages', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection());
+    for (let i = 0; i < 100_000; i += 5000) await write(writer, range(i, i + 4999).map((o) => ev('acc_a', o)));
+    for (const since of [null, 0, 99, 150, 54_321, 99_850]) {
+      fake.reads.length = 0;
+      const page = await readAfter(fake.asCollection(), after(since));
+      const first = since === null ? 0 : since + 1;
+      expect(offsets(page)).to.deep.equal(range(first, Math.min(first + 99, 99_999)));
+      expect(fake.reads.length, `lookups for since=${since}`).to.be.at.most(4);
+    }
+  });
+
+  it('pages across page boundaries and from a cursor in the middle of a page: every event once, in order', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 4, dirPages: 3 });
+    // The account's events are sparse on the partition (other accounts in between).
+    const mine = range(0, 59).map((i) => ev('acc_a', i * 3));
+    const others = range(0, 59).map((i) => ev('acc_b', i * 3 + 1));
+    const all = [...mine, ...others].sort((a, b) => a.offset - b.offset);
+    await write(writer, all.slice(0, 25), 0, 37);
+    await write(writer, all.slice(25), 38, 178);
+    const stream = streamId('acc_a', PARTITION, null);
+    const head = fake.docs.get(headId(stream)) as EventPageHeadDoc;
+    // 15 pages of 4 events, listed by directories of 3 pages.
+    expect(head).to.deep.include({ pages: 15, per_dir: 3, dirs: range(0, 4).map((k) => k * 36) });
+    expect((fake.docs.get(dirId(stream, 1)) as EventPageDirDoc).starts).to.deep.equal([36, 48, 60]);
+    // Paging by 5 from the start crosses a page boundary on every page.
+    const seen: number[] = [];
+    let since: number | null = null;
+    for (;;) {
+      const page = await readAfter(fake.asCollection(), after(since, { limit: 5 }));
+      if (page.length === 0) break;
+      seen.push(...offsets(page));
+      since = page.at(-1)!.offset;
+    }
+    expect(seen).to.deep.equal(mine.map((d) => d.offset));
+    // A cursor on the second event of a page (offset 15 = page 1's second), between two events (16), before the first (-1).
+    expect(offsets(await readAfter(fake.asCollection(), after(15, { limit: 3 })))).to.deep.equal([18, 21, 24]);
+    expect(offsets(await readAfter(fake.asCollection(), after(16, { limit: 3 })))).to.deep.equal([18, 21, 24]);
+    expect(offsets(await readAfter(fake.asCollection(), after(-1, { limit: 2 })))).to.deep.equal([0, 3]);
+    // A cursor on another account's event.
+    expect(offsets(await readAfter(fake.asCollection(), after(13, { limit: 2 })))).to.deep.equal([15, 18]);
+    // The last event: nothing after it.
+    expect(offsets(await readAfter(fake.asCollection(), after(177)))).to.deep.equal([]);
+    // readRange stops before `before`.
+    const r = await readRange(fake.asCollection(), { accountId: 'acc_a', partition: PARTITION, after: 10n, before: 24n, types: null, limit: 100 });
+    expect(r.map((e) => Number(e.position.offset))).to.deep.equal([12, 15, 18, 21]);
+  });
+
+  it('never returns events above the watermark (through), even when their pages are written', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 4 });
+    await write(writer, range(0, 19).map((o) => ev('acc_a', o)));
+    expect(offsets(await readAfter(fake.asCollection(), after(5, { through: 9 })))).to.deep.equal(range(6, 9));
+    expect(offsets(await readAfter(fake.asCollection(), after(9, { through: 9 })))).to.deep.equal([]);
+  });
+
+  it('reads a rare type from its own stream: one head and one page, not the account\'s history', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection());
+    const docs = range(0, 49_999).map((o) => ev('acc_a', o, o === 20_000 || o === 45_000 ? 'call.takeover' : 'message.received'));
+    for (let i = 0; i < docs.length; i += 2500) await write(writer, docs.slice(i, i + 2500));
+    fake.reads.length = 0;
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.takeover'] })))).to.deep.equal([20_000, 45_000]);
+    expect(fake.reads.length).to.be.at.most(3);
+    fake.reads.length = 0;
+    expect(offsets(await readAfter(fake.asCollection(), after(20_000, { types: ['call.takeover'] })))).to.deep.equal([45_000]);
+    expect(offsets(await readAfter(fake.asCollection(), after(45_000, { types: ['call.takeover'] })))).to.deep.equal([]);
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.ended'] })))).to.deep.equal([]);
+    expect(fake.reads.length, 'three reads of one rare type').to.be.at.most(9);
+    // Two types: both streams, merged in offset order.
+    const two = await readAfter(fake.asCollection(), after(19_998, { types: ['call.takeover', 'message.received'], limit: 4 }));
+    expect(offsets(two)).to.deep.equal([19_999, 20_000, 20_001, 20_002]);
+  });
+
+  it('stores each event once when the same batch is written again: by the same writer, a fresh one (after a crash), or from an earlier offset', async () => {
+    const fake = new FakePages();
+    const docs = range(0, 29).map((o) => ev('acc_a', o, o % 3 === 0 ? 'call.started' : 'message.received'));
+    const first = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
+    await write(first, docs.slice(0, 20));
+    const snapshot = structuredClone([...fake.docs.entries()]);
+    await write(first, docs.slice(0, 20)); // a chunk delivered again to the same writer (it does not follow the last one: reloaded)
+    expect([...fake.docs.entries()]).to.deep.equal(snapshot);
+    const second = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
+    await write(second, docs.slice(10, 30)); // the next owner resumes from an older committed offset
+    const third = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
+    await write(third, docs.slice(0, 30));
+    expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 29));
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.started'] })))).to.deep.equal(range(0, 9).map((i) => i * 3));
+    // The same pages as one writer writing the log once, in other chunks.
+    const once = new FakePages();
+    const clean = new PageWriter(once.asCollection(), { pageEvents: 7, dirPages: 2 });
+    for (let i = 0; i < 30; i += 4) await write(clean, docs.slice(i, i + 4));
+    expect(new Map([...fake.docs].sort())).to.deep.equal(new Map([...once.docs].sort()));
+  });
+
+  it('recovers from a crash between the pages and their head: the pages written are reused, nothing doubled, nothing lost', async () => {
+    const fake = new FakePages();
+    let crash = true;
+    const docs = range(0, 29).map((o) => ev('acc_a', o));
+    const w1 = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2, afterPages: () => (crash ? 'crash' : undefined) });
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 }), docs.slice(0, 5));
+    expect(await write(w1, docs.slice(5, 20))).to.equal(false);
+    // Pages 1 and 2 are there, the head still lists page 0 only: readers see what the head lists.
+    expect(fake.docs.has(pageId(streamId('acc_a', PARTITION, null), 2))).to.equal(true);
+    expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 6));
+    crash = false;
+    const w2 = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
+    await write(w2, docs.slice(3, 30));
+    expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 29));
+  });
+
+  it('bounds a page by bytes as well as by count: a big event gets a page of its own', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, pageBytes: 4096 });
+    const big = 'x'.repeat(6000);
+    const docs = range(0, 9).map((o) => ev('acc_a', o, 'message.received', o === 4 ? { big } : { small: o }));
+    await write(writer, docs);
+    const stream = streamId('acc_a', PARTITION, null);
+    expect((fake.docs.get(dirId(stream, 0)) as EventPageDirDoc).starts).to.deep.equal([0, 4, 5]);
+    for (const n of [0, 2]) expect((fake.docs.get(pageId(stream, n)) as EventPageDoc).bytes).to.be.at.most(4096);
+    expect(offsets(await readAfter(fake.asCollection(), after(2, { limit: 4 })))).to.deep.equal([3, 4, 5, 6]);
+  });
+
+  it('backfills the streams of a store written before them: the same pages as the materializer writes, and again adds nothing', async () => {
+    const docs = range(0, 2499).map((o) => ev(o % 3 === 0 ? 'acc_a' : 'acc_b', o, o % 7 === 0 ? 'call.ended' : 'message.received'));
+    const events = {
+      find: (filter: { partition: number }) => ({
+        sort: () => (async function* () {
+          for (const d of docs) if (d.partition === filter.partition) yield d;
+        })(),
+      }),
+    } as unknown as Collection<EventDoc>;
+    const fake = new FakePages();
+    expect(await backfillPages(events, fake.asCollection(), PARTITION + 1)).to.equal(2500);
+    const direct = new FakePages();
+    const writer = new PageWriter(direct.asCollection());
+    for (let i = 0; i < 2500; i += 500) await write(writer, docs.slice(i, i + 500));
+    expect(new Map([...fake.docs].sort())).to.deep.equal(new Map([...direct.docs].sort()));
+    await backfillPages(events, fake.asCollection(), PARTITION + 1);
+    expect(new Map([...fake.docs].sort())).to.deep.equal(new Map([...direct.docs].sort()));
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.ended'], accountId: 'acc_b', limit: 500 })))).to.deep.equal(range(0, 2499).filter((o) => o % 3 !== 0 && o % 7 === 0));
+  });
+});

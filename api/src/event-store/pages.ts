@@ -1,0 +1,268 @@
+/**
+ * The account streams: history addressed by `_id` only. FerretDB pushes down
+ * nothing but `_id` equality (an `_id` range with sort and limit, or an `_id`
+ * $in, scans the whole collection), so each account's events on its partition
+ * are also kept as numbered pages: `<stream>:<n>` holds a run of consecutive
+ * events of the stream (oldest first, at most PAGE_EVENTS of them and about
+ * PAGE_BYTES); directories `<stream>:d<k>` list where pages start, DIR_PAGES
+ * each, and the head `<stream>:h` says how many pages there are and where
+ * each directory starts.
+ * A stream is all the account's events, or those of one type (so a rare type
+ * is read from its own stream, never by scanning the account's history).
+ * A read of `limit` events is the head, one directory and about
+ * limit / PAGE_EVENTS + 1 page lookups, whatever the size of the store.
+ *
+ * Written by the materializer, the single writer of a partition, after the
+ * events and before the watermark. Idempotent by offset: an event at or below
+ * the last offset a page holds is already there, so a batch delivered again
+ * after a crash or a rebalance adds nothing. Where a page ends depends only on
+ * the events of the stream (count and bytes), not on how the log was chunked,
+ * so a rewrite builds the same pages. Pages and directories are written
+ * before the head that counts them. Every write is a replace filtered by `_id` alone: FerretDB
+ * pushes a filter down to SQL only when it is exactly `{_id}` (any other
+ * field, even beside `_id`, scans the collection on every write).
+ * Consequence: a page is not protected against a late write of a writer that
+ * lost the partition mid-chunk (one writer per partition is the consumer
+ * group's, checked before every chunk; see docs/architecture.md).
+ */
+import { BSON, type Collection } from 'mongodb';
+import type { EventType } from '../../../shared/src/eventlog/types.js';
+import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
+
+export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
+type PageWrite = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
+
+/** Events per page: a page of 100 spans at most two pages. */
+export const PAGE_EVENTS = 100;
+/** Bytes of events per page (BSON); a bigger event gets a page of its own (16 MB is the document limit). */
+export const PAGE_BYTES = 512 * 1024;
+
+/** The stream of an account on a partition: all its events (type null), or those of one type. */
+export function streamId(accountId: string, partition: number, type: EventType | null): string {
+  const base = `${encodeURIComponent(accountId)}:${partition}`;
+  return type === null ? base : `${base}:${type}`;
+}
+
+export function pageId(stream: string, n: number): string {
+  return `${stream}:${n}`;
+}
+
+export function headId(stream: string): string {
+  return `${stream}:h`;
+}
+
+export function dirId(stream: string, k: number): string {
+  return `${stream}:d${k}`;
+}
+
+/** Pages listed per directory document. */
+export const DIR_PAGES = 256;
+
+/** What the writer knows of a stream: where its pages start and the newest page. */
+interface StreamState {
+  /** Pages of the stream, and where each directory starts. */
+  pages: number;
+  dirs: number[];
+  /** Where each page of the newest directory starts. */
+  dir: number[];
+  /** The newest page (null: the stream has none yet). */
+  page: EventPageDoc | null;
+}
+
+/** Streams whose state the writer keeps between chunks (each holds at most one page). */
+const CACHED_STREAMS = 2000;
+
+export interface PageWriterOptions {
+  pageEvents?: number;
+  pageBytes?: number;
+  dirPages?: number;
+  /** Test hook, called after the pages of a chunk are written and before the heads: 'crash' stops there. */
+  afterPages?: () => 'crash' | void;
+}
+
+/**
+ * Appends events to their streams. The state of a stream (head and newest
+ * page) is kept between chunks of the same partition as long as they follow
+ * each other: a chunk that does not start where the last one of this process
+ * ended (another writer owned the partition meanwhile), or any failure,
+ * forgets the partition's streams, which are read again from the store.
+ */
+export class PageWriter {
+  private readonly states = new Map<string, StreamState>();
+  /** Per partition: the offset after the last chunk written by this process. */
+  private readonly nextOffset = new Map<number, bigint>();
+  private readonly pageEvents: number;
+  private readonly pageBytes: number;
+  private readonly dirPages: number;
+
+  constructor(
+    private readonly pages: PagesCollection,
+    private readonly opts: PageWriterOptions = {},
+  ) {
+    this.pageEvents = opts.pageEvents ?? PAGE_EVENTS;
+    this.pageBytes = opts.pageBytes ?? PAGE_BYTES;
+    this.dirPages = opts.dirPages ?? DIR_PAGES;
+  }
+
+  /**
+   * Writes the events of a chunk of `partition` (offsets firstOffset..lastOffset
+   * of the log, in order) into their streams. Returns false when the test
+   * hook stopped it.
+   */
+  async write(partition: number, docs: readonly EventDoc[], firstOffset: bigint, lastOffset: bigint): Promise<boolean> {
+    if (this.nextOffset.get(partition) !== firstOffset) this.forget(partition);
+    this.nextOffset.delete(partition);
+    try {
+      const byStream = new Map<string, EventDoc[]>();
+      for (const doc of docs) {
+        for (const stream of [streamId(doc.account_id, partition, null), streamId(doc.account_id, partition, doc.type)]) {
+          const list = byStream.get(stream);
+          if (list) list.push(doc);
+          else byStream.set(stream, [doc]);
+        }
+      }
+      const pageWrites: PageWrite[] = [];
+      const headWrites: PageWrite[] = [];
+      const updated: [string, StreamState][] = [];
+      for (const [stream, events] of byStream) {
+        const state = await this.load(stream);
+        const next = this.append(stream, state, events, pageWrites);
+        if (next.pages !== state.pages) {
+          const head: EventPageHeadDoc = { _id: headId(stream), pages: next.pages, per_dir: this.dirPages, dirs: next.dirs };
+          headWrites.push(head);
+        }
+        updated.push([stream, next]);
+      }
+      await this.bulk(pageWrites);
+      if (this.opts.afterPages?.() === 'crash') {
+        this.forget(partition);
+        return false;
+      }
+      await this.bulk(headWrites);
+      for (const [stream, state] of updated) this.remember(stream, state);
+      this.nextOffset.set(partition, lastOffset + 1n);
+      return true;
+    } catch (err) {
+      this.forget(partition);
+      throw err;
+    }
+  }
+
+  /**
+   * The stream's state after appending `events` (those above its last offset;
+   * the rest are there already), and the page writes that store it.
+   */
+  private append(stream: string, state: StreamState, events: EventDoc[], writes: PageWrite[]): StreamState {
+    let pages = state.pages;
+    const dirs = [...state.dirs];
+    let dir = [...state.dir]; // the kept state stays as stored until the writes succeed
+    let page = state.page;
+    const changed = new Map<number, EventPageDoc>();
+    const changedDirs = new Map<number, number[]>();
+    for (const doc of events) {
+      if (page && doc.offset <= page.last) continue;
+      const size = BSON.calculateObjectSize(doc);
+      if (!page || page.events.length >= this.pageEvents || (page.events.length > 0 && page.bytes + size > this.pageBytes)) {
+        const n = pages;
+        pages += 1;
+        const k = Math.floor(n / this.dirPages);
+        if (n % this.dirPages === 0) {
+          dirs.push(doc.offset);
+          dir = [doc.offset];
+        } else dir.push(doc.offset);
+        changedDirs.set(k, dir);
+        page = { _id: pageId(stream, n), first: doc.offset, last: doc.offset, bytes: 0, events: [] };
+      } else if (changed.get(pages - 1) !== page) {
+        page = { ...page, events: [...page.events] }; // the kept state stays as stored until the writes succeed
+      }
+      page.events.push(doc);
+      page.last = doc.offset;
+      page.bytes += size;
+      changed.set(pages - 1, page);
+    }
+    for (const p of changed.values()) writes.push(p);
+    for (const [k, starts] of changedDirs) writes.push({ _id: dirId(stream, k), starts });
+    return { pages, dirs, dir, page };
+  }
+
+  /** The stream's state: kept from the last chunk, or read (head, its newest directory and page) by `_id`. */
+  private async load(stream: string): Promise<StreamState> {
+    const kept = this.states.get(stream);
+    if (kept) return kept;
+    const head = (await this.pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
+    if (!head || head.pages === 0) return { pages: 0, dirs: [], dir: [], page: null };
+    const n = head.pages - 1;
+    const k = Math.floor(n / head.per_dir);
+    // Pages and directories are written before the head: what lies beyond the head's count (a crash in between) is dropped and rewritten.
+    const dirDoc = (await this.pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
+    const dir = (dirDoc?.starts ?? []).slice(0, n - k * head.per_dir + 1);
+    const page = (await this.pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
+    return { pages: head.pages, dirs: head.dirs.slice(0, k + 1), dir, page: page ?? { _id: pageId(stream, n), first: dir.at(-1) ?? 0, last: -1, bytes: 0, events: [] } };
+  }
+
+  /**
+   * Each a replace by `_id` (idempotent), one after the other: an unordered
+   * bulkWrite of many upserts left a database of FerretDB 1.24 (SQLite)
+   * hanging in our tests (every later read of it waited for ever).
+   */
+  private async bulk(writes: PageWrite[]): Promise<void> {
+    for (const w of writes) await this.pages.replaceOne({ _id: w._id }, w, { upsert: true });
+  }
+
+  private remember(stream: string, state: StreamState): void {
+    this.states.delete(stream);
+    this.states.set(stream, state);
+    if (this.states.size > CACHED_STREAMS) this.states.delete(this.states.keys().next().value as string);
+  }
+
+  private forget(partition: number): void {
+    this.nextOffset.delete(partition);
+    for (const stream of this.states.keys()) if (partitionOf(stream) === partition) this.states.delete(stream);
+  }
+}
+
+function partitionOf(stream: string): number {
+  return Number(stream.split(':')[1]);
+}
+
+/**
+ * Events of a stream with offsets in (after, upTo], oldest first, at most
+ * `limit`: the head, then the page holding the first offset after `after`
+ * and the ones following it, each by `_id`. `after` null: from the oldest.
+ */
+export async function readStream(pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number): Promise<EventDoc[]> {
+  if (limit <= 0 || (after !== null && after >= upTo)) return [];
+  const head = (await pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
+  if (!head || head.pages === 0) return [];
+  const out: EventDoc[] = [];
+  const low = after === null ? -Infinity : Number(after);
+  const high = Number(upTo);
+  const k = Math.max(0, lastAtOrBelow(head.dirs, low));
+  const dir = (await pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
+  if (!dir) return out; // listed but not there: never the case (directories are written before their head)
+  for (let n = k * head.per_dir + Math.max(0, lastAtOrBelow(dir.starts, low)); n < head.pages && out.length < limit; n++) {
+    const page = (await pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
+    if (!page || page.first > high) break; // a page listed is always there (written before the head); stop rather than skip
+    for (const doc of page.events) {
+      if (doc.offset <= low) continue;
+      if (doc.offset > high || out.length >= limit) return out;
+      out.push(doc);
+    }
+  }
+  return out;
+}
+
+/** Index of the last start <= offset (-1 when none): the page that may hold the first event after it. */
+function lastAtOrBelow(starts: readonly number[], offset: number): number {
+  let lo = 0;
+  let hi = starts.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if ((starts[mid] as number) <= offset) {
+      found = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
+}

@@ -1,0 +1,119 @@
+import { expect } from 'chai';
+import type { Position } from '../../shared/src/cursor.js';
+import { buildEnvelope } from '../../shared/src/eventlog/envelope.js';
+import { EventLog } from '../../shared/src/eventlog/event-log.js';
+import { createKafka, topicCatalog } from '../../shared/src/eventlog/kafka.js';
+import type { EventType } from '../../shared/src/eventlog/types.js';
+import { createLogger } from '../../shared/src/log.js';
+import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
+import { baseTestEnv } from '../../shared/test/support/env.js';
+import { Materializer, type MaterializerOptions } from '../src/event-store/materializer.js';
+import { readAfter } from '../src/event-store/store.js';
+import { testApiConfig } from './support/api.js';
+import { eventually, fakeAccountId, sleep } from './support/events.js';
+
+/** History read from the account streams (event-store/pages.ts), written by the real materializer into FerretDB. */
+describe('history pages: the materializer\'s account streams on the real store', function () {
+  this.timeout(120_000);
+  const env = baseTestEnv();
+  const config = testApiConfig({ EVENTS_TOPIC: `${env.EVENTS_TOPIC}-history`, MONGO_DB: `${env.MONGO_DB}_history` });
+  const topic = config.kafka.eventsTopic;
+  const log = createLogger('test', 'silent');
+  const kafka = createKafka(config, log);
+  let mongo: Mongo;
+  let eventLog: EventLog;
+  const running: Materializer[] = [];
+
+  const materializer = (more: Partial<MaterializerOptions> = {}): Materializer => {
+    const m = new Materializer({
+      kafka,
+      events: mongo.collections.events,
+      watermarks: mongo.collections.watermarks,
+      pages: mongo.collections.eventPages,
+      topic,
+      groupId: config.events.materializerGroupId,
+      log,
+      chunkSize: 13,
+      pageEvents: 5,
+      ...more,
+    });
+    running.push(m);
+    return m;
+  };
+
+  before(async () => {
+    mongo = createMongo(config);
+    eventLog = new EventLog(kafka, topicCatalog(config).events, log);
+    await eventLog.start();
+  });
+
+  afterEach(async () => {
+    for (const m of running.splice(0)) await m.stop().catch(() => undefined);
+  });
+
+  after(async () => {
+    await eventLog.stop();
+    await mongo.close();
+  });
+
+  /** An account's whole stream (or one type's), paged by `limit` from the oldest, as offsets. */
+  async function pageThrough(accountId: string, partition: number, limit: number, types: EventType[] | null = null): Promise<number[]> {
+    const through = BigInt(Number.MAX_SAFE_INTEGER);
+    const seen: number[] = [];
+    let since: Position | null = null;
+    for (;;) {
+      const page = await readAfter(mongo.collections.eventPages, { accountId, partition, since, through, types, limit });
+      if (page.length === 0) return seen;
+      seen.push(...page.map((d) => d.offset));
+      since = { partition, offset: BigInt(page.at(-1)!.offset) };
+    }
+  }
+
+  for (const stage of ['pages', 'between pages and heads'] as const) {
+    it(`holds each event once, in order, in every account stream after a crash (${stage}) and a successor writing the same batches again; pages crossed with cursors mid-page`, async () => {
+      const accounts = Array.from({ length: 4 }, () => fakeAccountId());
+      const published: { accountId: string; type: EventType; position: Position }[] = [];
+      const producing = (async () => {
+        for (let round = 0; round < 20; round++) {
+          const batch = Array.from({ length: 8 }, (_, i) => ({ account_id: accounts[(round + i) % accounts.length]!, type: (i === 3 && round % 5 === 0 ? 'call.takeover' : 'message.received') as EventType, data: { round, i } }));
+          const positions = await eventLog.publish(batch.map((e) => buildEnvelope(e, new Date())));
+          batch.forEach((e, i) => published.push({ accountId: e.account_id, type: e.type, position: positions[i]! }));
+          await sleep(20);
+        }
+      })();
+      let written = 0;
+      let crashed = false;
+      const crashOnce = (): 'crash' | void => {
+        written += 1;
+        if (written < 4 || crashed) return;
+        crashed = true;
+        return 'crash';
+      };
+      const first = materializer(stage === 'pages' ? { afterWrite: (at) => (at === 'pages' ? crashOnce() : undefined) } : { afterPages: crashOnce });
+      await first.start();
+      await eventually(async () => (crashed ? true : undefined), 30_000);
+      await first.stop();
+      await producing;
+      const second = materializer();
+      await second.start();
+      const ends = new Map<number, number>();
+      for (const p of published) ends.set(p.position.partition, Math.max(ends.get(p.position.partition) ?? -1, Number(p.position.offset)));
+      await eventually(async () => {
+        const marks = new Map((await mongo.collections.watermarks.find({ topic }).toArray()).map((w) => [w.partition, w.offset]));
+        return [...ends].every(([p, end]) => (marks.get(p) ?? -1) >= end) ? true : undefined;
+      }, 60_000, 50);
+
+      for (const accountId of accounts) {
+        const mine = published.filter((p) => p.accountId === accountId);
+        const partition = mine[0]!.position.partition;
+        const expected = mine.map((p) => Number(p.position.offset)).sort((a, b) => a - b);
+        expect(expected.length).to.equal(40);
+        // Pages hold 5 events; pages of 3 and 7 put cursors in the middle of pages and cross their ends.
+        expect(await pageThrough(accountId, partition, 3), accountId).to.deep.equal(expected);
+        expect(await pageThrough(accountId, partition, 7), accountId).to.deep.equal(expected);
+        const rare = mine.filter((p) => p.type === 'call.takeover').map((p) => Number(p.position.offset)).sort((a, b) => a - b);
+        expect(await pageThrough(accountId, partition, 2, ['call.takeover'])).to.deep.equal(rare);
+      }
+    });
+  }
+});
