@@ -4,7 +4,7 @@ import { AppError, unauthorized } from '../../../../shared/src/errors/index.js';
 import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import type { ApiKeyDoc, UserDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
-import { findKeyDoc } from '../keys/service.js';
+import { findKeyDoc } from '../keys/index.js';
 import type { LoginInput, SessionResult, SignupInput, UserView } from './schemas.js';
 import { issueSessionToken } from './tokens.js';
 

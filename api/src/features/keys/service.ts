@@ -4,7 +4,7 @@ import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import type { ApiKeyDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import type { AuthContext } from '../../auth-context.js';
-import type { RateState } from '../limits/limiter.js';
+import type { RateState } from '../limits/index.js';
 import type { NewApiKey } from './schemas.js';
 
 export const API_KEY_PREFIX = 'svc_';
