@@ -7,7 +7,6 @@
  * holds the bounds; docs/decisions.md says why these).
  */
 import { notFound } from '../../../../shared/src/errors/index.js';
-import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
 import type { AttemptDoc, DeliveryDoc } from '../../../../shared/src/mongo/index.js';
@@ -16,14 +15,6 @@ import { findOwned } from '../webhooks/index.js';
 import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow } from './schemas.js';
 
 export type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
-
-async function storage<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (err) {
-    throw asUnavailable(err, 'Delivery storage');
-  }
-}
 
 export interface Counts {
   succeeded: number;
@@ -73,13 +64,11 @@ export async function webhookStats(deps: ActivityDeps, accountId: string, id: st
   const { windowMs, bucketMs } = STATS_WINDOWS[window];
   const end = Math.floor(deps.clock().getTime() / bucketMs) * bucketMs + bucketMs;
   const from = end - windowMs;
-  const docs = await storage(
-    deps.mongo.collections.attempts
-      .find({ subscription_id: id, at: { $gte: new Date(from), $lt: new Date(end) } }, { projection: { _id: 0, at: 1, outcome: 1, next_attempt_at: 1, duration_ms: 1 } })
-      .sort({ at: -1 })
-      .limit(bounds.maxAttempts + 1)
-      .toArray(),
-  );
+  const docs = await deps.mongo.collections.attempts
+    .find({ subscription_id: id, at: { $gte: new Date(from), $lt: new Date(end) } }, { projection: { _id: 0, at: 1, outcome: 1, next_attempt_at: 1, duration_ms: 1 } })
+    .sort({ at: -1 })
+    .limit(bounds.maxAttempts + 1)
+    .toArray();
   const truncated = docs.length > bounds.maxAttempts;
   if (truncated) docs.length = bounds.maxAttempts; // newest first: the oldest one goes
   const buckets = Array.from({ length: windowMs / bucketMs }, (_, i) => ({ start: new Date(from + i * bucketMs).toISOString(), succeeded: 0, failed: 0, retrying: 0 }));
@@ -168,31 +157,27 @@ function toAttempt(doc: AttemptDoc): EventAttempt {
 export async function eventDeliveries(deps: ActivityDeps, accountId: string, eventId: string, bounds = { maxDeliveries: MAX_EVENT_DELIVERIES, maxAttempts: MAX_EVENT_ATTEMPTS }): Promise<EventDeliveries> {
   if (!EVENT_ID.test(eventId)) throw notFound('Event');
   const { events, deliveries, attempts, webhooks } = deps.mongo.collections;
-  const event = await storage(events.findOne({ _id: eventId, account_id: accountId }));
+  const event = await events.findOne({ _id: eventId, account_id: accountId });
   if (!event) throw notFound('Event');
-  const dels = await storage(
-    deliveries
-      .find({ event_id: eventId, account_id: accountId }, { projection: { body: 0 } })
-      .sort({ created_at: 1, _id: 1 })
-      .limit(bounds.maxDeliveries + 1)
-      .toArray(),
-  );
+  const dels = await deliveries
+    .find({ event_id: eventId, account_id: accountId }, { projection: { body: 0 } })
+    .sort({ created_at: 1, _id: 1 })
+    .limit(bounds.maxDeliveries + 1)
+    .toArray();
   let truncated = dels.length > bounds.maxDeliveries;
   if (truncated) dels.length = bounds.maxDeliveries;
   const ids = dels.map((d) => d._id);
   const [tries, hooks] =
     ids.length === 0
       ? [[], []]
-      : await storage(
-          Promise.all([
-            attempts
-              .find({ delivery_id: { $in: ids } })
-              .sort({ at: 1, _id: 1 })
-              .limit(bounds.maxAttempts + 1)
-              .toArray(),
-            webhooks.find({ _id: { $in: [...new Set(dels.map((d) => d.subscription_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray(),
-          ]),
-        );
+      : await Promise.all([
+          attempts
+            .find({ delivery_id: { $in: ids } })
+            .sort({ at: 1, _id: 1 })
+            .limit(bounds.maxAttempts + 1)
+            .toArray(),
+          webhooks.find({ _id: { $in: [...new Set(dels.map((d) => d.subscription_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray(),
+        ]);
   if (tries.length > bounds.maxAttempts) {
     truncated = true;
     tries.length = bounds.maxAttempts;
