@@ -1,4 +1,4 @@
-import { component, DateTime, EventRecordSchema, Nullable, type Static, Type } from '../../shapes.js';
+import { component, DateTime, EventRecordSchema, Nullable, Type } from '../../shapes.js';
 import { queryValidator } from '../../validation.js';
 import { DeliveryAttemptSchema, WEBHOOK_ID } from '../webhooks/index.js';
 
@@ -91,4 +91,3 @@ export const EventDeliveriesSchema = component(
     truncated: Type.Boolean({ description: `true when more than ${MAX_EVENT_DELIVERIES} deliveries or ${MAX_EVENT_ATTEMPTS} attempts in all: the oldest are shown` }),
   }),
 );
-export type EventDeliveriesView = Static<typeof EventDeliveriesSchema>;

@@ -10,7 +10,7 @@ export const API_KEY_PREFIX = 'svc_';
 /** `svc_` + 32 random bytes in base64url (43 characters, no padding). */
 const API_KEY_SHAPE = /^svc_[A-Za-z0-9_-]{43}$/;
 
-export type { KeySummary, NewApiKey } from './schemas.js';
+export type { NewApiKey } from './schemas.js';
 
 export const hashApiKey = (raw: string): string => createHash('sha256').update(raw, 'utf8').digest('hex');
 
