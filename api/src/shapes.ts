@@ -9,7 +9,7 @@
  * A shape made with `component('Name', …)` appears once in the document under
  * components.schemas and is a `$ref` wherever another shape uses it.
  */
-import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { type TSchema, Type } from '@sinclair/typebox';
 import { ERROR_STATUS } from '../../shared/src/errors/index.js';
 import { EVENT_TYPES } from '../../shared/src/eventlog/types.js';
 
@@ -105,7 +105,6 @@ export const EventRecordSchema = component(
     { description: 'One event as every read path returns it (polling, long-poll, SSE `data:`, webhook body, MCP tools)' },
   ),
 );
-export type EventRecordShape = Static<typeof EventRecordSchema>;
 
 type ErrorStatus = 400 | 401 | 404 | 409 | 413 | 415 | 429 | 503;
 const ERROR_RESPONSES: Record<ErrorStatus, string> = {

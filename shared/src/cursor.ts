@@ -32,8 +32,3 @@ export function decodeCursor(raw: string, field = 'since'): Position {
   if (!pos) throw new AppError('validation_failed', `${field} is not a valid cursor`, [{ path: field, message: 'malformed cursor' }]);
   return pos;
 }
-
-export function comparePositions(a: Position, b: Position): number {
-  if (a.partition !== b.partition) return a.partition - b.partition;
-  return a.offset < b.offset ? -1 : a.offset > b.offset ? 1 : 0;
-}

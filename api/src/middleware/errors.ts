@@ -1,6 +1,6 @@
 import type { Context, Next } from 'koa';
 import { AppError, errorBody, type ErrorCode } from '../../../shared/src/errors/index.js';
-import { isDependencyError } from '../../../shared/src/errors/dependency.js';
+import { unavailableFrom } from '../../../shared/src/errors/dependency.js';
 import type { Logger } from '../../../shared/src/log.js';
 
 /** Errors thrown by koa-body / co-body / http-errors carry a status and a type. */
@@ -31,10 +31,11 @@ export function errorMiddleware(log: Logger) {
       }
     } catch (raw) {
       let err: AppError;
+      const down = raw instanceof AppError ? null : unavailableFrom(raw);
       if (raw instanceof AppError) err = raw;
-      else if (isDependencyError(raw)) {
+      else if (down) {
         log.warn({ err: raw, request_id: ctx.state.requestId }, 'dependency unavailable');
-        err = new AppError('unavailable', 'A backing service is unavailable, try again shortly', undefined, { 'Retry-After': '5' });
+        err = down;
       } else {
         err = fromHttpError(raw as object) ?? new AppError('internal', 'Internal server error');
         if (err.code === 'internal') log.error({ err: raw, request_id: ctx.state.requestId, path: ctx.path }, 'unhandled error');

@@ -40,6 +40,8 @@ describe('hostile: requests during a MongoDB outage', function () {
       expect(res.headers.get('retry-after'), what).to.match(/^\d+$/);
       const body = JSON.parse(res.text);
       expect(body.error.code, what).to.equal('unavailable');
+      // The message says what is down (the store itself, or the rate limits kept in it), in words a client can read.
+      if (req.path !== '/readyz') expect(body.error.message, what).to.match(/^(Storage|Rate limiting) is unavailable, try again shortly$/);
       expect(leakIn(res.text), what).to.equal(null);
       expect(res.text, what).to.not.match(/127\.0\.0\.1|:9\b|localhost|mongodb:/);
       for (const d of body.error.details ?? []) expect(d.message, `${what} ${d.path}`).to.equal('not reachable');

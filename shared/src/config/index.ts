@@ -1,4 +1,4 @@
-import { type Env, ConfigError, bool, int, oneOf, str } from './env.js';
+import { type Env, ConfigError, int, oneOf, str } from './env.js';
 
 export { ConfigError, type Env } from './env.js';
 export * as read from './env.js';
@@ -54,5 +54,3 @@ export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
     mongo: { url: mongoUrl, dbName, slowMs: int(env, 'MONGO_SLOW_MS', 0, 0, 3_600_000) },
   };
 }
-
-export { bool, int, str };

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { MongoClientClosedError, MongoExpiredSessionError, MongoNetworkError, MongoServerSelectionError } from 'mongodb';
-import { asUnavailable, isDependencyError } from './dependency.js';
+import { isDependencyError, unavailableFrom } from './dependency.js';
 import { AppError } from './index.js';
 
 function errno(message: string, code: string): NodeJS.ErrnoException {
@@ -34,13 +34,20 @@ describe('isDependencyError', () => {
   });
 });
 
-describe('asUnavailable', () => {
-  it('turns a dependency failure into a 503 with Retry-After and keeps everything else', () => {
-    const mapped = asUnavailable(errno('ended', 'EPIPE'), 'Event storage');
-    expect(mapped).to.be.instanceOf(AppError);
-    expect((mapped as AppError).status).to.equal(503);
-    expect((mapped as AppError).headers['Retry-After']).to.match(/^\d+$/);
-    const bug = new TypeError('bug');
-    expect(asUnavailable(bug, 'Event storage')).to.equal(bug);
+describe('unavailableFrom', () => {
+  it('turns a dependency failure into a 503 with Retry-After naming the dependency, and nothing else', () => {
+    const cases: [unknown, string][] = [
+      [new MongoNetworkError('connection 1 closed'), 'Storage is unavailable, try again shortly'],
+      [Object.assign(new Error('retries exceeded'), { name: 'KafkaJSNumberOfRetriesExceeded' }), 'The event log is unavailable, try again shortly'],
+      [errno('ended', 'EPIPE'), 'A backing service is unavailable, try again shortly'],
+    ];
+    for (const [err, message] of cases) {
+      const mapped = unavailableFrom(err);
+      expect(mapped).to.be.instanceOf(AppError);
+      expect(mapped).to.include({ code: 'unavailable', status: 503, message });
+      expect(mapped!.headers['Retry-After']).to.match(/^\d+$/);
+    }
+    expect(unavailableFrom(new TypeError('bug'))).to.equal(null);
+    expect(unavailableFrom(new AppError('not_found', 'x'))).to.equal(null);
   });
 });

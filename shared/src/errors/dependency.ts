@@ -31,8 +31,21 @@ export function isDependencyError(err: unknown): boolean {
   return err.cause instanceof Error && err.cause !== err && isNetworkError(err.cause);
 }
 
-/** Re-throws dependency failures as a 503 AppError; everything else unchanged. */
-export function asUnavailable(err: unknown, what: string): unknown {
-  if (err instanceof AppError) return err;
-  return isDependencyError(err) ? unavailable(what) : err;
+/** The dependency an error comes from, as a client may read it: the store (MongoDB), the event log (Kafka), or either. */
+function dependencyName(err: Error): string {
+  if (err.name.startsWith('Mongo')) return 'Storage';
+  if (err.name.startsWith('Kafka')) return 'The event log';
+  return 'A backing service';
+}
+
+/**
+ * The one place a dependency failure becomes an answer: a 503 with
+ * Retry-After whose message names the dependency from the error itself
+ * (MongoDB is "Storage", Kafka "The event log", a bare socket error "A
+ * backing service"). Null for anything else (a bug stays a 500). The
+ * services throw driver errors as they come; the error middleware and the
+ * MCP layer call this, so no call site wraps its own.
+ */
+export function unavailableFrom(err: unknown): AppError | null {
+  return isDependencyError(err) ? unavailable(dependencyName(err as Error)) : null;
 }

@@ -156,11 +156,6 @@ export async function endOffsets(admin: Admin, topic: string, timeoutMs = 30_000
   }
 }
 
-/** Removes consumer groups that have no members left (best effort, for per-process groups). */
-export async function deleteGroups(admin: Admin, groupIds: string[]): Promise<void> {
-  await admin.deleteGroups(groupIds);
-}
-
 /** Reads the partition count of a topic as it exists on the broker. */
 export async function partitionCount(admin: Admin, topic: string): Promise<number> {
   const meta = await admin.fetchTopicMetadata({ topics: [topic] });

@@ -4,7 +4,7 @@ import { authenticate, authOf } from '../../middleware/auth.js';
 import { newRouter, route } from '../../middleware/route.js';
 import { errors } from '../../shapes.js';
 import { EventDeliveriesSchema, EventIdParams, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, StatsQuery, statsQuery, WebhookStatsSchema } from './schemas.js';
-import { WebhookIdParams } from '../webhooks/schemas.js';
+import { WebhookIdParams } from '../webhooks/index.js';
 import { eventDeliveries, webhookStats } from './service.js';
 
 /**

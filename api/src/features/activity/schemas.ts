@@ -1,6 +1,6 @@
-import { component, DateTime, EventRecordSchema, Nullable, type Static, Type } from '../../shapes.js';
+import { component, DateTime, EventRecordSchema, Nullable, Type } from '../../shapes.js';
 import { queryValidator } from '../../validation.js';
-import { DeliveryAttemptSchema, WEBHOOK_ID } from '../webhooks/schemas.js';
+import { DeliveryAttemptSchema, WEBHOOK_ID } from '../webhooks/index.js';
 
 /** Event ids: `evt_` + 24 hex characters. Anything else cannot exist: 404. */
 export const EVENT_ID = /^evt_[0-9a-f]{24}$/;
@@ -91,4 +91,3 @@ export const EventDeliveriesSchema = component(
     truncated: Type.Boolean({ description: `true when more than ${MAX_EVENT_DELIVERIES} deliveries or ${MAX_EVENT_ATTEMPTS} attempts in all: the oldest are shown` }),
   }),
 );
-export type EventDeliveriesView = Static<typeof EventDeliveriesSchema>;

@@ -7,23 +7,14 @@
  * holds the bounds; docs/decisions.md says why these).
  */
 import { notFound } from '../../../../shared/src/errors/index.js';
-import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
 import type { AttemptDoc, DeliveryDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
-import { findOwned } from '../webhooks/service.js';
+import { findOwned } from '../webhooks/index.js';
 import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow } from './schemas.js';
 
 export type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
-
-async function storage<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (err) {
-    throw asUnavailable(err, 'Delivery storage');
-  }
-}
 
 export interface Counts {
   succeeded: number;
@@ -73,13 +64,11 @@ export async function webhookStats(deps: ActivityDeps, accountId: string, id: st
   const { windowMs, bucketMs } = STATS_WINDOWS[window];
   const end = Math.floor(deps.clock().getTime() / bucketMs) * bucketMs + bucketMs;
   const from = end - windowMs;
-  const docs = await storage(
-    deps.mongo.collections.attempts
-      .find({ subscription_id: id, at: { $gte: new Date(from), $lt: new Date(end) } }, { projection: { _id: 0, at: 1, outcome: 1, next_attempt_at: 1, duration_ms: 1 } })
-      .sort({ at: -1 })
-      .limit(bounds.maxAttempts + 1)
-      .toArray(),
-  );
+  const docs = await deps.mongo.collections.attempts
+    .find({ subscription_id: id, at: { $gte: new Date(from), $lt: new Date(end) } }, { projection: { _id: 0, at: 1, outcome: 1, next_attempt_at: 1, duration_ms: 1 } })
+    .sort({ at: -1 })
+    .limit(bounds.maxAttempts + 1)
+    .toArray();
   const truncated = docs.length > bounds.maxAttempts;
   if (truncated) docs.length = bounds.maxAttempts; // newest first: the oldest one goes
   const buckets = Array.from({ length: windowMs / bucketMs }, (_, i) => ({ start: new Date(from + i * bucketMs).toISOString(), succeeded: 0, failed: 0, retrying: 0 }));
@@ -168,12 +157,11 @@ function toAttempt(doc: AttemptDoc): EventAttempt {
 export async function eventDeliveries(deps: ActivityDeps, accountId: string, eventId: string, bounds = { maxDeliveries: MAX_EVENT_DELIVERIES, maxAttempts: MAX_EVENT_ATTEMPTS }): Promise<EventDeliveries> {
   if (!EVENT_ID.test(eventId)) throw notFound('Event');
   const { events, deliveries, attempts, webhooks } = deps.mongo.collections;
-  const event = await storage(events.findOne({ _id: eventId, account_id: accountId }));
+  const event = await events.findOne({ _id: eventId, account_id: accountId });
   if (!event) throw notFound('Event');
   // A delivery sent at once from memory leaves only its attempts (the delivery process writes a
   // `deliveries` document only for work handed to the retry store), so both are read and joined.
-  const [stored, tries] = await storage(
-    Promise.all([
+  const [stored, tries] = await Promise.all([
       deliveries
         .find({ event_id: eventId, account_id: accountId }, { projection: { body: 0 } })
         .sort({ created_at: 1, _id: 1 })
@@ -184,8 +172,7 @@ export async function eventDeliveries(deps: ActivityDeps, accountId: string, eve
         .sort({ at: 1, _id: 1 })
         .limit(bounds.maxAttempts + 1)
         .toArray(),
-    ]),
-  );
+  ]);
   let truncated = stored.length > bounds.maxDeliveries || tries.length > bounds.maxAttempts;
   if (tries.length > bounds.maxAttempts) tries.length = bounds.maxAttempts;
   const byDelivery = new Map<string, AttemptDoc[]>();
@@ -201,7 +188,7 @@ export async function eventDeliveries(deps: ActivityDeps, accountId: string, eve
     truncated = true;
     views.length = bounds.maxDeliveries;
   }
-  const hooks = views.length === 0 ? [] : await storage(webhooks.find({ _id: { $in: [...new Set(views.map((d) => d.webhook_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray());
+  const hooks = views.length === 0 ? [] : await webhooks.find({ _id: { $in: [...new Set(views.map((d) => d.webhook_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray();
   const urls = new Map(hooks.map((h) => [h._id, h.url]));
   return {
     event: docToRecord(event),

@@ -138,7 +138,3 @@ export function hashPassword(password: string): Promise<PasswordHash> {
 export function verifyPassword(password: string, stored: PasswordHash): Promise<boolean> {
   return defaultHasher.verify(password, stored);
 }
-
-export function verifyAgainstDummy(password: string): Promise<false> {
-  return defaultHasher.verifyAgainstDummy(password);
-}

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
-import { ipRateSubject } from '../limits/client-ip.js';
+import { ipRateSubject } from '../limits/index.js';
 import { errors } from '../../shapes.js';
 import { LoginBody, normalizeAccountBody, ProfileSchema, SessionSchema, SignupBody, validateLogin, validateSignup } from './schemas.js';
 import { login, profile, signup } from './service.js';

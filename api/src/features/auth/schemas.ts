@@ -1,4 +1,4 @@
-import { KeySummarySchema } from '../keys/schemas.js';
+import { KeySummarySchema } from '../keys/index.js';
 import { component, DateTime, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator } from '../../validation.js';
 

@@ -1,10 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { MongoServerError } from 'mongodb';
 import { AppError, unauthorized } from '../../../../shared/src/errors/index.js';
-import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import type { ApiKeyDoc, UserDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
-import { findKeyDoc } from '../keys/service.js';
+import { findKeyDoc } from '../keys/index.js';
 import type { LoginInput, SessionResult, SignupInput, UserView } from './schemas.js';
 import { issueSessionToken } from './tokens.js';
 
@@ -48,7 +47,7 @@ export async function signup(deps: ApiDeps, input: SignupInput): Promise<Session
     return { token: issueSessionToken(deps.config.auth, user._id, deps.clock()), user: toUserView(user, null) };
   } catch (err) {
     if (isDuplicateKey(err)) throw emailTaken();
-    throw asUnavailable(err, 'Account storage');
+    throw err;
   }
 }
 
@@ -71,12 +70,7 @@ export function loginAccountSubject(email: string): string {
 export async function login(deps: ApiDeps, input: LoginInput): Promise<SessionResult> {
   const subject = loginAccountSubject(input.email);
   await deps.limits.loginAccount.consume(subject);
-  let user: UserDoc | null;
-  try {
-    user = await deps.mongo.collections.users.findOne({ email: input.email });
-  } catch (err) {
-    throw asUnavailable(err, 'Account storage');
-  }
+  const user = await deps.mongo.collections.users.findOne({ email: input.email });
   const ok = user ? await deps.passwords.verify(input.password, user.password) : await deps.passwords.verifyAgainstDummy(input.password);
   if (!user || !ok) throw unauthorized('Invalid email or password');
   await deps.limits.loginAccount.refund(subject).catch((err: unknown) => deps.log.warn({ err }, 'could not refund a login attempt'));
@@ -122,9 +116,6 @@ export function findUser(deps: ApiDeps, userId: string): Promise<UserDoc | null>
   if (inFlight) return inFlight;
   const read = deps.mongo.collections.users
     .findOne({ _id: userId })
-    .catch((err: unknown) => {
-      throw asUnavailable(err, 'Account storage');
-    })
     .finally(() => reads.delete(userId));
   reads.set(userId, read);
   return read;

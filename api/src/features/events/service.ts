@@ -4,7 +4,6 @@
  * validated here, so each caller gets the same 400s.
  */
 import { decodeCursor, type Position } from '../../../../shared/src/cursor.js';
-import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import { validationFailed } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord, EventType } from '../../../../shared/src/eventlog/types.js';
@@ -52,13 +51,8 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
     if (events.length < limit) events.push(...(await storedBeyondHead(deps, { accountId, partition, head, types, limit: limit - events.length })));
     return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
   }
-  let docs;
-  try {
-    const through = await deps.events.watermarks.current(partition);
-    docs = await readAfter(deps.mongo.collections.eventPages, { accountId, partition, since, through, types, limit });
-  } catch (err) {
-    throw asUnavailable(err, 'Event storage');
-  }
+  const through = await deps.events.watermarks.current(partition);
+  const docs = await readAfter(deps.mongo.collections.eventPages, { accountId, partition, since, through, types, limit });
   const events = docs.map(docToRecord);
   return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
 }
@@ -100,25 +94,18 @@ async function waitOnce(deps: ApiDeps, accountId: string, input: WaitInput, sign
   if (timeoutMs > longPollMaxMs) throw validationFailed([{ path: 'timeout_ms', message: `must be <= ${longPollMaxMs}` }]);
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
   const deadline = Date.now() + timeoutMs;
-  let feed;
-  try {
-    feed = await openFeed(feedPorts(deps.events, deps.mongo, handoffTimeoutMs), {
-      accountId,
-      types: q.types && q.types.length > 0 ? q.types : null,
-      since,
-      pageSize: 1,
-      maxQueue: { events: 16, bytes: 4 * 1024 * 1024 }, // only the first event matters
-    });
-  } catch (err) {
-    throw asUnavailable(err, 'Event history');
-  }
+  const feed = await openFeed(feedPorts(deps.events, deps.mongo, handoffTimeoutMs), {
+    accountId,
+    types: q.types && q.types.length > 0 ? q.types : null,
+    since,
+    pageSize: 1,
+    maxQueue: { events: 16, bytes: 4 * 1024 * 1024 }, // only the first event matters
+  });
   deps.metrics.openLongPolls.inc();
   try {
     const next = await feed.next(deadline - Date.now(), signal);
     if (next) return { event: next.record };
     return { event: null, timed_out: true, cursor: feed.checkedCursor() };
-  } catch (err) {
-    throw asUnavailable(err, 'Event history');
   } finally {
     deps.metrics.openLongPolls.dec();
     feed.close();

@@ -1,10 +1,9 @@
 import { encodeCursor } from '../../../../shared/src/cursor.js';
-import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import { validationFailed } from '../../../../shared/src/errors/index.js';
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventEnvelope } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
-import { bodyHash, IdempotencyKeys, keyId, type Claim, type Reservation } from './idempotency.js';
+import { bodyHash, IdempotencyKeys, keyId, type Claim } from './idempotency.js';
 import type { IngestEvent } from './schemas.js';
 
 export interface IngestResult {
@@ -33,12 +32,7 @@ export async function ingestEvents(deps: ApiDeps, events: IngestEvent[], opts: I
   if (claims.length === 0) return { ...(await produce(deps, events.map((e) => buildEnvelope(e, deps.clock())))), replayed: false };
 
   const keys = new IdempotencyKeys(deps.mongo.collections.ingestKeys, leaseMs(deps), deps.clock);
-  let reservations: Reservation[];
-  try {
-    reservations = await keys.reserveAll(claims, (c) => c.indexes.length);
-  } catch (err) {
-    throw asUnavailable(err, 'The idempotency key store');
-  }
+  const reservations = await keys.reserveAll(claims, (c) => c.indexes.length);
   // Each event: answered from a finished key, or produced (with its key's ids when it has one).
   const now = deps.clock();
   const answers: ({ id: string; cursor: string } | null)[] = events.map(() => null);
@@ -77,12 +71,7 @@ export async function ingestEvents(deps: ApiDeps, events: IngestEvent[], opts: I
 }
 
 async function produce(deps: ApiDeps, envelopes: EventEnvelope[]): Promise<IngestResult> {
-  let positions;
-  try {
-    positions = await deps.events.producer.publish(envelopes);
-  } catch (err) {
-    throw asUnavailable(err, 'The event log');
-  }
+  const positions = await deps.events.producer.publish(envelopes);
   for (const e of envelopes) deps.metrics.eventsIngested.inc({ type: e.type });
   return { events: envelopes.map((e, i) => ({ id: e.id, cursor: encodeCursor(positions[i]!) })) };
 }

@@ -8,7 +8,6 @@ export const KeySummarySchema = component(
     created_at: DateTime('When the key was created or last rotated'),
   }),
 );
-export type KeySummary = Static<typeof KeySummarySchema>;
 
 export const NewApiKeySchema = component(
   'NewApiKey',

@@ -1,17 +1,16 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { notFound } from '../../../../shared/src/errors/index.js';
-import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import type { ApiKeyDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import type { AuthContext } from '../../auth-context.js';
-import type { RateState } from '../limits/limiter.js';
+import type { RateState } from '../limits/index.js';
 import type { NewApiKey } from './schemas.js';
 
 export const API_KEY_PREFIX = 'svc_';
 /** `svc_` + 32 random bytes in base64url (43 characters, no padding). */
 const API_KEY_SHAPE = /^svc_[A-Za-z0-9_-]{43}$/;
 
-export type { KeySummary, NewApiKey } from './schemas.js';
+export type { NewApiKey } from './schemas.js';
 
 export const hashApiKey = (raw: string): string => createHash('sha256').update(raw, 'utf8').digest('hex');
 
@@ -21,11 +20,7 @@ export const keyPreview = (raw: string): string => `${API_KEY_PREFIX}…${raw.sl
 export const looksLikeApiKey = (value: string): boolean => value.startsWith(API_KEY_PREFIX);
 
 export async function findKeyDoc(deps: ApiDeps, userId: string): Promise<ApiKeyDoc | null> {
-  try {
-    return await deps.mongo.collections.apiKeys.findOne({ _id: userId });
-  } catch (err) {
-    throw asUnavailable(err, 'Key storage');
-  }
+  return deps.mongo.collections.apiKeys.findOne({ _id: userId });
 }
 
 /**
@@ -41,31 +36,22 @@ export async function createOrRotateKey(deps: ApiDeps, userId: string): Promise<
   const raw = API_KEY_PREFIX + randomBytes(32).toString('base64url');
   const doc: Omit<ApiKeyDoc, '_id'> = { hash: hashApiKey(raw), preview: keyPreview(raw), created_at: deps.clock() };
   const { apiKeys, apiKeyHashes } = deps.mongo.collections;
-  try {
-    // A first key replaces nothing any cache could hold: only a rotation is marked and published.
-    const change = (await apiKeys.findOne({ _id: userId }, { projection: { _id: 1 } })) ? await deps.keyCache.beginChange() : null;
-    await apiKeyHashes.insertOne({ _id: doc.hash, account_id: userId, created_at: doc.created_at });
-    const before = await apiKeys.findOneAndUpdate({ _id: userId }, { $set: doc }, { upsert: true, returnDocument: 'before' });
-    if (before) await apiKeyHashes.deleteOne({ _id: before.hash });
-    if (change || before) await deps.keyCache.publishChange(change);
-  } catch (err) {
-    throw asUnavailable(err, 'Key storage');
-  }
+  // A first key replaces nothing any cache could hold: only a rotation is marked and published.
+  const change = (await apiKeys.findOne({ _id: userId }, { projection: { _id: 1 } })) ? await deps.keyCache.beginChange() : null;
+  await apiKeyHashes.insertOne({ _id: doc.hash, account_id: userId, created_at: doc.created_at });
+  const before = await apiKeys.findOneAndUpdate({ _id: userId }, { $set: doc }, { upsert: true, returnDocument: 'before' });
+  if (before) await apiKeyHashes.deleteOne({ _id: before.hash });
+  if (change || before) await deps.keyCache.publishChange(change);
   return { api_key: raw, preview: doc.preview, created_at: doc.created_at.toISOString() };
 }
 
 /** Revokes the account's key, on every process by the time this returns; 404 when it has none. */
 export async function revokeKey(deps: ApiDeps, userId: string): Promise<void> {
   const { apiKeys, apiKeyHashes } = deps.mongo.collections;
-  let revoked: ApiKeyDoc | null;
-  try {
-    const change = await deps.keyCache.beginChange();
-    revoked = await apiKeys.findOneAndDelete({ _id: userId });
-    if (revoked) await apiKeyHashes.deleteOne({ _id: revoked.hash });
-    await deps.keyCache.publishChange(change);
-  } catch (err) {
-    throw asUnavailable(err, 'Key storage');
-  }
+  const change = await deps.keyCache.beginChange();
+  const revoked = await apiKeys.findOneAndDelete({ _id: userId });
+  if (revoked) await apiKeyHashes.deleteOne({ _id: revoked.hash });
+  await deps.keyCache.publishChange(change);
   if (!revoked) throw notFound('API key');
 }
 
@@ -85,13 +71,8 @@ export async function resolveApiKey(deps: ApiDeps, rawKey: string): Promise<Auth
   if (cached !== undefined) return { accountId: cached, userId: cached, via: 'api_key' };
   const token = deps.keyCache.fillToken();
   const { apiKeys, apiKeyHashes } = deps.mongo.collections;
-  let doc: ApiKeyDoc | null = null;
-  try {
-    const pointer = await apiKeyHashes.findOne({ _id: hash });
-    if (pointer) doc = await apiKeys.findOne({ _id: pointer.account_id });
-  } catch (err) {
-    throw asUnavailable(err, 'Key storage');
-  }
+  const pointer = await apiKeyHashes.findOne({ _id: hash });
+  const doc = pointer ? await apiKeys.findOne({ _id: pointer.account_id }) : null;
   // The lookups matched by equality already; compare again in constant time as a matter of rule.
   if (!doc) return null;
   const stored = Buffer.from(doc.hash, 'hex');

@@ -2,8 +2,8 @@ import type { Context } from 'koa';
 import { unauthorized } from '../../../../shared/src/errors/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { authenticateRequest, bearerToken } from '../../middleware/auth.js';
-import { consumeApiKeyRate, looksLikeApiKey } from '../keys/service.js';
-import { setRateHeaders } from '../limits/limiter.js';
+import { consumeApiKeyRate, looksLikeApiKey } from '../keys/index.js';
+import { setRateHeaders } from '../limits/index.js';
 import type { ToolCaller } from './tools.js';
 
 /**

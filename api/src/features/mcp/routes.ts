@@ -11,8 +11,8 @@ import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js'
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 import type { Context } from 'koa';
-import { AppError, unavailable } from '../../../../shared/src/errors/index.js';
-import { isDependencyError } from '../../../../shared/src/errors/dependency.js';
+import { AppError } from '../../../../shared/src/errors/index.js';
+import { unavailableFrom } from '../../../../shared/src/errors/dependency.js';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { ApiDeps } from '../../deps.js';
 import { newRouter, publicRoute, route, type RouteDoc, type RouteSpec } from '../../middleware/route.js';
@@ -92,9 +92,10 @@ async function guarded(ctx: Context, guard: Guard, preflight: boolean, handler: 
 function asRefusal(err: unknown, log: Logger, ctx: Context): HttpRefusal {
   if (err instanceof HttpRefusal) return err;
   if (err instanceof AppError) return refusalFromAppError(err);
-  if (isDependencyError(err)) {
+  const down = unavailableFrom(err);
+  if (down) {
     log.warn({ err, request_id: ctx.state.requestId }, 'dependency unavailable');
-    return refusalFromAppError(unavailable('A backing service'));
+    return refusalFromAppError(down);
   }
   log.error({ err, request_id: ctx.state.requestId, path: ctx.path }, 'unhandled error');
   return new HttpRefusal(500, { code: RPC.INTERNAL_ERROR, message: 'Internal error', data: { code: 'internal' } });

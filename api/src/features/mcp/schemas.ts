@@ -8,9 +8,9 @@
  */
 import type { ApiConfig } from '../../config.js';
 import { described, plainJson, type TSchema, Type } from '../../shapes.js';
-import { EventDeliveriesSchema, StatsQuery, WebhookStatsSchema } from '../activity/schemas.js';
-import { UserSchema } from '../auth/schemas.js';
-import { EventPageSchema, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, ListEventsQuery, WaitBody, WaitResultSchema } from '../events/schemas.js';
+import { EventDeliveriesSchema, StatsQuery, WebhookStatsSchema } from '../activity/index.js';
+import { UserSchema } from '../auth/index.js';
+import { EventPageSchema, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, ListEventsQuery, WaitBody, WaitResultSchema } from '../events/index.js';
 import {
   CreateWebhookBody,
   DEFAULT_GRACE_PERIOD_S,
@@ -22,7 +22,7 @@ import {
   WebhookSchema,
   WebhookSecretRotationSchema,
   WebhookWithSecretSchema,
-} from '../webhooks/schemas.js';
+} from '../webhooks/index.js';
 
 export type JsonSchema = Record<string, unknown>;
 

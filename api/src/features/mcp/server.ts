@@ -24,7 +24,7 @@ import {
   type Tool as ToolDescription,
 } from '@modelcontextprotocol/sdk/types.js';
 import { AppError, validationFailed } from '../../../../shared/src/errors/index.js';
-import { isDependencyError } from '../../../../shared/src/errors/dependency.js';
+import { unavailableFrom } from '../../../../shared/src/errors/dependency.js';
 import type { ApiDeps } from '../../deps.js';
 import { nestedDeeperThan } from '../../validation.js';
 import { serverVersion } from './server-info.js';
@@ -198,9 +198,10 @@ async function runTool(pc: PostContext, tool: Tool, caller: ToolCaller, args: Re
     if (pc.signal.aborted) return textResult('Cancelled: the client disconnected', true);
     // Failures the caller can act on (not found, rejected URL, dependency down) are tool results, not protocol errors.
     if (err instanceof AppError && err.code !== 'internal') return textResult(describeAppError(err), true);
-    if (isDependencyError(err)) {
+    const down = unavailableFrom(err);
+    if (down) {
       pc.deps.log.warn({ err, request_id: pc.requestId, tool: tool.name }, 'dependency unavailable during tool call');
-      return textResult('A backing service is unavailable, try again shortly', true);
+      return textResult(describeAppError(down), true);
     }
     throw err;
   }

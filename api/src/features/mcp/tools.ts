@@ -7,13 +7,12 @@ import type { ApiConfig } from '../../config.js';
 import type { ApiDeps } from '../../deps.js';
 import type { AuthContext } from '../../auth-context.js';
 import { valueValidator, type Validator } from '../../validation.js';
-import type { StatsWindow } from '../activity/schemas.js';
-import { eventDeliveries, webhookStats } from '../activity/service.js';
-import { profile } from '../auth/service.js';
-import type { WaitInput } from '../events/schemas.js';
-import { listEvents, waitForEvent } from '../events/service.js';
-import type { CreateWebhookInput, RotateSecretInput, UpdateWebhookInput } from '../webhooks/schemas.js';
-import { createWebhook, deleteWebhook, listWebhooks, pingWebhook, rotateSecret, updateWebhook } from '../webhooks/service.js';
+import { eventDeliveries, type StatsWindow, webhookStats } from '../activity/index.js';
+import { profile } from '../auth/index.js';
+import type { WaitInput } from '../events/index.js';
+import { listEvents, waitForEvent } from '../events/index.js';
+import type { CreateWebhookInput, RotateSecretInput, UpdateWebhookInput } from '../webhooks/index.js';
+import { createWebhook, deleteWebhook, listWebhooks, pingWebhook, rotateSecret, updateWebhook } from '../webhooks/index.js';
 import {
   createdWebhookOutput,
   createWebhookInput,

@@ -56,27 +56,5 @@ export const securitySchemes: Record<string, SchemaObject> = {
   metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN, when the deployment sets one' },
 };
 
-/** Session token, API key as bearer, or API key header: what `authenticate` accepts. */
-export const USER_SECURITY = [{ session: [] }, { apiKey: [] }, { apiKeyHeader: [] }];
-export const PUBLIC: never[] = [];
-
-/** Standard error responses by status, for an operation's `responses`. */
-export function errors(...statuses: (400 | 401 | 404 | 409 | 413 | 415 | 429 | 503)[]): Record<string, SchemaObject> {
-  const names = { 400: 'BadRequest', 401: 'Unauthorized', 404: 'NotFound', 409: 'Conflict', 413: 'PayloadTooLarge', 415: 'UnsupportedMediaType', 429: 'RateLimited', 503: 'Unavailable' } as const;
-  const out: Record<string, SchemaObject> = Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/${names[s]}` }]));
-  out.default = { $ref: '#/components/responses/Error' };
-  return out;
-}
-
-/** A JSON response with a schema. */
-export function json(description: string, schema: SchemaObject, extra: SchemaObject = {}): SchemaObject {
-  return { description, headers: { 'X-Request-Id': hdr('RequestId') }, content: { 'application/json': { schema } }, ...extra };
-}
-
 /** The rate-limit headers every authenticated success carries. */
 export const RATE_HEADERS = { 'RateLimit-Limit': hdr('RateLimitLimit'), 'RateLimit-Remaining': hdr('RateLimitRemaining'), 'RateLimit-Reset': hdr('RateLimitReset') };
-
-/** A JSON response to an authenticated request (rate-limit headers included). */
-export function authedJson(description: string, schema: SchemaObject): SchemaObject {
-  return { description, headers: { 'X-Request-Id': hdr('RequestId'), ...RATE_HEADERS }, content: { 'application/json': { schema } } };
-}

@@ -1,12 +1,12 @@
 import type Router from '@koa/router';
 import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
-import { resolveSince } from '../events/service.js';
+import { resolveSince } from '../events/index.js';
 import { parseTypes, streamQuery, StreamQuerySchema, StreamTokenSchema } from './schemas.js';
 import { errors, EventRecordSchema, type Static, Type } from '../../shapes.js';
 import { createStreamToken, prepareStream } from './service.js';
 import { verifyStreamToken } from './tokens.js';
-import { setRateHeaders } from '../limits/limiter.js';
+import { setRateHeaders } from '../limits/index.js';
 import { guard, newRouter, route } from '../../middleware/route.js';
 
 const SSE_EXAMPLE =

@@ -1,11 +1,9 @@
 import type { ServerResponse } from 'node:http';
 import { type Position } from '../../../../shared/src/cursor.js';
-import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import type { EventType } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { openFeed, type Feed } from '../../live/feed.js';
 import { feedPorts } from '../../live/runtime.js';
-import type { StreamLease } from './slots.js';
 import { SseWriter } from './sse.js';
 import { pumpStream, type StreamEnd } from './stream.js';
 import { mintStreamToken } from './tokens.js';
@@ -37,12 +35,7 @@ export interface PreparedStream {
  */
 export async function prepareStream(deps: ApiDeps, accountId: string, opts: { types: EventType[] | null; since: Position | null }): Promise<PreparedStream> {
   const { slots } = deps.streams;
-  let lease: StreamLease;
-  try {
-    lease = await slots.acquire(accountId);
-  } catch (err) {
-    throw asUnavailable(err, 'Stream slots');
-  }
+  const lease = await slots.acquire(accountId);
   let feed: Feed;
   try {
     feed = await openFeed(feedPorts(deps.events, deps.mongo, deps.config.events.handoffTimeoutMs), {
@@ -55,7 +48,7 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
     });
   } catch (err) {
     await slots.release(lease).catch(() => undefined);
-    throw asUnavailable(err, 'Event history');
+    throw err;
   }
   const finish = async (): Promise<void> => {
     feed.close();

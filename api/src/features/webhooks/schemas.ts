@@ -64,7 +64,6 @@ const webhookProperties = {
 
 /** A subscription as every answer shows it (HTTP and MCP). */
 export const WebhookSchema = component('Webhook', Type.Object(webhookProperties));
-export type WebhookView = Static<typeof WebhookSchema>;
 
 export const WebhookWithSecretSchema = component(
   'WebhookWithSecret',

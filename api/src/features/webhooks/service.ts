@@ -5,7 +5,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { AppError, notFound, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
-import { asUnavailable } from '../../../../shared/src/errors/dependency.js';
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
 import type { AttemptDoc, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
 import { newWebhookSecret } from '../../../../shared/src/signing.js';
@@ -75,33 +74,25 @@ function toAttempt(doc: AttemptDoc): Attempt {
   };
 }
 
-async function storage<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (err) {
-    throw asUnavailable(err, 'Webhook storage');
-  }
-}
-
 /** The caller's subscription or 404 (unknown id, malformed id and another account's id alike). */
 export async function findOwned(deps: WebhookDeps, accountId: string, id: string): Promise<WebhookDoc> {
   if (!WEBHOOK_ID.test(id)) throw notFound('Webhook');
-  const doc = await storage(deps.mongo.collections.webhooks.findOne({ _id: id, account_id: accountId }));
+  const doc = await deps.mongo.collections.webhooks.findOne({ _id: id, account_id: accountId });
   if (!doc) throw notFound('Webhook');
   return doc;
 }
 
 export async function listWebhooks(deps: WebhookDeps, accountId: string): Promise<{ webhooks: Webhook[] }> {
   const { webhooks, webhookStatus } = deps.mongo.collections;
-  const docs = await storage(webhooks.find({ account_id: accountId }).sort({ created_at: 1, _id: 1 }).toArray());
-  const statuses = docs.length === 0 ? [] : await storage(webhookStatus.find({ _id: { $in: docs.map((d) => d._id) } }).toArray());
+  const docs = await webhooks.find({ account_id: accountId }).sort({ created_at: 1, _id: 1 }).toArray();
+  const statuses = docs.length === 0 ? [] : await webhookStatus.find({ _id: { $in: docs.map((d) => d._id) } }).toArray();
   const byId = new Map(statuses.map((s) => [s._id, s]));
   return { webhooks: docs.map((d) => toWebhook(d, byId.get(d._id))) };
 }
 
 export async function getWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<Webhook> {
   const doc = await findOwned(deps, accountId, id);
-  return toWebhook(doc, await storage(deps.mongo.collections.webhookStatus.findOne({ _id: doc._id })));
+  return toWebhook(doc, await deps.mongo.collections.webhookStatus.findOne({ _id: doc._id }));
 }
 
 /**
@@ -146,7 +137,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
   const { webhooks } = deps.mongo.collections;
   const cap = deps.config.webhooks.maxPerAccount;
   const full = (): AppError => new AppError('conflict', `An account may have at most ${cap} webhooks; delete one first`);
-  const taken = await storage(webhooks.find({ account_id: accountId }, { projection: { slot: 1 } }).toArray());
+  const taken = await webhooks.find({ account_id: accountId }, { projection: { slot: 1 } }).toArray();
   if (taken.length >= cap) throw full();
   const url = await assertSafeUrl(deps, accountId, input.url);
 
@@ -173,7 +164,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
       await webhooks.insertOne(doc);
       return { ...toWebhook(doc), secret };
     } catch (err) {
-      if ((err as { code?: number }).code !== DUPLICATE_KEY) throw asUnavailable(err, 'Webhook storage');
+      if ((err as { code?: number }).code !== DUPLICATE_KEY) throw err;
       // A concurrent create took this slot first: try the next one.
     }
   }
@@ -204,7 +195,7 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
     set.enabled = input.enabled;
     if (input.enabled && current.enabled === false) set.enabled_at = deps.clock();
   }
-  const res = await storage(deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, { $set: set }));
+  const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, { $set: set });
   if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
   return getWebhook(deps, accountId, id);
 }
@@ -213,17 +204,15 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
 export async function deleteWebhook(deps: WebhookDeps, accountId: string, id: string): Promise<void> {
   if (!WEBHOOK_ID.test(id)) throw notFound('Webhook');
   const { webhooks, webhookStatus, deliveries, attempts, secretRotations } = deps.mongo.collections;
-  const res = await storage(webhooks.deleteOne({ _id: id, account_id: accountId }));
+  const res = await webhooks.deleteOne({ _id: id, account_id: accountId });
   if (res.deletedCount === 0) throw notFound('Webhook');
   // Best effort: the delivery process also drops deliveries whose subscription is gone.
-  await storage(
-    Promise.all([
-      deliveries.deleteMany({ subscription_id: id }),
-      attempts.deleteMany({ subscription_id: id }),
-      webhookStatus.deleteOne({ _id: id }),
-      secretRotations.deleteMany({ subscription_id: id }),
-    ]),
-  );
+  await Promise.all([
+    deliveries.deleteMany({ subscription_id: id }),
+    attempts.deleteMany({ subscription_id: id }),
+    webhookStatus.deleteOne({ _id: id }),
+    secretRotations.deleteMany({ subscription_id: id }),
+  ]);
 }
 
 /** The current secret (never the one a rotation replaced, even during its grace period). */
@@ -269,9 +258,9 @@ async function claimGeneration(deps: WebhookDeps, doc: WebhookDoc, now: Date): P
       await secretRotations.insertOne({ _id, subscription_id: doc._id, at: now });
       return generation;
     } catch (err) {
-      if ((err as { code?: number }).code !== DUPLICATE_KEY) throw asUnavailable(err, 'Webhook storage');
+      if ((err as { code?: number }).code !== DUPLICATE_KEY) throw err;
     }
-    const held = await storage(secretRotations.findOne({ _id }));
+    const held = await secretRotations.findOne({ _id });
     if (held && now.getTime() - held.at.getTime() < ROTATION_CLAIM_STALE_MS) throw rotationConflict();
   }
   throw rotationConflict();
@@ -298,7 +287,7 @@ export async function rotateSecret(deps: WebhookDeps, accountId: string, id: str
   const update = expires
     ? { $set: { secret_enc: secretEnc, secret_gen: generation, previous_secret_enc: doc.secret_enc, previous_secret_expires_at: expires } }
     : { $set: { secret_enc: secretEnc, secret_gen: generation }, $unset: { previous_secret_enc: '' as const, previous_secret_expires_at: '' as const } };
-  const res = await storage(deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, update));
+  const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, update);
   if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
   return { secret, previous_secret_expires_at: expires ? expires.toISOString() : null };
 }
@@ -315,11 +304,7 @@ export async function pingWebhook(deps: WebhookDeps, accountId: string, id: stri
     { account_id: accountId, type: 'webhook.ping', data: { subscription_id: sub._id }, target_subscription_id: sub._id },
     deps.clock(),
   );
-  try {
-    await deps.events.producer.publish([envelope]);
-  } catch (err) {
-    throw asUnavailable(err, 'The event log');
-  }
+  await deps.events.producer.publish([envelope]);
   deps.metrics.eventsIngested.inc({ type: envelope.type });
   return { event_id: envelope.id };
 }
@@ -327,12 +312,10 @@ export async function pingWebhook(deps: WebhookDeps, accountId: string, id: stri
 /** Recent delivery attempts of one subscription, newest first. */
 export async function listDeliveries(deps: WebhookDeps, accountId: string, id: string, opts: { limit?: number } = {}): Promise<{ attempts: Attempt[] }> {
   await findOwned(deps, accountId, id);
-  const docs = await storage(
-    deps.mongo.collections.attempts
-      .find({ subscription_id: id })
-      .sort({ at: -1, _id: -1 })
-      .limit(opts.limit ?? DEFAULT_ATTEMPTS_LIMIT)
-      .toArray(),
-  );
+  const docs = await deps.mongo.collections.attempts
+    .find({ subscription_id: id })
+    .sort({ at: -1, _id: -1 })
+    .limit(opts.limit ?? DEFAULT_ATTEMPTS_LIMIT)
+    .toArray();
   return { attempts: docs.map(toAttempt) };
 }

@@ -1,0 +1,3 @@
+/** The events feature as other features see it (streams, mcp). */
+export { listEvents, resolveSince, waitForEvent } from './service.js';
+export { EventPageSchema, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, ListEventsQuery, WaitBody, WaitResultSchema, type WaitInput } from './schemas.js';

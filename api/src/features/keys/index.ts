@@ -1,0 +1,3 @@
+/** The keys feature as other features see it (auth, mcp). */
+export { consumeApiKeyRate, findKeyDoc, looksLikeApiKey } from './service.js';
+export { KeySummarySchema } from './schemas.js';

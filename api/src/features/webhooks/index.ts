@@ -1,0 +1,20 @@
+/** The webhooks feature as other features see it: the services and shapes they reuse (activity, mcp). */
+export { createWebhook, deleteWebhook, findOwned, listWebhooks, pingWebhook, rotateSecret, updateWebhook } from './service.js';
+export {
+  CreateWebhookBody,
+  DEFAULT_GRACE_PERIOD_S,
+  DeliveryAttemptSchema,
+  MAX_GRACE_PERIOD_S,
+  RotateSecretBody,
+  UpdateWebhookBody,
+  WEBHOOK_ID,
+  WebhookIdParams,
+  WebhookListSchema,
+  WebhookPingSchema,
+  WebhookSchema,
+  WebhookSecretRotationSchema,
+  WebhookWithSecretSchema,
+  type CreateWebhookInput,
+  type RotateSecretInput,
+  type UpdateWebhookInput,
+} from './schemas.js';
