@@ -154,12 +154,21 @@ describe('client: events.listen resumes without a gap or a repeat', function () 
       if (seen.length === 2) break;
     }
     expect(seen).to.deep.equal([1, 2]);
-    // The stream slot is given back: a new stream on this one-stream-per-account process opens.
-    const again: number[] = [];
-    for await (const event of client.events.listen({ since: start!.cursor, transport: 'sse' })) {
-      again.push(event.data.i as number);
-      if (again.length === 3) break;
-    }
+    // The stream slot is given back: a new stream on this one-stream-per-account process opens
+    // (once the server has seen the socket close: on a loaded machine that can take a moment).
+    const again = await eventually(async () => {
+      const got: number[] = [];
+      try {
+        for await (const event of client.events.listen({ since: start!.cursor, transport: 'sse' })) {
+          got.push(event.data.i as number);
+          if (got.length === 3) break;
+        }
+      } catch (err) {
+        if (err instanceof Error && /too_many_streams/.test(err.message)) return undefined;
+        throw err;
+      }
+      return got;
+    });
     expect(again).to.deep.equal([1, 2, 3]);
   });
 });
