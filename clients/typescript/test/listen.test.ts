@@ -97,8 +97,10 @@ describe('client: events.listen resumes without a gap or a repeat', function () 
     const account = await createAccount(writer.url);
     const [start] = await ingest(writer.url, [{ account_id: account.userId, type: 'call.started', data: {} }]);
     const client = new EventPlatform({ baseUrl: writer.url, apiKey: account.apiKey });
-    // The writer allows one stream per account: this one takes it.
-    const holder = collect(client, { since: start!.cursor, transport: 'sse' });
+    // The writer allows one stream per account: this one takes it (opened before the second starts, so the order is not a race).
+    let holderOpen = false;
+    const holder = collect(client, { since: start!.cursor, transport: 'sse', onOpen: () => (holderOpen = true) });
+    await eventually(async () => (holderOpen ? true : undefined));
     const second = collect(client, { since: start!.cursor });
     try {
       const sent = (await ingest(writer.url, Array.from({ length: 4 }, (_, i) => ({ account_id: account.userId, type: 'message.sent' as const, data: { i } })))).map((e) => e.id);
