@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: brings up Kafka and the MongoDB-wire server (or uses KAFKA_BROKERS
 // and MONGO_URL when both are set), runs mocha over every test (the unit and
-// integration tests, then the fault tests), and ends with one line
+// integration tests, and alongside them the fault tests), and ends with one line
 // `tests: N passed, M failed` taken from mocha's results.
 //   --unit    only the tests of pure logic next to the code (src/**/*.test.ts): no Kafka,
 //             no FerretDB, a few seconds (`npm run test:unit`)
@@ -11,7 +11,7 @@
 //   --full    the fault tests at the issue's full sizes (FAULTS_FULL=1; `npm run test:faults:full`)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureTestTools } from './infra/test-tools.mjs';
@@ -57,21 +57,67 @@ const env = {
 rmSync(resultsFile, { force: true });
 
 const mocha = join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
-// Files named on the command line (`npm test -- api/test/x.test.ts`) replace the default set.
-// Mocha runs the files in this order: the fault tests (real processes killed and
-// restarted, a private Kafka + FerretDB) come last.
-const args = [mocha, '--reporter', join(root, 'scripts', 'test', 'reporter.cjs'), ...specs, ...extra];
-const child = spawn(process.execPath, args, { cwd: root, env, stdio: 'inherit' });
-const code = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+const reporter = join(root, 'scripts', 'test', 'reporter.cjs');
 
-// A skipped test is not a pass: it counts as failed here and in .ci/run.
-let skipped = 0;
-if (existsSync(resultsFile)) {
-  const r = JSON.parse(readFileSync(resultsFile, 'utf8'));
-  skipped = r.pending;
-  if (skipped) console.log(`${skipped} test(s) skipped: a skip is not a pass (see the skip messages above)`);
-  console.log(`tests: ${r.passes} passed, ${r.failures + r.pending} failed`);
-} else {
-  console.log('tests: 0 passed, 1 failed');
+/** One mocha process over `files`; its counts land in `results`. With `output`, its output is kept there instead of shown. */
+function runMocha(files, results, runId, output) {
+  const args = [mocha, '--reporter', reporter, ...files, ...extra];
+  const stdio = output ? ['ignore', 'pipe', 'pipe'] : 'inherit';
+  const child = spawn(process.execPath, args, { cwd: root, env: { ...env, TEST_RESULTS_FILE: results, TEST_RUN_ID: runId }, stdio });
+  if (output) {
+    child.stdout.on('data', (chunk) => output.push(chunk));
+    child.stderr.on('data', (chunk) => output.push(chunk));
+  }
+  return new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
 }
-process.exit(code === 0 && skipped === 0 ? 0 : 1);
+
+function readResults(file) {
+  if (!existsSync(file)) return null;
+  const r = JSON.parse(readFileSync(file, 'utf8'));
+  rmSync(file, { force: true });
+  return r;
+}
+
+// The whole suite runs as two mocha processes at once: the unit and integration tests
+// (shown as they run) and the fault tests (real processes killed and frozen, on a private
+// Kafka + FerretDB of their own, so they share nothing with the first set), whose output
+// is shown when they end. TEST_SERIAL=1 runs them one after the other, as files named on
+// the command line (`npm test -- api/test/x.test.ts`, which replace the default set) and
+// the other modes always do.
+const split = named.length === 0 && specs === DEFAULT_SPECS && specs.includes(FAULTS[0]) && specs.length > FAULTS.length && process.env.TEST_SERIAL !== '1';
+let code;
+const parts = [];
+if (split) {
+  const faultsFile = `${resultsFile}.faults`;
+  const faultOutput = [];
+  const started = Date.now();
+  const [mainCode, faultCode] = await Promise.all([
+    runMocha(TESTS, resultsFile, env.TEST_RUN_ID, null),
+    runMocha(FAULTS, faultsFile, `${env.TEST_RUN_ID}f`, faultOutput).then((c) => {
+      console.log(`\n[test] the fault tests (run alongside) ended after ${Math.round((Date.now() - started) / 1000)} s`);
+      return c;
+    }),
+  ]);
+  console.log('\n[test] output of the fault tests, run alongside the tests above:');
+  process.stdout.write(Buffer.concat(faultOutput));
+  parts.push(readResults(resultsFile), readResults(faultsFile));
+  code = mainCode || faultCode;
+} else {
+  code = await runMocha(specs, resultsFile, env.TEST_RUN_ID, null);
+  parts.push(readResults(resultsFile));
+}
+
+// One summary of every part, written where .ci/run reads it. A skipped test is not a
+// pass: it counts as failed here and in .ci/run.
+const total = { passes: 0, failures: 0, pending: 0, tests: 0, duration: 0 };
+for (const r of parts) {
+  if (!r) {
+    total.failures += 1; // a mocha process that ended without results (it crashed)
+    continue;
+  }
+  for (const k of Object.keys(total)) total[k] += r[k];
+}
+writeFileSync(resultsFile, JSON.stringify(total) + '\n');
+if (total.pending) console.log(`${total.pending} test(s) skipped: a skip is not a pass (see the skip messages above)`);
+console.log(`tests: ${total.passes} passed, ${total.failures + total.pending} failed`);
+process.exit(code === 0 && total.pending === 0 && total.failures === 0 ? 0 : 1);
