@@ -11,7 +11,7 @@ import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
 import type { AttemptDoc, DeliveryDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
-import { findOwned } from '../webhooks/index.js';
+import { attemptView, findOwned, type Attempt } from '../webhooks/index.js';
 import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow } from './schemas.js';
 
 export type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
@@ -96,19 +96,8 @@ export async function webhookStats(deps: ActivityDeps, accountId: string, id: st
   };
 }
 
-export interface EventAttempt {
-  id: string;
-  delivery_id: string;
-  event_id: string;
-  event_type: string;
-  attempt: number;
-  status: number | null;
-  outcome: string;
-  error: string | null;
-  duration_ms: number;
-  at: string;
-  next_attempt_at: string | null;
-}
+/** An attempt as the event detail shows it: the same view as a subscription's attempts list. */
+export type EventAttempt = Attempt;
 
 export interface EventDelivery {
   id: string;
@@ -129,22 +118,6 @@ export interface EventDeliveries {
   event: EventRecord;
   deliveries: EventDelivery[];
   truncated: boolean;
-}
-
-function toAttempt(doc: AttemptDoc): EventAttempt {
-  return {
-    id: doc._id,
-    delivery_id: doc.delivery_id,
-    event_id: doc.event_id,
-    event_type: doc.event_type,
-    attempt: doc.attempt,
-    status: doc.status,
-    outcome: doc.outcome,
-    error: doc.error,
-    duration_ms: doc.duration_ms,
-    at: doc.at.toISOString(),
-    next_attempt_at: doc.next_attempt_at ? doc.next_attempt_at.toISOString() : null,
-  };
 }
 
 /**
@@ -214,6 +187,6 @@ function deliveryView(id: string, stored: DeliveryDoc | undefined, tries: Attemp
     last_outcome: stored ? (stored.last_outcome ?? null) : (last?.outcome ?? null),
     created_at: (stored?.created_at ?? first!.at).toISOString(),
     updated_at: (stored?.updated_at ?? last!.at).toISOString(),
-    attempts: tries.map(toAttempt),
+    attempts: tries.map(attemptView),
   };
 }

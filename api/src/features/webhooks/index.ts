@@ -1,5 +1,5 @@
 /** The webhooks feature as other features see it: the services and shapes they reuse (activity, mcp). */
-export { createWebhook, deleteWebhook, findOwned, listWebhooks, pingWebhook, rotateSecret, updateWebhook } from './service.js';
+export { attemptView, createWebhook, deleteWebhook, findOwned, listWebhooks, pingWebhook, rotateSecret, updateWebhook, type Attempt } from './service.js';
 export {
   CreateWebhookBody,
   DEFAULT_GRACE_PERIOD_S,

@@ -58,7 +58,8 @@ export function toWebhook(doc: WebhookDoc, status?: WebhookStatusDoc | null): We
   };
 }
 
-function toAttempt(doc: AttemptDoc): Attempt {
+/** A stored attempt as the API shows it (a subscription's attempts, an event's detail). */
+export function attemptView(doc: AttemptDoc): Attempt {
   return {
     id: doc._id,
     delivery_id: doc.delivery_id,
@@ -317,5 +318,5 @@ export async function listDeliveries(deps: WebhookDeps, accountId: string, id: s
     .sort({ at: -1, _id: -1 })
     .limit(opts.limit ?? DEFAULT_ATTEMPTS_LIMIT)
     .toArray();
-  return { attempts: docs.map(toAttempt) };
+  return { attempts: docs.map(attemptView) };
 }
