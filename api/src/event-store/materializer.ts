@@ -76,6 +76,7 @@ export class Materializer {
   constructor(private readonly opts: MaterializerOptions) {
     this.pages = opts.pages
       ? new PageWriter(opts.pages, {
+          topicId: opts.topicId,
           pageEvents: opts.pageEvents,
           afterPages: () => {
             if (opts.afterPages?.() !== 'crash') return;
@@ -161,10 +162,13 @@ export class Materializer {
       const deadBefore = this.deadLettered;
       try {
         const standIns = new Set<string>();
-        await this.insertNew(docs, partition, standIns);
+        const elsewhere = new Set<string>();
+        await this.insertNew(docs, partition, standIns, elsewhere);
         if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
         if (this.pages) {
-          const stored = standIns.size === 0 ? docs : docs.map((d) => (standIns.has(d._id) ? unavailableEventDoc(d) : d));
+          // An id stored before at another position (a producer's retry the broker took twice) is not the event's: only its first copy is in the streams.
+          const own = elsewhere.size === 0 ? docs : docs.filter((d) => !elsewhere.has(d._id));
+          const stored = standIns.size === 0 ? own : own.map((d) => (standIns.has(d._id) ? unavailableEventDoc(d) : d));
           if (!(await this.pages.write(partition, stored, BigInt((chunk[0] as KafkaMessage).offset), lastOffset))) return false;
           if (this.crashesAfter('pages', partition, chunk, lastOffset)) return false;
         }
@@ -199,9 +203,10 @@ export class Materializer {
    * test server). Ids already stored, after a restart, fail as duplicates:
    * then only the missing ones are inserted. When the store refuses a
    * document, the chunk is written one event at a time to find which.
-   * `standIns` gets the ids of events stored as stand-ins (dead-lettered).
+   * `standIns` gets the ids of events stored as stand-ins (dead-lettered),
+   * `elsewhere` those of events whose id was stored before at another position.
    */
-  private async insertNew(docs: EventDoc[], partition: number, standIns: Set<string>): Promise<void> {
+  private async insertNew(docs: EventDoc[], partition: number, standIns: Set<string>, elsewhere: Set<string>): Promise<void> {
     for (const d of docs) if (this.dead.has(d._id)) standIns.add(d._id);
     let pending = this.dead.size === 0 ? docs : docs.map((d) => (this.dead.has(d._id) ? unavailableEventDoc(d) : d));
     for (let attempt = 0; pending.length > 0; attempt += 1) {
@@ -210,25 +215,35 @@ export class Materializer {
         this.forgetRefusals(pending);
         return;
       } catch (err) {
-        if (isRefusal(err)) return this.insertOneByOne(pending, partition, standIns);
+        if (isRefusal(err)) return this.insertOneByOne(pending, partition, standIns, elsewhere);
         if (!isDuplicateKeyOnly(err) || attempt >= 3) throw err;
         const ids = pending.map((d) => d._id);
-        const found = await this.opts.events.find({ _id: { $in: ids } }, { projection: { _id: 1, data_unavailable: 1 } }).toArray();
-        for (const d of found) if (d.data_unavailable) standIns.add(d._id);
+        const found = await this.opts.events.find({ _id: { $in: ids } }, { projection: { _id: 1, data_unavailable: 1, partition: 1, offset: 1 } }).toArray();
+        const mine = new Map(pending.map((d) => [d._id, d]));
+        for (const d of found) {
+          if (d.data_unavailable) standIns.add(d._id);
+          const doc = mine.get(d._id);
+          if (doc && (d.partition !== doc.partition || d.offset !== doc.offset)) elsewhere.add(d._id);
+        }
         const stored = new Set(found.map((d) => d._id));
         pending = pending.filter((d) => !stored.has(d._id));
       }
     }
   }
 
-  private async insertOneByOne(docs: EventDoc[], partition: number, standIns: Set<string>): Promise<void> {
+  private async insertOneByOne(docs: EventDoc[], partition: number, standIns: Set<string>, elsewhere: Set<string>): Promise<void> {
     for (const doc of docs) {
       try {
         await this.opts.events.insertOne(doc);
         this.refusals.delete(doc._id);
         this.dead.delete(doc._id);
       } catch (err) {
-        if (err instanceof MongoServerError && err.code === 11000) continue; // stored before a restart
+        if (err instanceof MongoServerError && err.code === 11000) {
+          // Stored before a restart, or the same id at another position (see persist).
+          const prior = await this.opts.events.findOne({ _id: doc._id }, { projection: { partition: 1, offset: 1 } });
+          if (prior && (prior.partition !== doc.partition || prior.offset !== doc.offset)) elsewhere.add(doc._id);
+          continue;
+        }
         if (!isRefusal(err)) throw err; // an outage: retried as long as it lasts
         const refused = (this.refusals.get(doc._id) ?? 0) + 1;
         this.refusals.set(doc._id, refused);

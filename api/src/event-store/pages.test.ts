@@ -217,6 +217,24 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 29));
   });
 
+  it('starts a stream over when the topic was deleted and created again (a new topic id, offsets from 0 again); a writer waits for the topic check', async () => {
+    const fake = new FakePages();
+    const old = range(0, 9).map((o) => ev('acc_a', o));
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 4, topicId: () => 'topic-1' }), old);
+    expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 9));
+    const reborn = [{ ...ev('acc_a', 0), _id: 'evt_new_life_0' }];
+    const unchecked = new PageWriter(fake.asCollection(), { pageEvents: 4, topicId: () => null });
+    let refused: unknown = null;
+    await write(unchecked, reborn).catch((err: unknown) => (refused = err));
+    expect(String(refused)).to.match(/not checked/);
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 4, topicId: () => 'topic-2' }), reborn);
+    const page = await readAfter(fake.asCollection(), after(null, { through: 0 }));
+    expect(page.map((d) => d._id)).to.deep.equal(['evt_new_life_0']);
+    // The same topic id again (a restart): the stream goes on, nothing starts over.
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 4, topicId: () => 'topic-2' }), [ev('acc_a', 1)]);
+    expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal([0, 1]);
+  });
+
   it('bounds a page by bytes as well as by count: a big event gets a page of its own', async () => {
     const fake = new FakePages();
     const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, pageBytes: 4096 });

@@ -78,6 +78,8 @@ export interface PageWriterOptions {
   dirPages?: number;
   /** Test hook, called after the pages of a chunk are written and before the heads: 'crash' stops there. */
   afterPages?: () => 'crash' | void;
+  /** The event topic's Kafka id once the topic guard checked it (null before: nothing is written); see EventPageHeadDoc.topic_id. */
+  topicId?: () => string | null;
 }
 
 /**
@@ -94,6 +96,8 @@ export class PageWriter {
   private readonly pageEvents: number;
   private readonly pageBytes: number;
   private readonly dirPages: number;
+  /** The topic id the kept states were read or written under. */
+  private topicId: string | undefined;
 
   constructor(
     private readonly pages: PagesCollection,
@@ -110,6 +114,13 @@ export class PageWriter {
    * hook stopped it.
    */
   async write(partition: number, docs: readonly EventDoc[], firstOffset: bigint, lastOffset: bigint): Promise<boolean> {
+    const topicId = this.opts.topicId ? this.opts.topicId() : undefined;
+    if (topicId === null) throw new Error('the event topic is not checked against MongoDB yet (topic guard); no pages are written until it is');
+    if (topicId !== this.topicId) {
+      this.states.clear();
+      this.nextOffset.clear();
+      this.topicId = topicId;
+    }
     if (this.nextOffset.get(partition) !== firstOffset) this.forget(partition);
     this.nextOffset.delete(partition);
     try {
@@ -128,7 +139,7 @@ export class PageWriter {
         const state = await this.load(stream);
         const next = this.append(stream, state, events, pageWrites);
         if (next.pages !== state.pages) {
-          const head: EventPageHeadDoc = { _id: headId(stream), pages: next.pages, per_dir: this.dirPages, dirs: next.dirs };
+          const head: EventPageHeadDoc = { _id: headId(stream), pages: next.pages, per_dir: this.dirPages, dirs: next.dirs, ...(topicId ? { topic_id: topicId } : {}) };
           headWrites.push(head);
         }
         updated.push([stream, next]);
@@ -191,6 +202,8 @@ export class PageWriter {
     if (kept) return kept;
     const head = (await this.pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
     if (!head || head.pages === 0) return { pages: 0, dirs: [], dir: [], page: null };
+    // A stream of an earlier topic of this name (deleted and created again: offsets from 0 again) starts over.
+    if (this.topicId && head.topic_id && head.topic_id !== this.topicId) return { pages: 0, dirs: [], dir: [], page: null };
     const n = head.pages - 1;
     const k = Math.floor(n / head.per_dir);
     // Pages and directories are written before the head: what lies beyond the head's count (a crash in between) is dropped and rewritten.

@@ -119,6 +119,13 @@ export interface EventPageHeadDoc {
   per_dir: number;
   /** `dirs[k]` is the first offset of directory k (of its first page). */
   dirs: number[];
+  /**
+   * The Kafka id of the event topic the stream was last written from. A topic deleted and
+   * created again under the same name starts its offsets at 0 again: a stream of the earlier
+   * topic starts over instead of taking the new offsets for ones it holds (absent: written
+   * before the field existed, or by the backfill; taken as the current topic).
+   */
+  topic_id?: string;
 }
 
 /** One directory of a stream: `starts[i]` is the first offset of page k * per_dir + i. */
