@@ -10,7 +10,7 @@ import { DnsResolver } from '../../shared/src/dns.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
-import { OffsetTracker } from './offsets.js';
+import { mongoProgressStore, OffsetTracker } from './offsets.js';
 import { countQueue, type AttemptRecord } from './deliveries.js';
 import { Dispatcher, type DispatchHooks } from './dispatch.js';
 import { createSender } from './http-sender.js';
@@ -149,9 +149,12 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
 
   // Offsets are committed here, not by kafkajs: up to each partition's lowest unfinished delivery.
   let current: { consumer: Consumer; offsets: OffsetTracker } | null = null;
+  const progressStore = mongoProgressStore(mongo.collections.deliveryProgress);
   const commitNow = async (): Promise<void> => {
     const at = current;
-    if (at) await at.offsets.commit(at.consumer);
+    if (!at) return;
+    await at.offsets.commit(at.consumer);
+    await at.offsets.writeProgress();
   };
   const committer = setInterval(() => {
     commitNow().catch((err: unknown) => log.debug({ err }, 'could not commit delivery offsets; will try again'));
@@ -164,7 +167,7 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     stallMs: opts.stallMs,
     newConsumer: () => (opts.newConsumer ?? createConsumer)(kafka, config.groupId),
     run: async (c) => {
-      const offsets = new OffsetTracker(config.kafka.eventsTopic);
+      const offsets = new OffsetTracker(config.kafka.eventsTopic, { store: progressStore, group: config.groupId, log });
       current = { consumer: c, offsets };
       // A new generation re-reads each partition from its committed offset: what the old one
       // tracked no longer commits (its deliveries still finish; a copy read again waits for them).
@@ -179,7 +182,7 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
           'delivery',
           c,
           config.kafka.eventsTopic,
-          eachBatchHandler({ ...shared, dispatcher, offsets: { of: (p) => offsets.of(p), get unfinished() { return offsets.unfinished; }, commit: () => offsets.commit(c) } }),
+          eachBatchHandler({ ...shared, dispatcher, offsets: { of: (p) => offsets.of(p), resume: (p, first) => offsets.resume(p, first), get unfinished() { return offsets.unfinished; }, commit: () => offsets.commit(c) } }),
         ),
       });
     },
