@@ -25,8 +25,14 @@ describe('partition progress above the committed offset', () => {
 
   it('starts at the first offset seen before any commit, and writes nothing when nothing was read above the commit', () => {
     const p = partition();
+    expect(p.snapshot(null), 'nothing finished yet').to.equal(null);
+    p.finish('10', 'a10');
     expect(p.snapshot(null)?.from).to.equal('10');
     for (let o = 10; o < 15; o++) {
+      if (o === 10) {
+        p.finish('10', 'b10');
+        continue;
+      }
       p.finish(String(o), `a${o}`);
       p.finish(String(o), `b${o}`);
     }
@@ -36,14 +42,28 @@ describe('partition progress above the committed offset', () => {
 
   it('lists at most maxIds open deliveries: the range it vouches for stops before the offset that would exceed them', () => {
     const p = partition();
-    expect(p.snapshot(null, 5)).to.deep.equal({
+    for (let o = 10; o < 15; o++) p.finish(String(o), `a${o}`);
+    expect(p.snapshot(null, 3)).to.deep.equal({
+      from: '10',
+      to: '13',
+      open: ['10', '11', '12'].map((o) => ({ offset: o, ids: [`b${o}`] })),
+    });
+  });
+
+  it('stops above the highest offset where anything finished (a long queue of unsent deliveries is not listed)', () => {
+    const p = partition();
+    p.finish('11', 'a11');
+    expect(p.snapshot(null)).to.deep.equal({
       from: '10',
       to: '12',
       open: [
         { offset: '10', ids: ['a10', 'b10'] },
-        { offset: '11', ids: ['a11', 'b11'] },
+        { offset: '11', ids: ['b11'] },
       ],
     });
+    p.finish('13', 'a13');
+    p.finish('13', 'b13');
+    expect(p.snapshot(null)?.to).to.equal('14');
   });
 
   it('a copy added twice (a re-read in the same generation) is finished only when both copies are', () => {

@@ -14,6 +14,8 @@ import type { DeliveryProgressDoc } from '../../shared/src/mongo/index.js';
 export class PartitionProgress {
   /** Unfinished deliveries per offset (delivery id -> copies under way), for offsets with any. */
   private readonly pending = new Map<bigint, Map<string, number>>();
+  /** Offsets with unfinished deliveries where some delivery already finished. */
+  private readonly partly = new Set<bigint>();
   /** Offsets with unfinished deliveries, in the order seen (increasing). */
   private order: bigint[] = [];
   private head = 0;
@@ -55,7 +57,10 @@ export class PartitionProgress {
     if (ids === undefined || n === undefined) return;
     if (n <= 1) ids.delete(id);
     else ids.set(id, n - 1);
-    if (ids.size === 0) this.pending.delete(at);
+    if (ids.size === 0) {
+      this.pending.delete(at);
+      this.partly.delete(at);
+    } else this.partly.add(at);
     this.count--;
     this.onFinish();
   }
@@ -92,6 +97,10 @@ export class PartitionProgress {
     let to = this.next;
     const open: { offset: string; ids: string[] }[] = [];
     let listed = 0;
+    // One past the highest offset that says anything (some delivery finished there, or all of
+    // them): above it everything is still open, and the log says as much.
+    let useful = from;
+    let prev = from - 1n;
     for (let i = this.head; i < this.order.length; i++) {
       const at = this.order[i] as bigint;
       const ids = this.pending.get(at);
@@ -100,10 +109,16 @@ export class PartitionProgress {
         to = at;
         break;
       }
+      if (at > prev + 1n) useful = at; // finished offsets below it
+      if (this.partly.has(at)) useful = at + 1n;
+      prev = at;
       open.push({ offset: at.toString(), ids: [...ids.keys()] });
       listed += ids.size;
     }
-    // Nothing read above the commit: the commit says it all.
+    if (to > prev + 1n) useful = to; // finished offsets above the last open one
+    if (useful < to) to = useful;
+    while (open.length > 0 && BigInt((open[open.length - 1] as { offset: string }).offset) >= to) open.pop();
+    // Nothing finished above the commit: the commit says it all.
     if (to <= from) return null;
     return { from: from.toString(), to: to.toString(), open };
   }
@@ -252,7 +267,7 @@ export class OffsetTracker {
       .finally(() => clearTimeout(timer));
     const resume = doc ? new Resume(doc) : null;
     p.resume = resume && resume.appliesFrom(firstOffset) ? resume : new Resume({ from: '0', to: '0', open: [] });
-    if (resume && p.resume === resume) log?.info({ partition, from: firstOffset, to: doc?.to, open: doc?.open.length }, 'resuming a partition: deliveries finished above its commit are not sent again');
+    if (resume && p.resume === resume) log?.info({ partition, from: firstOffset, to: doc?.to, openOffsets: doc?.open.length, openDeliveries: doc?.open.reduce((n, o) => n + o.ids.length, 0) }, 'resuming a partition: deliveries finished above its commit are not sent again');
   }
 
   private schedule(): void {

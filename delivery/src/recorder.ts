@@ -110,10 +110,10 @@ export class AttemptRecorder {
   private async writeBatch(batch: Pending[]): Promise<void> {
     try {
       await this.write(batch);
-      // Recorded: the deliveries are finished (their offsets and progress move on) while the
-      // subscriptions' coalesced last_* are written; the flush still waits for those.
+      // Recorded: the deliveries are finished (their offsets and progress move on). The
+      // subscriptions' coalesced last_* are written behind, one writer at a time.
       for (const p of batch) p.settle.resolve();
-      await this.status.offer(batch.map((p) => p.record)).catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
+      this.offerStatus(batch);
       return;
     } catch (err) {
       if (batch.length > 1) this.log?.warn({ err, records: batch.length }, 'could not write a batch of attempt records; writing them one by one');
@@ -125,7 +125,7 @@ export class AttemptRecorder {
         try {
           await this.write([p]);
           p.settle.resolve();
-          await this.status.offer([p.record]).catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
+          this.offerStatus([p]);
           break;
         } catch (err) {
           if (Date.now() >= deadline) {
@@ -136,6 +136,16 @@ export class AttemptRecorder {
         }
       }
     }
+  }
+
+  /**
+   * Not awaited by the flush: three subscriptions' status writes one after
+   * another held the next flush, and so every delivery recorded in it (and the
+   * offsets and progress behind them), for several store round trips; the
+   * duplicates a kill leaves grew with that wait.
+   */
+  private offerStatus(batch: Pending[]): void {
+    this.status.offer(batch.map((p) => p.record)).catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
   }
 
   private async write(batch: Pending[]): Promise<void> {
@@ -158,10 +168,7 @@ export class AttemptRecorder {
     const handed = batch.filter((p) => p.fresh && p.record.outcome !== 'ok').map((p) => storedAfter(p.record));
     if (handed.length > 0) await insertIgnoringDuplicates(this.c, handed);
     for (const p of batch) if (!p.fresh) await recordStateOf(this.c, p.record);
-    // The subscriptions' last_* follow in writeBatch, after the records are settled. A few are
-    // awaited by the flush (with little traffic the status is there right after the record);
-    // more go on in the background: fifty subscriptions' status writes one after another held
-    // every record of the flush for seconds.
+    // The subscriptions' last_* follow (offerStatus), after the records are settled.
   }
 }
 
