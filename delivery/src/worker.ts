@@ -1,3 +1,4 @@
+import { channel } from 'node:diagnostics_channel';
 import type { Admin } from 'kafkajs';
 import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
 import { SupervisedConsumer } from '../../shared/src/eventlog/supervised-consumer.js';
@@ -84,6 +85,9 @@ async function placeNewGroup(admin: Admin, groupId: string, topic: string, start
   }
 }
 
+/** Every MongoDB command the delivery process starts (`{ command }`), when the driver's command monitor is on. */
+const STORE_OPS = channel('event-platform.delivery.store-op');
+
 /** How often each partition's finished offset is committed (also after every step of a batch). */
 const COMMIT_INTERVAL_MS = 200;
 
@@ -98,6 +102,11 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const lifecycle = new Lifecycle(log);
   const mongo = createMongo(config, { log });
   lifecycle.onStop('mongo', () => mongo.close());
+  // Store operations, told to whoever listens (the bench's probe counts them per delivery);
+  // the driver reports them only while its command monitor is on (MONGO_SLOW_MS > 0).
+  mongo.client.on('commandStarted', (e) => {
+    if (STORE_OPS.hasSubscribers) STORE_OPS.publish({ command: e.commandName });
+  });
   await ensureIndexes(mongo, log);
 
   const kafka = createKafka(config, log);
