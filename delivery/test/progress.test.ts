@@ -54,24 +54,28 @@ describe('delivery progress above the committed offset', function () {
     const fastId = (await db.collection('webhooks').findOne({ url: receiver.url('/progress-fast') }))._id as string;
     await db.until(async () => (await db.attempts(fastId)).length >= events.length, 30_000, 'fast attempts recorded');
     await first.close();
+    // The fast deliveries that succeeded (on a loaded machine an attempt may time out
+    // although the receiver got it: that one is retried, rightly).
+    const succeeded = new Set((await db.attempts(fastId)).filter((a) => a.outcome === 'ok').map((a) => a.event_id as string));
+    expect(succeeded.size, 'fast deliveries that succeeded before the restart').to.be.above(0);
+    const fastBefore = receiver.received('/progress-fast').length;
 
     const second = await startTestDelivery({ ...env, INSTANCE_ID: uniqueName('progress-2') });
     await waitForGroup(env);
-    // Every event reaches the slow subscription (the held ones again: at-least-once).
-    await db.until(async () => events.every((e) => receiver.received('/progress-slow').some((r) => r.body.id === e.id)), 60_000, 'every event at the slow subscription');
+    // Every event reaches the slow subscription, and every slow delivery whose record was
+    // never written is sent again (at-least-once; one the first process had taken from the
+    // retry store comes back once its lease has run out).
+    const copies = (id: string): number => receiver.received('/progress-slow').filter((r) => r.body.id === id).length;
+    await db.until(async () => events.every((e) => copies(e.id) > 0) && [...heldSlow].every((id) => copies(id) >= 2), 60_000, 'every event at the slow subscription, the unrecorded ones again');
     // A last event: the fast subscription's queue is served in order, so once this one is
     // there, any copy of the earlier ones read again would be there too.
     const marker = envelope(account, 'message.sent', { marker: true });
     await log.publishAtOnce([marker]);
     await db.until(async () => receiver.received('/progress-fast').some((r) => r.body.id === marker.id), 60_000, 'the marker at the fast subscription');
 
-    const fast = receiver.received('/progress-fast').map((r) => r.body.id as string);
-    expect(fast.length, 'requests to the fast subscription (one per event, none sent again)').to.equal(events.length + 1);
-    expect(new Set(fast).size).to.equal(events.length + 1);
-    for (const id of heldSlow) {
-      const copies = receiver.received('/progress-slow').filter((r) => r.body.id === id).length;
-      expect(copies, 'a slow delivery whose record was never written is sent again').to.be.at.least(2);
-    }
+    const after = receiver.received('/progress-fast').slice(fastBefore).map((r) => r.body.id as string);
+    expect(after.filter((id) => succeeded.has(id)), 'finished fast deliveries sent again after the restart').to.deep.equal([]);
+    expect(after).to.include(marker.id);
     await second.close();
   });
 });
