@@ -30,7 +30,7 @@ import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/k
 import type { EventEnvelope, EventRecord } from '../../shared/src/eventlog/types.js';
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import { newDelivery, type DeliveryCollections } from './deliveries.js';
+import { deliveryId, newDelivery, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 import { PartitionProgress } from './offsets.js';
 
@@ -103,6 +103,7 @@ interface Planned {
   body: string;
   sub: WebhookDoc;
   offset: string;
+  id: string;
 }
 
 /**
@@ -123,9 +124,12 @@ export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepD
     let body: string | null = null;
     for (const sub of subs.get(envelope.account_id) ?? []) {
       if (!matches(sub, envelope)) continue;
+      const id = deliveryId(envelope.id, sub._id);
+      // Finished by the partition's previous owner above its commit (its progress document).
+      if (progress.resume?.finished(offset, id)) continue;
       body ??= JSON.stringify(record);
-      planned.push({ envelope, body, sub, offset });
-      progress.add(offset);
+      planned.push({ envelope, body, sub, offset, id });
+      progress.add(offset, id);
     }
     progress.seen(offset);
     if (planned.length >= DELIVERIES_PER_STEP || i === events.length - 1) {
@@ -168,14 +172,14 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
   const now = deps.clock();
   const overflow: { doc: DeliveryDoc; offset: string }[] = [];
   let queued = 0;
-  for (const { envelope, body, sub, offset } of planned) {
+  for (const { envelope, body, sub, offset, id } of planned) {
     const doc: DeliveryDoc = {
       ...newDelivery({ eventId: envelope.id, eventType: envelope.type, accountId: envelope.account_id, subscription: sub, body, owner: deps.owner, now, leaseMs: deps.leaseMs }),
       lease_owner: null,
       lease_until: null,
     };
     if (await roomFor(deps, sub._id)) {
-      const res = deps.dispatcher.enqueue({ delivery: doc, fresh: { done: () => progress.finish(offset) } });
+      const res = deps.dispatcher.enqueue({ delivery: doc, fresh: { done: () => progress.finish(offset, id) } });
       if (res === 'queued') queued++;
       if (res === 'queued' || res === 'attached') continue;
     }
@@ -183,7 +187,7 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
   }
   // One insertMany for the step's overflow (a hung subscription's backlog), retried until it
   // lands, in the background: the partition's next events do not wait for the store.
-  if (overflow.length > 0) deps.dispatcher.storeOverflow(overflow.map((o) => ({ delivery: o.doc, fresh: { done: () => progress.finish(o.offset) } })));
+  if (overflow.length > 0) deps.dispatcher.storeOverflow(overflow.map((o) => ({ delivery: o.doc, fresh: { done: () => progress.finish(o.offset, o.doc._id) } })));
   return queued;
 }
 
@@ -227,6 +231,8 @@ function heartbeatWhile(payload: EachBatchPayload, log: Logger): { stop(): void;
 /** Where the handler tracks each partition's finished deliveries, and how it commits them. */
 export interface Offsets {
   of(partition: number): PartitionProgress;
+  /** Before a partition's first batch in this generation: what its previous owner finished above the commit (see offsets.ts). */
+  resume?(partition: number, firstOffset: string): Promise<void>;
   /** Deliveries not finished yet (the consumer waits while there are very many). */
   readonly unfinished: number;
   commit(): Promise<void>;
@@ -242,6 +248,7 @@ export function eachBatchHandler(deps: ConsumerDeps & { offsets: Offsets }) {
     const progress = deps.offsets.of(batch.partition);
     try {
       if (!alive()) return;
+      if (progress.resume === null && deps.offsets.resume) await deps.offsets.resume(batch.partition, (batch.messages[0] as KafkaMessage).offset);
       const events: Decoded[] = [];
       for (const m of batch.messages) {
         const e = decodeMessage(m, batch.partition, deps.log);

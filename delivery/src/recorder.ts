@@ -110,7 +110,10 @@ export class AttemptRecorder {
   private async writeBatch(batch: Pending[]): Promise<void> {
     try {
       await this.write(batch);
+      // Recorded: the deliveries are finished (their offsets and progress move on). The
+      // subscriptions' coalesced last_* are written behind, one writer at a time.
       for (const p of batch) p.settle.resolve();
+      this.offerStatus(batch);
       return;
     } catch (err) {
       if (batch.length > 1) this.log?.warn({ err, records: batch.length }, 'could not write a batch of attempt records; writing them one by one');
@@ -122,6 +125,7 @@ export class AttemptRecorder {
         try {
           await this.write([p]);
           p.settle.resolve();
+          this.offerStatus([p]);
           break;
         } catch (err) {
           if (Date.now() >= deadline) {
@@ -132,6 +136,16 @@ export class AttemptRecorder {
         }
       }
     }
+  }
+
+  /**
+   * Not awaited by the flush: three subscriptions' status writes one after
+   * another held the next flush, and so every delivery recorded in it (and the
+   * offsets and progress behind them), for several store round trips; the
+   * duplicates a kill leaves grew with that wait.
+   */
+  private offerStatus(batch: Pending[]): void {
+    this.status.offer(batch.map((p) => p.record)).catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
   }
 
   private async write(batch: Pending[]): Promise<void> {
@@ -154,10 +168,7 @@ export class AttemptRecorder {
     const handed = batch.filter((p) => p.fresh && p.record.outcome !== 'ok').map((p) => storedAfter(p.record));
     if (handed.length > 0) await insertIgnoringDuplicates(this.c, handed);
     for (const p of batch) if (!p.fresh) await recordStateOf(this.c, p.record);
-    // After the attempts. A few are awaited (with little traffic the status is there when the
-    // record is); more go on in the background: fifty subscriptions' status writes one after
-    // another held every record of the flush (and the offsets behind them) for seconds.
-    await this.status.offer(batch.map((p) => p.record));
+    // The subscriptions' last_* follow (offerStatus), after the records are settled.
   }
 }
 

@@ -1,3 +1,4 @@
+import { channel } from 'node:diagnostics_channel';
 import type { Admin } from 'kafkajs';
 import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
 import { SupervisedConsumer } from '../../shared/src/eventlog/supervised-consumer.js';
@@ -10,7 +11,7 @@ import { DnsResolver } from '../../shared/src/dns.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
-import { OffsetTracker } from './offsets.js';
+import { mongoProgressStore, OffsetTracker } from './offsets.js';
 import { countQueue, type AttemptRecord } from './deliveries.js';
 import { Dispatcher, type DispatchHooks } from './dispatch.js';
 import { createSender } from './http-sender.js';
@@ -84,6 +85,9 @@ async function placeNewGroup(admin: Admin, groupId: string, topic: string, start
   }
 }
 
+/** Every MongoDB command the delivery process starts (`{ command }`), when the driver's command monitor is on. */
+const STORE_OPS = channel('event-platform.delivery.store-op');
+
 /** How often each partition's finished offset is committed (also after every step of a batch). */
 const COMMIT_INTERVAL_MS = 200;
 
@@ -98,6 +102,11 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const lifecycle = new Lifecycle(log);
   const mongo = createMongo(config, { log });
   lifecycle.onStop('mongo', () => mongo.close());
+  // Store operations, told to whoever listens (the bench's probe counts them per delivery);
+  // the driver reports them only while its command monitor is on (MONGO_SLOW_MS > 0).
+  mongo.client.on('commandStarted', (e) => {
+    if (STORE_OPS.hasSubscribers) STORE_OPS.publish({ command: e.commandName });
+  });
   await ensureIndexes(mongo, log);
 
   const kafka = createKafka(config, log);
@@ -149,9 +158,12 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
 
   // Offsets are committed here, not by kafkajs: up to each partition's lowest unfinished delivery.
   let current: { consumer: Consumer; offsets: OffsetTracker } | null = null;
+  const progressStore = mongoProgressStore(mongo.collections.deliveryProgress);
   const commitNow = async (): Promise<void> => {
     const at = current;
-    if (at) await at.offsets.commit(at.consumer);
+    if (!at) return;
+    await at.offsets.commit(at.consumer);
+    await at.offsets.writeProgress();
   };
   const committer = setInterval(() => {
     commitNow().catch((err: unknown) => log.debug({ err }, 'could not commit delivery offsets; will try again'));
@@ -164,7 +176,7 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     stallMs: opts.stallMs,
     newConsumer: () => (opts.newConsumer ?? createConsumer)(kafka, config.groupId),
     run: async (c) => {
-      const offsets = new OffsetTracker(config.kafka.eventsTopic);
+      const offsets = new OffsetTracker(config.kafka.eventsTopic, { store: progressStore, group: config.groupId, log });
       current = { consumer: c, offsets };
       // A new generation re-reads each partition from its committed offset: what the old one
       // tracked no longer commits (its deliveries still finish; a copy read again waits for them).
@@ -179,7 +191,7 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
           'delivery',
           c,
           config.kafka.eventsTopic,
-          eachBatchHandler({ ...shared, dispatcher, offsets: { of: (p) => offsets.of(p), get unfinished() { return offsets.unfinished; }, commit: () => offsets.commit(c) } }),
+          eachBatchHandler({ ...shared, dispatcher, offsets: { of: (p) => offsets.of(p), resume: (p, first) => offsets.resume(p, first), get unfinished() { return offsets.unfinished; }, commit: () => offsets.commit(c) } }),
         ),
       });
     },

@@ -6,6 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { writeHeapSnapshot } from 'node:v8';
 import { Session } from 'node:inspector/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { subscribe } from 'node:diagnostics_channel';
 
 if (process.send) {
   const delay = monitorEventLoopDelay({ resolution: 10 });
@@ -14,6 +15,12 @@ if (process.send) {
   const ms = (ns) => Math.round((ns / 1e6) * 100) / 100;
   let cpuMark = process.cpuUsage();
   let timeMark = performance.now();
+  // The delivery process's store operations (delivery/src/worker.ts publishes them while the
+  // driver's command monitor is on), handshakes and pings left out.
+  let storeOps = 0;
+  subscribe('event-platform.delivery.store-op', (msg) => {
+    if (!/^(hello|ismaster|ping|endSessions)$/i.test(msg?.command ?? '')) storeOps++;
+  });
 
   const handlers = {
     stats({ reset }) {
@@ -27,8 +34,10 @@ if (process.send) {
         eld: { p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max), mean: ms(delay.mean) },
         // share of one core used since the last reset
         cpu: elapsed > 0 ? (cpu.user + cpu.system) / 1000 / elapsed : 0,
+        storeOps,
       };
       if (reset) {
+        storeOps = 0;
         delay.reset();
         cpuMark = process.cpuUsage();
         timeMark = performance.now();

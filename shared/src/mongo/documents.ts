@@ -313,6 +313,25 @@ export interface DeliveryDoc {
   updated_at: Date;
 }
 
+/**
+ * How far a delivery group got in one partition above its committed Kafka
+ * offset (delivery/src/offsets.ts), so that a restart, or the partition's
+ * next owner, does not send again what was already finished there. Every
+ * message at an offset in [from, to) has all its deliveries finished, but
+ * those listed in `open` for its offset. Only ever lists finished work as
+ * finished: a stale or lost document costs duplicates, never a delivery.
+ */
+export interface DeliveryProgressDoc {
+  _id: string; // `${group}|${topic}|${partition}`
+  /** The committed offset (or the generation's first offset) when written: a consumer starting below it (a reset) ignores the document. */
+  from: string;
+  /** One past the last message whose deliveries are accounted for here. */
+  to: string;
+  /** Offsets in [from, to) with unfinished deliveries, with the ids of those (increasing offsets). */
+  open: { offset: string; ids: string[] }[];
+  at: Date;
+}
+
 /** Proof that one process won claim number n of a delivery. */
 export interface ClaimDoc {
   _id: string; // `${delivery_id}:${n}`

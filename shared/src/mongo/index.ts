@@ -15,6 +15,7 @@ import type {
   ClaimDoc,
   DeadEventDoc,
   DeliveryDoc,
+  DeliveryProgressDoc,
   EventDoc,
   EventPageDirDoc,
   EventPageDoc,
@@ -55,6 +56,7 @@ export const COLLECTION_NAMES = {
   deliveries: 'deliveries',
   attempts: 'delivery_attempts',
   claims: 'delivery_claims',
+  deliveryProgress: 'delivery_progress',
   /** Owned by rate-limiter-flexible's Mongo store. */
   rateLimits: 'rate_limits',
 } as const;
@@ -78,6 +80,7 @@ export interface Collections {
   deliveries: Collection<DeliveryDoc>;
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
+  deliveryProgress: Collection<DeliveryProgressDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }
 
@@ -121,6 +124,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
     attempts: db.collection(COLLECTION_NAMES.attempts),
     claims: db.collection(COLLECTION_NAMES.claims),
+    deliveryProgress: db.collection(COLLECTION_NAMES.deliveryProgress),
     rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
   };
   const watchdog = opts.log ? new MonitorWatchdog(client, opts.log.child({ component: 'mongo' })) : null;
@@ -173,6 +177,7 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { delivery_id: 1, at: 1 }, name: 'delivery' },
   ],
   claims: [{ key: { at: 1 }, name: 'at' }],
+  deliveryProgress: [],
   // Each window is its own document found by _id (limits/window-store.ts);
   // the TTL index removes ended windows where the server has TTL indexes.
   rateLimits: [{ key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: 0 }],
