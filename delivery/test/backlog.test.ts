@@ -140,8 +140,10 @@ describe('delivery backlogs', function () {
     const ratio = alone.seconds / withHung.seconds;
     const figures = { healthy_subscriptions: HEALTHY, deliveries_per_round: HEALTHY * PER_HEALTHY, alone, with_hung: withHung, throughput_ratio: Number(ratio.toFixed(2)), hung_requests: receiver.received('/hung').length };
     recordFigures('delivery-hung-same-partition', figures);
-    // "Within seconds": no healthy delivery later than the slowest one without the hung receiver, with a margin.
-    expect(withHung.maxLatencyMs, 'slowest healthy delivery with the hung receiver (ms)').to.be.at.most(alone.maxLatencyMs * 1.25 + 2000);
+    // "Within seconds": no healthy delivery much later than the slowest one without the hung receiver. The
+    // margin is wide (a loaded machine, other tests alongside); the defect this guards against held healthy
+    // deliveries for minutes (90 had not arrived after 120 s), and the ratio itself is the benchmark's figure.
+    expect(withHung.maxLatencyMs, 'slowest healthy delivery with the hung receiver (ms)').to.be.at.most(alone.maxLatencyMs * 2 + 5000);
     expect(ratio, 'healthy throughput with a hung subscription on the partition / without').to.be.at.least(0.8);
   });
 });

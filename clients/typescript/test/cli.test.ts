@@ -121,7 +121,11 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
       const names = (h: IncomingHttpHeaders) => Object.keys(h).filter((k) => k.startsWith('x-service-') || k.startsWith('webhook-') || k === 'content-type').sort();
       expect(names(app.requests[0]!.headers)).to.deep.equal(names(real!.headers));
       // The record forwarded is the record the log serves.
-      const page = await client.events.list({ limit: 3 });
+      // (A list from the oldest reads the store: once the materializer has stored them, which a loaded machine can take a moment over.)
+      const page = await eventually(async () => {
+        const p = await client.events.list({ limit: 3 });
+        return p.events.length === 3 ? p : undefined;
+      });
       expect(app.requests.slice(0, 3).map((r) => r.raw.toString('utf8'))).to.deep.equal(page.events.map((e) => JSON.stringify(e)));
     } finally {
       expect(await proc.kill(), 'exits 0 on ^C').to.equal(0);
