@@ -131,11 +131,13 @@ describe('delivery leases and safety', function () {
     const orphan = 'dlv_orphan_' + uniqueName('x');
     const fresh = 'dlv_orphan_fresh_' + uniqueName('x');
     // Both rest at claim 1 with an expired lease; claim 2 was taken by a process that died before recording it.
-    await mongo.collections.deliveries.insertMany([pending(orphan, sub, { lease_owner: 'dead', lease_until: expired }), pending(fresh, sub, { lease_owner: 'dead', lease_until: expired })]);
+    // The claims go in first: the dispatchers of the tests above still run and would take claim 2 of a
+    // delivery they see pending (a duplicate key here, once, in a full run).
     await mongo.collections.claims.insertMany([
       { _id: `${orphan}:2`, delivery_id: orphan, owner: 'dead', at: new Date(Date.now() - leaseMs - 1000) },
       { _id: `${fresh}:2`, delivery_id: fresh, owner: 'dying', at: new Date() }, // its lease is not over yet
     ]);
+    await mongo.collections.deliveries.insertMany([pending(orphan, sub, { lease_owner: 'dead', lease_until: expired }), pending(fresh, sub, { lease_owner: 'dead', lease_until: expired })]);
     const { scheduler } = deliveryProcess('proc-d');
     scheduler.start();
     const [first] = await receiver.waitFor('/orphan', 1, 10_000);
