@@ -12,7 +12,8 @@ import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
 import type { AttemptDoc, DeliveryDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { attemptView, findOwned, type Attempt } from '../webhooks/index.js';
-import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow } from './schemas.js';
+import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow, type WebhookStatsSchema } from './schemas.js';
+import type { Static } from '../../shapes.js';
 
 export type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
 
@@ -22,17 +23,8 @@ export interface Counts {
   retrying: number;
 }
 
-export interface WebhookStats {
-  webhook_id: string;
-  window: StatsWindow;
-  from: string;
-  to: string;
-  bucket_seconds: number;
-  totals: Counts & { attempts: number };
-  latency_ms: { p50: number | null; p99: number | null };
-  buckets: (Counts & { start: string })[];
-  truncated: boolean;
-}
+/** A subscription's stats: the route's response shape (schemas.ts), defined once. */
+export type WebhookStats = Static<typeof WebhookStatsSchema>;
 
 /**
  * What one attempt counts as: `succeeded` (2xx), `retrying` (failed, another
