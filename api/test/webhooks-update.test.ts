@@ -10,7 +10,7 @@ import { MongoClient } from 'mongodb';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver, status } from '../../shared/test/support/receiver.js';
-import { deliveryId } from '../../delivery/src/deliveries.js';
+import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
 import { AttemptRecorder } from '../../delivery/src/recorder.js';
 import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';

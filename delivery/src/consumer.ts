@@ -30,7 +30,8 @@ import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/k
 import type { EventEnvelope, EventRecord } from '../../shared/src/eventlog/types.js';
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import { deliveryId, newDelivery, type DeliveryCollections } from './deliveries.js';
+import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+import { newDelivery, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 import { PartitionProgress } from './offsets.js';
 

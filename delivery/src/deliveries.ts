@@ -12,44 +12,14 @@
  * Claim documents are kept (a deleted one could be won a second time by a
  * stale reader) and only swept once far older than any read can be.
  */
-import { createHash } from 'node:crypto';
-import { MongoBulkWriteError } from 'mongodb';
 import type { EventType } from '../../shared/src/eventlog/types.js';
 import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 
+import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+
 export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims'>;
 
-/** Deterministic, so consuming the same event twice finds the existing delivery. */
-export function deliveryId(eventId: string, subscriptionId: string): string {
-  return 'dlv_' + createHash('sha256').update(`${eventId}:${subscriptionId}`).digest('hex').slice(0, 24);
-}
-
 const DUPLICATE_KEY = 11000;
-const INSERT_CHUNK = 1000;
-
-/**
- * Inserts new deliveries; returns the ids that were really new (a re-consumed
- * batch finds its deliveries already there and leaves them to their holder).
- */
-export async function insertDeliveries(c: DeliveryCollections, docs: DeliveryDoc[]): Promise<Set<string>> {
-  const inserted = new Set<string>();
-  for (let i = 0; i < docs.length; i += INSERT_CHUNK) {
-    const chunk = docs.slice(i, i + INSERT_CHUNK);
-    try {
-      await c.deliveries.insertMany(chunk, { ordered: false });
-      for (const d of chunk) inserted.add(d._id);
-    } catch (err) {
-      if (!(err instanceof MongoBulkWriteError)) throw err;
-      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-      if (errors.some((e) => e.code !== DUPLICATE_KEY)) throw err;
-      const failed = new Set(errors.map((e) => e.index));
-      chunk.forEach((d, index) => {
-        if (!failed.has(index)) inserted.add(d._id);
-      });
-    }
-  }
-  return inserted;
-}
 
 /** Due deliveries that nobody holds (or whose holder's lease ran out), oldest first. */
 export async function findDue(c: DeliveryCollections, now: Date, limit: number, skipSubscriptions: string[] = []): Promise<DeliveryDoc[]> {
