@@ -11,7 +11,7 @@ const DAY = 24 * 3600 * 1000;
 /** Claims only guard against stale reads (seconds old); a day is far beyond any. */
 const CLAIM_RETENTION_MS = DAY;
 
-export interface SweepCounts {
+interface SweepCounts {
   attempts: number;
   deliveries: number;
   claims: number;

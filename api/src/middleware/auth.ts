@@ -8,8 +8,6 @@ import { consumeApiKeyRate, looksLikeApiKey, resolveApiKey } from '../features/k
 import { setRateHeaders, type RateState } from '../features/limits/limiter.js';
 import { guard, type Guard } from './route.js';
 
-export type { AuthContext } from '../auth-context.js';
-
 /** Stream tokens are valid only as the `token` query parameter of the stream URL (docs/spec.md 5.5). */
 const STREAM_TOKEN_PREFIX = 'svcst_';
 const MAX_CREDENTIAL_LENGTH = 4096;

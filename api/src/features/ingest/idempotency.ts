@@ -24,7 +24,7 @@ import { AppError } from '../../../../shared/src/errors/index.js';
 import { newEventId } from '../../../../shared/src/eventlog/envelope.js';
 import type { IngestKeyDoc } from '../../../../shared/src/mongo/documents.js';
 
-export const KEY_TTL_MS = 24 * 60 * 60 * 1000;
+const KEY_TTL_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;
 
 export interface Claim {
@@ -35,7 +35,7 @@ export interface Claim {
   indexes: number[];
 }
 
-export type Reservation =
+type Reservation =
   /** Ours: produce with these ids and times, then `complete` or `fail`. */
   | { state: 'reserved'; claim: Claim; attempt: string; ids: string[]; createdAt: string[] }
   /** Finished earlier: answer with these, produce nothing. */
