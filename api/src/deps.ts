@@ -8,12 +8,11 @@ import type { Resolver } from '../../shared/src/url-safety.js';
 import type { ApiConfig } from './config.js';
 import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './live/runtime.js';
-import { KafkaProbe } from './features/health/kafka-probe.js';
-import { startKeySweeper } from './features/ingest/idempotency.js';
-import { createRateLimits, flushRateLimits, type RateLimits } from './features/limits/limiter.js';
-import { startWindowSweeper } from './features/limits/window-store.js';
+import { KafkaProbe } from './features/health/index.js';
+import { startKeySweeper } from './features/ingest/index.js';
+import { createRateLimits, flushRateLimits, startWindowSweeper, type RateLimits } from './features/limits/index.js';
 import { KeyCache } from './features/keys/cache.js';
-import { createStreamsRuntime, type StreamsRuntime } from './features/streams/runtime.js';
+import { createStreamsRuntime, type StreamsRuntime } from './features/streams/index.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
 import { registerTailMetrics } from './live/tail-metrics.js';
 

@@ -63,7 +63,7 @@ export function described<T extends TSchema>(schema: T, descriptions: Record<str
 
 export const EventTypeSchema = component('EventType', Type.Unsafe<(typeof EVENT_TYPES)[number]>({ type: 'string', enum: [...EVENT_TYPES] }));
 
-export const ErrorDetailSchema = component(
+const ErrorDetailSchema = component(
   'ErrorDetail',
   Type.Object({
     path: Type.String({ description: 'The field, as a dotted path (`events[3].type`), or `body`/`query` for the whole input' }),

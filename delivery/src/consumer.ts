@@ -35,7 +35,7 @@ import { newDelivery, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 import { PartitionProgress } from './offsets.js';
 
-export interface ConsumerDeps {
+interface ConsumerDeps {
   log: Logger;
   collections: DeliveryCollections;
   dispatcher: Dispatcher;
@@ -44,7 +44,7 @@ export interface ConsumerDeps {
   clock: () => Date;
 }
 
-export interface Decoded {
+interface Decoded {
   envelope: EventEnvelope;
   record: EventRecord;
   /** The message's offset in its partition. */
@@ -52,7 +52,7 @@ export interface Decoded {
 }
 
 /** Deliveries written per step of a batch; the consumer heartbeats and commits between steps. */
-export const DELIVERIES_PER_STEP = 500;
+const DELIVERIES_PER_STEP = 500;
 
 /** Parses one message; null (logged) for anything that is not an event envelope. */
 export function decodeMessage(message: KafkaMessage, partition: number, log: Logger): Decoded | null {
@@ -97,7 +97,7 @@ async function subscriptionsByAccount(c: DeliveryCollections, accounts: string[]
 }
 
 /** Called after each step with the last event handed over; false stops the batch there (rebalance, shutdown). */
-export type StepDone = (last: Decoded) => Promise<boolean>;
+type StepDone = (last: Decoded) => Promise<boolean>;
 
 interface Planned {
   envelope: EventEnvelope;
@@ -230,7 +230,7 @@ function heartbeatWhile(payload: EachBatchPayload, log: Logger): { stop(): void;
 }
 
 /** Where the handler tracks each partition's finished deliveries, and how it commits them. */
-export interface Offsets {
+interface Offsets {
   of(partition: number): PartitionProgress;
   /** Before a partition's first batch in this generation: what its previous owner finished above the commit (see offsets.ts). */
   resume?(partition: number, firstOffset: string): Promise<void>;

@@ -31,7 +31,7 @@ export interface SendResult {
   durationMs: number;
 }
 
-export interface SenderOptions {
+interface SenderOptions {
   policy: SafetyPolicy;
   resolve: Resolver;
   caPem: string | null;
@@ -55,7 +55,7 @@ class BlockedAddressError extends Error {
 type LookupCallback = (err: NodeJS.ErrnoException | null, address?: string | LookupAddress[], family?: number) => void;
 
 /** A dns.lookup replacement for the socket: resolve, check every address, hand back only checked ones. */
-export function safeLookup(resolve: Resolver, policy: SafetyPolicy, ctx: LookupContext = {}) {
+function safeLookup(resolve: Resolver, policy: SafetyPolicy, ctx: LookupContext = {}) {
   return (hostname: string, options: LookupOneOptions & { all?: boolean }, callback: LookupCallback): void => {
     resolve(hostname, ctx).then(
       (addresses) => {
@@ -80,7 +80,7 @@ const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA', 'ETIMEOUT', 'EREFUSED', 'ECANCELLED', LOOKUP_LIMIT]);
 
 /** Maps a failed request to the outcome codes we store. */
-export function classifyError(err: unknown): { outcome: AttemptOutcome; error: string } {
+function classifyError(err: unknown): { outcome: AttemptOutcome; error: string } {
   const e = err as { code?: string; name?: string; message?: string };
   const code = e.code ?? '';
   const error = redactAddresses(`${code || e.name || 'error'}: ${e.message ?? ''}`).slice(0, 200);

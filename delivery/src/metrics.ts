@@ -13,7 +13,7 @@ import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, metricsAuthoriz
 const ATTEMPT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5];
 
 /** What became of a delivery after an attempt. */
-export type AttemptResult = 'succeeded' | 'retry_scheduled' | 'failed';
+type AttemptResult = 'succeeded' | 'retry_scheduled' | 'failed';
 
 export interface DeliveryMetrics {
   registry: Registry;
@@ -77,7 +77,7 @@ export function countAttempt(metrics: DeliveryMetrics, attempt: AttemptRecord): 
   metrics.attemptDuration.observe({ outcome: attempt.outcome }, attempt.durationMs / 1000);
 }
 
-export interface QueueCounts {
+interface QueueCounts {
   due: number;
   pending: number;
 }
@@ -108,7 +108,7 @@ export function startQueueSampler(metrics: DeliveryMetrics, count: () => Promise
   };
 }
 
-export interface MetricsServer {
+interface MetricsServer {
   /** The bound URL, e.g. http://127.0.0.1:9464 */
   url: string;
   close(): Promise<void>;

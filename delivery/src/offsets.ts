@@ -125,7 +125,7 @@ export class PartitionProgress {
 }
 
 /** Open delivery ids listed in one progress document at most (beyond them, the log is simply read again). */
-export const MAX_OPEN_IDS = 4000;
+const MAX_OPEN_IDS = 4000;
 
 /**
  * A previous owner's progress document, as this generation reads the
@@ -160,7 +160,7 @@ export class Resume {
   }
 }
 
-export interface OffsetCommitter {
+interface OffsetCommitter {
   commitOffsets(offsets: { topic: string; partition: number; offset: string }[]): Promise<void>;
 }
 

@@ -5,13 +5,14 @@
  * claim documents once far older than any read that could still race them.
  */
 import type { Logger } from '../../shared/src/log.js';
+import { runPeriodically } from '../../shared/src/periodic.js';
 import type { DeliveryCollections } from './deliveries.js';
 
 const DAY = 24 * 3600 * 1000;
 /** Claims only guard against stale reads (seconds old); a day is far beyond any. */
 const CLAIM_RETENTION_MS = DAY;
 
-export interface SweepCounts {
+interface SweepCounts {
   attempts: number;
   deliveries: number;
   claims: number;
@@ -27,14 +28,12 @@ export async function sweepOnce(c: DeliveryCollections, now: Date, retentionMs: 
 
 /** Sweeps every `intervalMs` (first after one interval); returns a stop function. */
 export function startSweeper(opts: { collections: DeliveryCollections; log: Logger; retentionMs: number; intervalMs: number; clock: () => Date }): () => void {
-  const timer = setInterval(() => {
+  return runPeriodically(opts.intervalMs, () => {
     sweepOnce(opts.collections, opts.clock(), opts.retentionMs).then(
       (counts) => {
         if (counts.attempts + counts.deliveries + counts.claims > 0) opts.log.info(counts, 'swept old delivery records');
       },
       (err: unknown) => opts.log.warn({ err }, 'could not sweep old delivery records; will try again'),
     );
-  }, opts.intervalMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  });
 }

@@ -15,10 +15,10 @@ const HOUR = 60 * MINUTE;
 export const DEFAULT_SCHEDULE: number[] = [5_000, 30_000, 2 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR];
 
 /** A Retry-After answer may push the next attempt out, but never beyond this. */
-export const MAX_RETRY_AFTER_MS = HOUR;
+const MAX_RETRY_AFTER_MS = HOUR;
 
 /** ±20 %: receivers recovering from an outage are not hit by every delivery at the same instant. */
-export const JITTER = 0.2;
+const JITTER = 0.2;
 
 /** Parses "1s,1s,2s" or "500ms, 2m, 1h" into milliseconds. */
 export function parseSchedule(text: string): number[] {
@@ -64,7 +64,7 @@ export function isPermanentFailure(result: { outcome: AttemptOutcome; status: nu
   return result.outcome === 'tls' && result.error !== null && PERMANENT_TLS.test(result.error);
 }
 
-export interface AttemptResult {
+interface AttemptResult {
   status: number | null;
   retryAfterMs: number | null;
 }

@@ -56,7 +56,7 @@ const TRANSIENT_TTL_S = 5;
 
 const NO_DATA = new Set(['ENODATA', 'ENOTFOUND', 'ENONAME', 'EBADNAME']);
 
-export class DnsError extends Error {
+class DnsError extends Error {
   constructor(
     readonly code: string,
     message: string,

@@ -59,7 +59,7 @@ export class Lifecycle {
 const MIN_STEP_MS = 200;
 
 /** What a process's entry point starts: something that logs and closes. */
-export interface RunningProcess {
+interface RunningProcess {
   log: Pick<Logger, 'info'>;
   close(): Promise<void>;
 }

@@ -10,7 +10,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
-export const SECRET_PREFIX = 'whsec_';
+const SECRET_PREFIX = 'whsec_';
 
 /** `whsec_` + base64 of 32 random bytes. */
 export function newWebhookSecret(): string {
@@ -21,7 +21,7 @@ function standardKey(secret: string): Buffer {
   return Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
 }
 
-export function serviceSignature(secret: string, body: string | Buffer): string {
+function serviceSignature(secret: string, body: string | Buffer): string {
   return 'sha256=' + createHmac('sha256', secret).update(body).digest('hex');
 }
 
@@ -32,7 +32,7 @@ export function standardSignature(secret: string, id: string, timestamp: number,
   return 'v1,' + mac.digest('base64');
 }
 
-export interface SignedHeaders {
+interface SignedHeaders {
   'X-Service-Signature': string;
   'webhook-id': string;
   'webhook-timestamp': string;
@@ -71,7 +71,7 @@ export function verifyServiceSignature(secret: string, rawBody: string | Buffer,
   return safeEqual(serviceSignature(secret, rawBody), header.trim());
 }
 
-export interface StandardHeaders {
+interface StandardHeaders {
   'webhook-id'?: string;
   'webhook-timestamp'?: string;
   'webhook-signature'?: string;

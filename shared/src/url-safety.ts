@@ -57,7 +57,7 @@ export interface SafetyPolicy {
 }
 
 /** Ports every policy allows: HTTPS and its common alternative. */
-export const DEFAULT_PORTS: readonly number[] = [443, 8443];
+const DEFAULT_PORTS: readonly number[] = [443, 8443];
 
 export type Verdict = { ok: true } | { ok: false; reason: BlockReason; message: string };
 
@@ -191,7 +191,7 @@ export function redactAddresses(text: string): string {
   });
 }
 
-export type HostKind = { kind: 'ip'; address: string } | { kind: 'name'; name: string } | { kind: 'invalid' };
+type HostKind = { kind: 'ip'; address: string } | { kind: 'name'; name: string } | { kind: 'invalid' };
 
 /**
  * The URL parser already turns 2130706433, 0x7f000001, 0177.0.0.1 and 127.1
@@ -199,7 +199,7 @@ export type HostKind = { kind: 'ip'; address: string } | { kind: 'name'; name: s
  * is stripped here (`localhost..`, `127.0.0.1..` are the same hosts) and the
  * rest parsed again, so no spelling gets past the rules as an unknown name.
  */
-export function hostKind(hostname: string): HostKind {
+function hostKind(hostname: string): HostKind {
   if (hostname.startsWith('[')) return { kind: 'ip', address: hostname.slice(1, -1) };
   const stripped = hostname.toLowerCase().replace(/\.+$/, '');
   if (stripped === '') return { kind: 'invalid' };
@@ -222,7 +222,7 @@ function portAllowed(port: number, policy: SafetyPolicy): boolean {
 }
 
 /** The URL's port (443 when it has none) must be 443, 8443 or a configured one. */
-export function checkPort(url: URL, policy: SafetyPolicy): Verdict {
+function checkPort(url: URL, policy: SafetyPolicy): Verdict {
   const port = url.port === '' ? 443 : Number(url.port);
   if (portAllowed(port, policy)) return { ok: true };
   return { ok: false, reason: 'port', message: `url port ${port} is not allowed (443, 8443 or one in WEBHOOK_ALLOWED_PORTS)` };
@@ -247,7 +247,7 @@ function isLocalName(name: string): boolean {
 }
 
 /** Name rules only (no resolution): local and single-label names are inside names. */
-export function checkHostName(name: string, policy: SafetyPolicy): Verdict {
+function checkHostName(name: string, policy: SafetyPolicy): Verdict {
   return verdict(isLocalName(name) ? 'local_name' : null, policy, `url host ${name}`);
 }
 

@@ -2,13 +2,10 @@ import type { Context } from 'koa';
 import { unauthorized } from '../../../shared/src/errors/index.js';
 import type { AuthContext } from '../auth-context.js';
 import type { ApiDeps } from '../deps.js';
-import { findUser } from '../features/auth/service.js';
-import { verifySessionToken } from '../features/auth/tokens.js';
-import { consumeApiKeyRate, looksLikeApiKey, resolveApiKey } from '../features/keys/service.js';
-import { setRateHeaders, type RateState } from '../features/limits/limiter.js';
+import { findUser, verifySessionToken } from '../features/auth/index.js';
+import { consumeApiKeyRate, looksLikeApiKey, resolveApiKey } from '../features/keys/index.js';
+import { setRateHeaders, type RateState } from '../features/limits/index.js';
 import { guard, type Guard } from './route.js';
-
-export type { AuthContext } from '../auth-context.js';
 
 /** Stream tokens are valid only as the `token` query parameter of the stream URL (docs/spec.md 5.5). */
 const STREAM_TOKEN_PREFIX = 'svcst_';

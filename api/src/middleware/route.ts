@@ -128,7 +128,7 @@ function register(router: Router, spec: RouteSpec, access: Access): void {
   (holder[ROUTES] ??= []).push({ method: spec.method, path: full, access, ...(spec.doc ? { doc: spec.doc } : {}) });
 }
 
-export interface BodyLimits {
+interface BodyLimits {
   bodyLimit: string;
   ingestBodyLimit: string;
 }

@@ -66,7 +66,7 @@ export function secret(env: Env, name: string, development: boolean, devDefault:
 }
 
 /** Whether a listen address only takes connections from this machine. */
-export function isLoopbackHost(host: string): boolean {
+function isLoopbackHost(host: string): boolean {
   const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
   return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h) || /^::ffff:127(\.\d{1,3}){3}$/.test(h);
 }

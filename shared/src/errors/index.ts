@@ -57,7 +57,7 @@ export function validationFailed(details: ErrorDetail[], message = 'Request vali
   return new AppError('validation_failed', message, details);
 }
 
-export interface ErrorBody {
+interface ErrorBody {
   error: { code: string; message: string; request_id: string; details?: ErrorDetail[] };
 }
 

@@ -7,7 +7,7 @@
  * `maxItems` / `maxBytes` are reached, or the previous send ends; items of one submission keep their order
  * but may span sends (a single send must stay under the broker's batch size).
  */
-export interface BatcherOptions<T, R> {
+interface BatcherOptions<T, R> {
   send(items: T[]): Promise<R[]>;
   sizeOf(item: T): number;
   lingerMs: number;

@@ -7,9 +7,9 @@ import { encodeCursor, type Position } from '../cursor.js';
 import type { EventDoc } from '../mongo/documents.js';
 import { isEventType, type EventEnvelope, type EventRecord, type EventType } from './types.js';
 
-export const DEFAULT_MAX_DATA_BYTES = 64 * 1024;
+const DEFAULT_MAX_DATA_BYTES = 64 * 1024;
 /** Deeper objects than this are refused: MongoDB stores at most 100 levels and nobody needs 32. */
-export const MAX_DATA_DEPTH = 32;
+const MAX_DATA_DEPTH = 32;
 
 /**
  * Event ids take their 12 random bytes from a pool filled by the same CSPRNG
@@ -31,7 +31,7 @@ export function newEventId(): string {
   return `evt_${id}`;
 }
 
-export interface NewEvent {
+interface NewEvent {
   account_id: string;
   type: EventType;
   data: Record<string, unknown>;

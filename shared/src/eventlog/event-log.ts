@@ -13,7 +13,7 @@ import { createProducer, ensureTopic, partitionCount, partitionForKey, type Kafk
 import { fetchTopicId } from './topic-id.js';
 import type { EventEnvelope } from './types.js';
 
-export interface EventLogOptions {
+interface EventLogOptions {
   /** How long the first waiting event may wait for company before a send. */
   lingerMs: number;
   maxBatchMessages: number;
@@ -28,7 +28,7 @@ export interface EventLogOptions {
   produceTimeoutMs: number;
 }
 
-export const DEFAULT_EVENT_LOG_OPTIONS: EventLogOptions = { lingerMs: 2, maxBatchMessages: 1000, maxBatchBytes: 900 * 1024, produceTimeoutMs: 10_000 };
+const DEFAULT_EVENT_LOG_OPTIONS: EventLogOptions = { lingerMs: 2, maxBatchMessages: 1000, maxBatchBytes: 900 * 1024, produceTimeoutMs: 10_000 };
 
 const PLACEMENT_CACHE_SIZE = 100_000;
 

@@ -11,7 +11,7 @@
 import type { Consumer } from 'kafkajs';
 import type { Logger } from '../log.js';
 
-export interface SupervisedConsumerOptions {
+interface SupervisedConsumerOptions {
   /** What the consumer is, for logs and health reports. */
   name: string;
   groupId: string;
@@ -34,7 +34,7 @@ export interface ConsumerHealth {
   replaced: number;
 }
 
-export const DEFAULT_STALL_MS = 60_000;
+const DEFAULT_STALL_MS = 60_000;
 
 export class SupervisedConsumer {
   private current: Consumer | null = null;

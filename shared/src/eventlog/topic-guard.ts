@@ -21,7 +21,7 @@ export class TopicMismatchError extends Error {
   override readonly name = 'TopicMismatchError';
 }
 
-export interface TopicFacts {
+interface TopicFacts {
   topic: string;
   /** Partition count of the topic as it is on the broker now. */
   partitions: number;
@@ -29,7 +29,7 @@ export interface TopicFacts {
   topicId: string;
 }
 
-export interface TopicGuardStores {
+interface TopicGuardStores {
   eventTopics: Collection<EventTopicDoc>;
   watermarks: Collection<WatermarkDoc>;
 }

@@ -43,7 +43,7 @@ function metadataRequest(topic: string, clientId: string): Buffer {
 }
 
 /** Response v10: header v1, throttle, brokers, cluster id, controller id, then the topics. */
-export function parseTopicId(frame: Buffer, topic: string): string {
+function parseTopicId(frame: Buffer, topic: string): string {
   const r = new Reader(frame);
   r.int32(); // correlation id
   r.skipTagged();

@@ -16,7 +16,7 @@
 import type { MongoClient } from 'mongodb';
 import type { Logger } from '../log.js';
 
-export interface WatchdogOptions {
+interface WatchdogOptions {
   /** A heartbeat pending longer than this is considered stuck. */
   stuckAfterMs: number;
   /** How often to look. */
@@ -26,7 +26,7 @@ export interface WatchdogOptions {
   now?: () => number;
 }
 
-export const DEFAULT_WATCHDOG: WatchdogOptions = { stuckAfterMs: 30_000, everyMs: 5_000, closeTimeoutMs: 10_000 };
+const DEFAULT_WATCHDOG: WatchdogOptions = { stuckAfterMs: 30_000, everyMs: 5_000, closeTimeoutMs: 10_000 };
 
 export class MonitorWatchdog {
   private pendingSince: number | null = null;

@@ -66,7 +66,7 @@ export const WebhookStatsSchema = component(
   }),
 );
 
-export const EventDeliverySchema = component(
+const EventDeliverySchema = component(
   'EventDelivery',
   Type.Object({
     id: Type.String({ description: 'The delivery id (X-Service-Delivery, webhook-id)' }),

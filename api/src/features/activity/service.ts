@@ -15,16 +15,16 @@ import { attemptView, findOwned, type Attempt } from '../webhooks/index.js';
 import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow, type WebhookStatsSchema } from './schemas.js';
 import type { Static } from '../../shapes.js';
 
-export type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
+type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
 
-export interface Counts {
+interface Counts {
   succeeded: number;
   failed: number;
   retrying: number;
 }
 
 /** A subscription's stats: the route's response shape (schemas.ts), defined once. */
-export type WebhookStats = Static<typeof WebhookStatsSchema>;
+type WebhookStats = Static<typeof WebhookStatsSchema>;
 
 /**
  * What one attempt counts as: `succeeded` (2xx), `retrying` (failed, another
@@ -89,9 +89,9 @@ export async function webhookStats(deps: ActivityDeps, accountId: string, id: st
 }
 
 /** An attempt as the event detail shows it: the same view as a subscription's attempts list. */
-export type EventAttempt = Attempt;
+type EventAttempt = Attempt;
 
-export interface EventDelivery {
+interface EventDelivery {
   id: string;
   webhook_id: string;
   /** The subscription's URL now; null when it was deleted meanwhile. */
@@ -106,7 +106,7 @@ export interface EventDelivery {
   attempts: EventAttempt[];
 }
 
-export interface EventDeliveries {
+interface EventDeliveries {
   event: EventRecord;
   deliveries: EventDelivery[];
   truncated: boolean;

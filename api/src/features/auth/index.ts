@@ -1,3 +1,4 @@
-/** The auth feature as other features see it (mcp). */
-export { profile } from './service.js';
+/** The auth feature as the rest of the API sees it: mcp (profile), middleware/auth.ts (session tokens, account lookup). */
+export { findUser, profile } from './service.js';
 export { UserSchema } from './schemas.js';
+export { verifySessionToken } from './tokens.js';

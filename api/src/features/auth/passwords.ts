@@ -2,7 +2,7 @@ import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:c
 import { AppError } from '../../../../shared/src/errors/index.js';
 import type { PasswordHash } from '../../../../shared/src/mongo/index.js';
 
-export interface ScryptParams {
+interface ScryptParams {
   N: number;
   r: number;
   p: number;

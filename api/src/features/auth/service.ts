@@ -7,9 +7,7 @@ import { findKeyDoc } from '../keys/index.js';
 import type { LoginInput, SessionResult, SignupInput, UserView } from './schemas.js';
 import { issueSessionToken } from './tokens.js';
 
-export type { SessionResult, UserView } from './schemas.js';
-
-export function toUserView(user: UserDoc, key: Pick<ApiKeyDoc, 'preview' | 'created_at'> | null): UserView {
+function toUserView(user: UserDoc, key: Pick<ApiKeyDoc, 'preview' | 'created_at'> | null): UserView {
   return {
     id: user._id,
     email: user.email,
@@ -56,7 +54,7 @@ export async function signup(deps: ApiDeps, input: SignupInput): Promise<Session
  * collection holds no email addresses. The email is already normalised
  * (trimmed, lower-case) by the schema.
  */
-export function loginAccountSubject(email: string): string {
+function loginAccountSubject(email: string): string {
   return createHash('sha256').update(email).digest('base64url').slice(0, 32);
 }
 

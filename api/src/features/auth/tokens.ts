@@ -9,7 +9,7 @@ import type { ApiConfig } from '../../config.js';
  */
 const ISSUER = 'event-platform';
 const AUDIENCE = 'session';
-export const USER_ID_PATTERN = /^usr_[0-9a-f]{24}$/;
+const USER_ID_PATTERN = /^usr_[0-9a-f]{24}$/;
 
 type AuthSettings = Pick<ApiConfig['auth'], 'jwtSecret' | 'sessionTtlSeconds'>;
 

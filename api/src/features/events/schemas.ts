@@ -5,7 +5,7 @@ import { bodyValidator, queryValidator } from '../../validation.js';
 export const LIST_MAX_LIMIT = 500;
 export const LIST_DEFAULT_LIMIT = 100;
 /** docs/spec.md section 8; LONG_POLL_MAX_MS may lower it, never raise it. */
-export const LONG_POLL_CEILING_MS = 55_000;
+const LONG_POLL_CEILING_MS = 55_000;
 
 /** An event type in a request: inline (not a $ref) so request schemas stay self-contained for MCP clients. */
 const eventType = Type.Unsafe<(typeof EVENT_TYPES)[number]>({ type: 'string', enum: [...EVENT_TYPES] });

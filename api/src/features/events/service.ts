@@ -14,13 +14,13 @@ import { LIST_DEFAULT_LIMIT, listEventsQuery, waitBody, type ListEventsInput, ty
 import { readAfter } from '../../event-store/store.js';
 import { holdLongPoll } from './long-poll-cap.js';
 
-export interface EventPage {
+interface EventPage {
   events: EventRecord[];
   /** Pass back as `since` to continue; null only when there was no `since` and no event yet. */
   cursor: string | null;
 }
 
-export type WaitResult = { event: EventRecord } | { event: null; timed_out: true; cursor: string | null };
+type WaitResult = { event: EventRecord } | { event: null; timed_out: true; cursor: string | null };
 
 /** A cursor from the caller, checked to lie in the account's partition (all its events are there). */
 export function resolveSince(deps: ApiDeps, accountId: string, raw: string, field: string): Position {

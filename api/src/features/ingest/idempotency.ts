@@ -22,9 +22,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { MongoServerError, type Collection } from 'mongodb';
 import { AppError } from '../../../../shared/src/errors/index.js';
 import { newEventId } from '../../../../shared/src/eventlog/envelope.js';
+import { runPeriodically } from '../../../../shared/src/periodic.js';
 import type { IngestKeyDoc } from '../../../../shared/src/mongo/documents.js';
 
-export const KEY_TTL_MS = 24 * 60 * 60 * 1000;
+const KEY_TTL_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;
 
 export interface Claim {
@@ -35,7 +36,7 @@ export interface Claim {
   indexes: number[];
 }
 
-export type Reservation =
+type Reservation =
   /** Ours: produce with these ids and times, then `complete` or `fail`. */
   | { state: 'reserved'; claim: Claim; attempt: string; ids: string[]; createdAt: string[] }
   /** Finished earlier: answer with these, produce nothing. */
@@ -160,16 +161,12 @@ function inProgress(claim: Claim, retryInMs: number): AppError {
  * Removes keys past their 24 h (a TTL index does it on MongoDB; FerretDB has
  * none). Readers check `expires_at` anyway, so a late sweep only costs space.
  */
-export function startKeySweeper(keys: Collection<IngestKeyDoc>, log: { warn: (o: object, m: string) => void }, intervalMs = 10 * 60_000): () => Promise<void> {
-  const timer = setInterval(
+export function startKeySweeper(keys: Collection<IngestKeyDoc>, log: { warn: (o: object, m: string) => void }, intervalMs = 10 * 60_000): () => void {
+  return runPeriodically(
+    intervalMs,
     () => {
       keys.deleteMany({ expires_at: { $lt: new Date() } }).catch((err: unknown) => log.warn({ err }, 'could not sweep expired ingest idempotency keys; will try again'));
     },
-    intervalMs + Math.floor(Math.random() * intervalMs * 0.2),
+    0.2,
   );
-  timer.unref();
-  return () => {
-    clearInterval(timer);
-    return Promise.resolve();
-  };
 }

@@ -25,7 +25,7 @@ export const IngestEventSchema = Type.Object(
   { additionalProperties: false },
 );
 export type IngestEvent = Static<typeof IngestEventSchema>;
-export const eventValidator = bodyValidator<IngestEvent>(IngestEventSchema);
+const eventValidator = bodyValidator<IngestEvent>(IngestEventSchema);
 
 /** The whole body as documented: one event, or a batch (parseIngestBody checks it part by part, naming each bad event). */
 export function ingestBodySchema(maxBatch: number, maxDataBytes: number): TSchema {

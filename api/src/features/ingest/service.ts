@@ -6,11 +6,11 @@ import type { ApiDeps } from '../../deps.js';
 import { bodyHash, IdempotencyKeys, keyId, type Claim } from './idempotency.js';
 import type { IngestEvent } from './schemas.js';
 
-export interface IngestResult {
+interface IngestResult {
   events: { id: string; cursor: string }[];
 }
 
-export interface IngestOptions {
+interface IngestOptions {
   /** The ingest token the request came with: idempotency keys are scoped to it. */
   token?: string;
   /** The request's Idempotency-Key header, checked. */

@@ -30,7 +30,7 @@ import type { Logger } from '../../../../shared/src/log.js';
 
 export const KEY_EPOCH_ID = 'api_keys';
 
-export interface KeyCacheOptions {
+interface KeyCacheOptions {
   instanceId: string;
   epoch: Collection<KeyEpochDoc>;
   pods: Collection<ApiPodDoc>;
@@ -46,7 +46,7 @@ export interface KeyCacheOptions {
   wall?: () => Date;
 }
 
-export interface KeyCacheStats {
+interface KeyCacheStats {
   hits: number;
   misses: number;
   clears: number;
@@ -233,7 +233,7 @@ export class KeyCache {
 }
 
 /** A key change in flight (beginChange .. publishChange). */
-export interface KeyChange {
+interface KeyChange {
   id: string;
   /** Monotonic time the mark was written. */
   markedAt: number;

@@ -1,3 +1,3 @@
-/** The keys feature as other features see it (auth, mcp). */
-export { consumeApiKeyRate, findKeyDoc, looksLikeApiKey } from './service.js';
+/** The keys feature as the rest of the API sees it: auth, mcp, middleware/auth.ts (API-key resolution and rate). */
+export { consumeApiKeyRate, findKeyDoc, looksLikeApiKey, resolveApiKey } from './service.js';
 export { KeySummarySchema } from './schemas.js';

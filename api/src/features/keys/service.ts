@@ -6,16 +6,14 @@ import type { AuthContext } from '../../auth-context.js';
 import type { RateState } from '../limits/index.js';
 import type { NewApiKey } from './schemas.js';
 
-export const API_KEY_PREFIX = 'svc_';
+const API_KEY_PREFIX = 'svc_';
 /** `svc_` + 32 random bytes in base64url (43 characters, no padding). */
 const API_KEY_SHAPE = /^svc_[A-Za-z0-9_-]{43}$/;
 
-export type { NewApiKey } from './schemas.js';
-
-export const hashApiKey = (raw: string): string => createHash('sha256').update(raw, 'utf8').digest('hex');
+const hashApiKey = (raw: string): string => createHash('sha256').update(raw, 'utf8').digest('hex');
 
 /** `svc_…` + the last 8 characters, as the dashboard shows it (docs/spec.md). */
-export const keyPreview = (raw: string): string => `${API_KEY_PREFIX}…${raw.slice(-8)}`;
+const keyPreview = (raw: string): string => `${API_KEY_PREFIX}…${raw.slice(-8)}`;
 
 export const looksLikeApiKey = (value: string): boolean => value.startsWith(API_KEY_PREFIX);
 

@@ -1,3 +1,4 @@
-/** The limits feature as other features see it (auth, keys, streams, mcp). */
+/** The limits feature as the rest of the API sees it: auth, keys, streams, mcp, middleware/auth.ts, and deps.ts (which builds the limiters). */
 export { ipRateSubject } from './client-ip.js';
-export { setRateHeaders, type RateState } from './limiter.js';
+export { createRateLimits, flushRateLimits, setRateHeaders, type RateLimits, type RateState } from './limiter.js';
+export { startWindowSweeper } from './window-store.js';

@@ -18,7 +18,7 @@ function seconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }
 
-export function rateHeaders(state: RateState): Record<string, string> {
+function rateHeaders(state: RateState): Record<string, string> {
   return {
     'RateLimit-Limit': String(state.limit),
     'RateLimit-Remaining': String(state.remaining),
@@ -49,7 +49,7 @@ interface WindowEntry {
 }
 
 /** Local counting of a SharedLimiter (docs/api.md, "Limits"). */
-export interface LocalCounting {
+interface LocalCounting {
   /** Local admissions are written at most this long after (all subjects in one pass). */
   flushMs: number;
   /** Most locally admitted requests per process not yet counted by a returned write. */

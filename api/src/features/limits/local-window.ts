@@ -34,7 +34,7 @@ export interface LocalPolicy {
   margin: number;
 }
 
-export type Decision = 'local' | 'write' | 'refuse';
+type Decision = 'local' | 'write' | 'refuse';
 
 export function newCounts(): LocalCounts {
   return { confirmed: false, known: 0, pending: 0, inflight: 0 };

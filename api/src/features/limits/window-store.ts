@@ -2,6 +2,7 @@ import { RateLimiterMongo, type IRateLimiterMongoOptions } from 'rate-limiter-fl
 import type { Collection, UpdateFilter } from 'mongodb';
 import type { Logger } from '../../../../shared/src/log.js';
 import type { RateLimitDoc } from '../../../../shared/src/mongo/index.js';
+import { runPeriodically } from '../../../../shared/src/periodic.js';
 
 /**
  * rate-limiter-flexible's MongoDB store with each fixed window in a document
@@ -88,19 +89,15 @@ export async function sweepExpiredWindows(windows: Collection<RateLimitDoc>, now
 }
 
 /** Sweeps ended windows every `intervalMs` (with jitter, so pods spread out); returns a stop function. */
-export function startWindowSweeper(windows: Collection<RateLimitDoc>, log: Logger, intervalMs = 60_000): () => Promise<void> {
-  const timer = setInterval(
+export function startWindowSweeper(windows: Collection<RateLimitDoc>, log: Logger, intervalMs = 60_000): () => void {
+  return runPeriodically(
+    intervalMs,
     () => {
       sweepExpiredWindows(windows, new Date()).then(
         (n) => n > 0 && log.debug({ windows: n }, 'swept ended rate-limit windows'),
         (err: unknown) => log.warn({ err }, 'could not sweep ended rate-limit windows; will try again'),
       );
     },
-    intervalMs + Math.floor(Math.random() * intervalMs * 0.2),
+    0.2,
   );
-  timer.unref();
-  return () => {
-    clearInterval(timer);
-    return Promise.resolve();
-  };
 }

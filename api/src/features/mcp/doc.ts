@@ -71,7 +71,7 @@ function requestShape(tools: Tool[], versions: readonly string[]): TSchema {
 
 const rpcError = (description: string) => ({ description, schema: ErrorResponse });
 
-export interface McpDocs {
+interface McpDocs {
   post: RouteDoc;
   preflight: RouteDoc;
   other: RouteDoc;

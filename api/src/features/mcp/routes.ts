@@ -22,7 +22,7 @@ import { answerInvalidParams, createMcpServer } from './server.js';
 import { byteLimit, checkOrigin, errorResponse, HttpRefusal, readJson, refusal, refusalFromAppError, type RequestId, respond, RPC, setCors, webRequest } from './transport.js';
 import { createTools, type Tool } from './tools.js';
 
-export const MCP_PATH = '/api/mcp';
+const MCP_PATH = '/api/mcp';
 
 /** The most messages one POST may hold: the SDK's bound, refused before any key is charged. */
 export const MAX_BATCH = MAX_BATCH_SIZE;

@@ -33,7 +33,7 @@ import type { Tool, ToolCaller } from './tools.js';
 /** No tool takes arguments nested anywhere near this deep. */
 const MAX_ARGUMENT_DEPTH = 32;
 
-export const INSTRUCTIONS = [
+const INSTRUCTIONS = [
   "This server gives an AI agent the event log of one account on a voice and messaging platform: calls starting and ending, transcripts and post-call insights, human takeovers, SMS/WhatsApp messages received and sent, and webhook test pings.",
   'To react to events, call wait_for_event in a loop. It waits up to 55 s and returns one event, or {event: null, timed_out: true}. Pass the `cursor` of the last event you handled as `since`, so nothing is missed or seen twice between calls.',
   'list_events reads past events page by page (pass the returned `cursor` back as `since`). The webhook tools manage HTTPS push subscriptions. whoami tells which account the key belongs to.',
@@ -41,7 +41,7 @@ export const INSTRUCTIONS = [
 ].join('\n');
 
 /** What one POST brings to its server: the tools, the key's account (when it holds a tools/call), and its hang-up signal. */
-export interface PostContext {
+interface PostContext {
   deps: ApiDeps;
   tools: ReadonlyMap<string, Tool>;
   /** Resolved from the `svc_` key before the POST reached the SDK; null when it held no tools/call. */

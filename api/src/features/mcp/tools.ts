@@ -55,18 +55,7 @@ interface ToolAnnotations {
   openWorldHint?: boolean;
 }
 
-export interface Tool {
-  name: string;
-  title: string;
-  description: string;
-  annotations: ToolAnnotations;
-  inputSchema: JsonSchema;
-  outputSchema: JsonSchema;
-  /** Throws a validation_failed AppError listing every bad argument. */
-  validate: Validator<Record<string, unknown>>;
-  run(ctx: ToolContext, args: Record<string, unknown>): Promise<Record<string, unknown>>;
-}
-
+/** A tool as written in the tables below: what tools/list shows of it, and what it does. */
 interface ToolSpec<A> {
   title: string;
   description: string;
@@ -74,6 +63,14 @@ interface ToolSpec<A> {
   inputSchema: JsonSchema;
   outputSchema: JsonSchema;
   run(ctx: ToolContext, args: A): Promise<object>;
+}
+
+/** A tool as the server calls it: named, with its arguments' validator. */
+export interface Tool extends Omit<ToolSpec<Record<string, unknown>>, 'run'> {
+  name: string;
+  /** Throws a validation_failed AppError listing every bad argument. */
+  validate: Validator<Record<string, unknown>>;
+  run(ctx: ToolContext, args: Record<string, unknown>): Promise<Record<string, unknown>>;
 }
 
 function tool<A>(name: string, spec: ToolSpec<A>): Tool {

@@ -19,7 +19,7 @@ export const RPC = {
   SERVER_ERROR: -32000,
 } as const;
 
-export interface RpcErrorObject {
+interface RpcErrorObject {
   code: number;
   message: string;
   data?: unknown;
@@ -81,7 +81,7 @@ export function byteLimit(value: string): number {
 
 const tooLarge = (): HttpRefusal => refusal(413, 'payload_too_large', 'Request body is larger than the allowed limit', RPC.SERVER_ERROR, { Connection: 'close' });
 
-export const parseError = (message: string): HttpRefusal => refusal(400, 'invalid_json', `Parse error: ${message}`, RPC.PARSE_ERROR);
+const parseError = (message: string): HttpRefusal => refusal(400, 'invalid_json', `Parse error: ${message}`, RPC.PARSE_ERROR);
 
 /** Reads and parses the body (UTF-8 JSON, at most `limit` bytes, not compressed: Koa does not inflate it here). */
 export async function readJson(ctx: Context, limit: number): Promise<unknown> {

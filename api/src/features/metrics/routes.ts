@@ -5,7 +5,7 @@ import type { ApiDeps } from '../../deps.js';
 import { guard, newRouter, route } from '../../middleware/route.js';
 import { errors, Type } from '../../shapes.js';
 
-export const METRICS_PATH = '/metrics';
+const METRICS_PATH = '/metrics';
 
 /** GET /metrics: Prometheus text format; behind METRICS_TOKEN when one is configured. */
 export function metricsRoutes(deps: ApiDeps): Router {

@@ -9,8 +9,6 @@ import type { Access, RegisteredRoute, RouteResponse } from '../../middleware/ro
 import { componentName, type TObject } from '../../shapes.js';
 import { RATE_HEADERS, type SchemaObject } from './components.js';
 
-export type { SchemaObject };
-
 /** The security an access kind implies; a route's doc may say otherwise (metrics without a token). */
 const SECURITY: Record<Access, Record<string, string[]>[]> = {
   public: [],

@@ -4,7 +4,7 @@ import { buildOpenApiDocument } from './document.js';
 import { newRouter, publicRoute, route, routesOf } from '../../middleware/route.js';
 import { Type } from '../../shapes.js';
 
-export const OPENAPI_PATH = '/api/openapi.json';
+const OPENAPI_PATH = '/api/openapi.json';
 
 const doc = {
   operationId: 'openapi',

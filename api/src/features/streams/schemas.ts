@@ -11,7 +11,7 @@ export const StreamQuerySchema = Type.Object(
   },
   { additionalProperties: false },
 );
-export type StreamQuery = Static<typeof StreamQuerySchema>;
+type StreamQuery = Static<typeof StreamQuerySchema>;
 export const streamQuery = queryValidator<StreamQuery>(StreamQuerySchema);
 
 export const StreamTokenSchema = component(

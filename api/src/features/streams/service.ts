@@ -10,7 +10,7 @@ import { mintStreamToken } from './tokens.js';
 
 const STREAM_QUEUE_LIMIT = { events: 50_000, bytes: 16 * 1024 * 1024 };
 
-export interface StreamTokenResponse {
+interface StreamTokenResponse {
   token: string;
   expires_at: string;
   stream_url: string;
@@ -22,7 +22,7 @@ export function createStreamToken(deps: ApiDeps, accountId: string, origin: stri
   return { token, expires_at: expiresAt.toISOString(), stream_url: `${origin}/api/v1/events/stream?token=${encodeURIComponent(token)}` };
 }
 
-export interface PreparedStream {
+interface PreparedStream {
   /** Writes the stream until it ends; always releases the slot and the feed. */
   run(res: ServerResponse, signal: AbortSignal): Promise<StreamEnd>;
   /** For a stream that never starts. */

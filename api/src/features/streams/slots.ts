@@ -20,7 +20,7 @@ export interface StreamLease {
   accountId: string;
 }
 
-export interface StreamSlotsOptions {
+interface StreamSlotsOptions {
   max: number;
   /** How long a slot stays taken without renewal; well above the heartbeat interval. */
   ttlMs: number;

@@ -12,7 +12,7 @@
 import type { ServerResponse } from 'node:http';
 import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
 
-export const SSE_HEADERS = {
+const SSE_HEADERS = {
   'Content-Type': 'text/event-stream; charset=utf-8',
   'Cache-Control': 'no-cache, no-transform',
   Connection: 'keep-alive',
@@ -20,11 +20,11 @@ export const SSE_HEADERS = {
   'X-Accel-Buffering': 'no',
 } as const;
 
-export function frameEvent(record: EventRecord): string {
+function frameEvent(record: EventRecord): string {
   return `id: ${record.cursor}\nevent: ${record.type}\ndata: ${JSON.stringify(record)}\n\n`;
 }
 
-export function frameResume(cursor: string): string {
+function frameResume(cursor: string): string {
   return `id: ${cursor}\nevent: resume\ndata: ${JSON.stringify({ cursor })}\n\n`;
 }
 

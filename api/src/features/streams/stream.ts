@@ -13,7 +13,7 @@ import type { SseWriter } from './sse.js';
 
 export type StreamEnd = 'duration' | 'client' | 'closed' | 'overflow' | 'shutdown' | 'lease_lost' | 'error';
 
-export interface StreamTiming {
+interface StreamTiming {
   durationMs: number;
   heartbeatMs: number;
 }

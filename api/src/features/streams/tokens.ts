@@ -8,14 +8,14 @@
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { unauthorized, type AppError } from '../../../../shared/src/errors/index.js';
 
-export const STREAM_TOKEN_PREFIX = 'svcst_';
+const STREAM_TOKEN_PREFIX = 'svcst_';
 const MAX_TOKEN_LENGTH = 512;
 
 export function deriveStreamTokenKey(jwtSecret: string): Buffer {
   return Buffer.from(hkdfSync('sha256', jwtSecret, 'event-platform', 'svcst stream token v1', 32));
 }
 
-export interface MintedStreamToken {
+interface MintedStreamToken {
   token: string;
   expiresAt: Date;
 }

@@ -2,9 +2,9 @@ import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
 import { component, DateTime, EventTypeSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator, queryValidator } from '../../validation.js';
 
-export const MAX_URL_LENGTH = 2048;
-export const MAX_DESCRIPTION_LENGTH = 500;
-export const MAX_ATTEMPTS_LIMIT = 200;
+const MAX_URL_LENGTH = 2048;
+const MAX_DESCRIPTION_LENGTH = 500;
+const MAX_ATTEMPTS_LIMIT = 200;
 export const DEFAULT_ATTEMPTS_LIMIT = 50;
 
 /** Subscription ids: `wh_` + 24 hex characters. Anything else cannot exist: 404. */

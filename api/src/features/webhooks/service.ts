@@ -16,7 +16,7 @@ import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput, type Rotat
 export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
 
 /** The subscription as the API shows it (never the secret, except where stated). */
-export interface Webhook {
+interface Webhook {
   id: string;
   url: string;
   events: string[];
@@ -43,7 +43,7 @@ export interface Attempt {
 }
 
 /** `status`: the delivery process's record of the last attempt (older documents carry it themselves). */
-export function toWebhook(doc: WebhookDoc, status?: WebhookStatusDoc | null): Webhook {
+function toWebhook(doc: WebhookDoc, status?: WebhookStatusDoc | null): Webhook {
   const last = status ?? doc;
   return {
     id: doc._id,
@@ -229,14 +229,14 @@ export async function revealSecret(deps: WebhookDeps, accountId: string, id: str
  */
 export const ROTATION_CLAIM_STALE_MS = 30_000;
 
-export interface RotatedSecret {
+interface RotatedSecret {
   secret: string;
   /** Until when the replaced secret still signs deliveries; null with grace_period_s 0. */
   previous_secret_expires_at: string | null;
 }
 
 /** Test hook: runs after the subscription was read and before the rotation claims its generation. */
-export interface RotateHooks {
+interface RotateHooks {
   afterRead?: () => Promise<void>;
 }
 
