@@ -19,10 +19,11 @@ import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
+import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
 import { claim, dropDelivery, giveUpDisabled, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
-import type { Sender } from './http-sender.js';
+import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
 import { FairQueue } from './fair-queue.js';
 import { isPermanentFailure, nextDelay } from './retry-policy.js';
@@ -280,6 +281,35 @@ export class Dispatcher {
   }
 
   /**
+   * Reads the subscription and sends one attempt under that read. The
+   * request is written only under a read that started at most
+   * SEND_READ_MAX_AGE_MS before (shared/src/subscription-fence.ts): after a
+   * slow DNS answer, connect or handshake the subscription is read again,
+   * and a request prepared under a state that changed meanwhile (deleted,
+   * disabled, another URL or secret) is dropped unwritten and, unless the
+   * subscription is gone or disabled, prepared again under the new state.
+   */
+  private async attempt(delivery: DeliveryDoc): Promise<{ kind: 'gone' } | { kind: 'disabled' } | { kind: 'sent'; outcome: AttemptRecord }> {
+    for (;;) {
+      let asked = performance.now();
+      const sub = await this.subscriptions.read(delivery.subscription_id);
+      if (!sub) return { kind: 'gone' };
+      if (sub.enabled === false) return { kind: 'disabled' };
+      const state = sendingState(sub);
+      const gate = async (): Promise<boolean> => {
+        while (performance.now() - asked > SEND_READ_MAX_AGE_MS) {
+          asked = performance.now();
+          const now = await this.subscriptions.read(delivery.subscription_id);
+          if (!now || sendingState(now) !== state) return false;
+        }
+        return true;
+      };
+      const outcome = await send(this.deps, delivery, sub, gate);
+      if (outcome) return { kind: 'sent', outcome };
+    }
+  }
+
+  /**
    * A delivery read from the log: no lease, no store until it fails. The
    * subscription is read right before sending all the same (a DELETE or
    * PATCH that returned before this point stops or changes the send).
@@ -287,10 +317,10 @@ export class Dispatcher {
   private async runFresh(job: Job, freeSlot: () => void): Promise<void> {
     const { deps } = this;
     const delivery = job.delivery;
-    const sub = await this.subscriptions.read(delivery.subscription_id);
+    const tried = await this.attempt(delivery);
     // Deleted or disabled: nothing is sent and nothing was stored.
-    if (!sub || sub.enabled === false) return;
-    const outcome = await send(deps, delivery, sub);
+    if (tried.kind !== 'sent') return;
+    const outcome = tried.outcome;
     const slow = SLOW_OUTCOMES.has(outcome.outcome);
     this.queue.observe(delivery.subscription_id, slow);
     this.activity.set(delivery.subscription_id, Date.now());
@@ -322,18 +352,18 @@ export class Dispatcher {
     this.startKeeper();
     try {
       // Read now, not when the event was consumed: a DELETE that returned before this read stops the send.
-      const sub = await this.subscriptions.read(held.subscription_id);
-      if (!sub) {
+      const tried = await this.attempt(held);
+      if (tried.kind === 'gone') {
         await dropDelivery(deps.collections, held);
         return;
       }
       // Likewise a PATCH enabled:false: given up unsent, not kept for a re-enabling.
-      if (sub.enabled === false) {
+      if (tried.kind === 'disabled') {
         await giveUpDisabled(deps.collections, held, deps.clock());
-        deps.log.debug({ delivery: held._id, subscription: sub._id }, 'delivery given up: its subscription is disabled');
+        deps.log.debug({ delivery: held._id, subscription: held.subscription_id }, 'delivery given up: its subscription is disabled');
         return;
       }
-      const outcome = await send(deps, held, sub);
+      const outcome = tried.outcome;
       const slow = SLOW_OUTCOMES.has(outcome.outcome);
       this.queue.observe(held.subscription_id, slow);
       this.activity.set(held.subscription_id, Date.now());
@@ -441,14 +471,16 @@ export function signingSecrets(box: SecretBox, sub: WebhookDoc, at: Date): strin
 }
 
 /** One signed POST; returns what the recorder stores, next attempt time included. */
-async function send(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc): Promise<AttemptRecord> {
+/** One attempt under `sub`; null when the gate withheld the request (nothing was sent). */
+async function send(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc, gate: SendGate): Promise<AttemptRecord | null> {
   const at = deps.clock();
   const headers = {
     ...signDelivery(signingSecrets(deps.box, sub, at), delivery._id, delivery.body, at),
     'X-Service-Event': delivery.event_type,
     'X-Service-Delivery': delivery._id,
   };
-  const result = await deps.sender.send(sub.url, delivery.body, headers, { account: sub.account_id });
+  const result = await deps.sender.send(sub.url, delivery.body, headers, { account: sub.account_id }, gate);
+  if (!result) return null;
   const number = delivery.attempts + 1;
   const delay = result.outcome === 'ok' || isPermanentFailure(result) ? null : nextDelay(number, deps.retrySchedule, result);
   const finished = new Date(at.getTime() + result.durationMs);

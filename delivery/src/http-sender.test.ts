@@ -39,6 +39,22 @@ describe('http sender (real HTTPS receiver)', () => {
     expect(got?.headers).to.include({ 'content-type': 'application/json', 'x-service-event': 'call.started', 'user-agent': 'test-agent/1' });
   });
 
+  it('runs the gate once the connection is up, on a new and on a reused socket, and writes nothing when it says no', async () => {
+    const s = make();
+    const seen: { connected: number }[] = [];
+    const gate = (open: boolean) => async (): Promise<boolean> => {
+      // Up: the receiver has the connection but no request on it yet.
+      seen.push({ connected: receiver.received('/gated').length });
+      return open;
+    };
+    expect(await s.send(receiver.url('/gated'), '{"n":1}', {}, {}, gate(false)), 'withheld on a new connection').to.equal(null);
+    expect(await s.send(receiver.url('/gated'), '{"n":2}', {}, {}, gate(true))).to.include({ status: 200, outcome: 'ok' });
+    expect(await s.send(receiver.url('/gated'), '{"n":3}', {}, {}, gate(false)), 'withheld on a reused connection').to.equal(null);
+    expect(await s.send(receiver.url('/gated'), '{"n":4}', {}, {}, gate(true))).to.include({ status: 200, outcome: 'ok' });
+    expect(receiver.received('/gated').map((r) => r.raw.toString())).to.deep.equal(['{"n":2}', '{"n":4}']);
+    expect(seen.map((x) => x.connected)).to.deep.equal([0, 0, 1, 1]);
+  });
+
   it('classifies 3xx (not followed), 4xx and 5xx, and reads Retry-After', async () => {
     receiver.on('/moved', status(302, { location: 'https://127.0.0.1:1/elsewhere' }));
     receiver.on('/gone', status(410));

@@ -12,10 +12,20 @@
  *
  * Stored errors never name an address a name resolved to unless it is a
  * public one we were allowed to dial.
+ *
+ * A send may carry a gate: it runs once the connection is up (a reused
+ * keep-alive socket at once, a new one after its TLS handshake), right
+ * before the request's first byte is written; when it answers false the
+ * request is dropped unwritten and send() resolves null. The dispatcher uses
+ * it to check, after DNS, connect and handshake took however long they took,
+ * that the subscription it signs for is still as read (see
+ * shared/src/subscription-fence.ts).
  */
 import https from 'node:https';
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
-import { createSecureContext, rootCertificates } from 'node:tls';
+import type { ClientRequest } from 'node:http';
+import type { Socket } from 'node:net';
+import { createSecureContext, rootCertificates, TLSSocket } from 'node:tls';
 import got, { type Got } from 'got';
 import { LOOKUP_LIMIT } from '../../shared/src/dns.js';
 import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
@@ -39,9 +49,16 @@ interface SenderOptions {
   userAgent: string;
 }
 
+/** Answers whether the request may be written now; false drops it unwritten. */
+export type SendGate = () => Promise<boolean>;
+
 export interface Sender {
-  /** `ctx.account`: whose lookup this is (the per-account cap on DNS queries in flight). */
+  /**
+   * `ctx.account`: whose lookup this is (the per-account cap on DNS queries in flight).
+   * With a `gate`: null when the gate withheld the request (nothing reached the receiver).
+   */
   send(url: string, body: string, headers: Record<string, string>, ctx?: LookupContext): Promise<SendResult>;
+  send(url: string, body: string, headers: Record<string, string>, ctx: LookupContext, gate: SendGate): Promise<SendResult | null>;
   close(): void;
 }
 
@@ -123,17 +140,39 @@ export function createSender(opts: SenderOptions): Sender {
     headers: { 'user-agent': opts.userAgent },
   });
 
-  async function send(url: string, body: string, headers: Record<string, string>, ctx: LookupContext = {}): Promise<SendResult> {
+  async function send(url: string, body: string, headers: Record<string, string>, ctx: LookupContext = {}, gate?: SendGate): Promise<SendResult | null> {
     const started = performance.now();
     const elapsed = (): number => Math.round(performance.now() - started);
     const blocked = precheck(url, opts.policy);
     if (blocked) return { status: null, outcome: 'blocked_address', error: blocked, retryAfterMs: null, durationMs: elapsed() };
-    return new Promise<SendResult>((resolve) => {
+    return new Promise<SendResult | null>((resolve) => {
       let settled = false;
+      // No body option: Node writes the request line and headers with the body's first
+      // write, so nothing leaves this process before write() below (after the gate).
       const stream = client.stream.post(url, {
-        body,
-        headers: { 'content-type': 'application/json', ...headers },
+        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...headers },
         dnsLookup: safeLookup(opts.resolve, opts.policy, ctx) as never,
+      });
+      const write = (): void => {
+        if (!gate) return void stream.end(body);
+        gate().then(
+          (open) => {
+            if (stream.destroyed || settled) return;
+            if (open) return void stream.end(body);
+            settled = true;
+            stream.destroy();
+            resolve(null);
+          },
+          (err: unknown) => stream.destroy(err as Error),
+        );
+      };
+      stream.once('request', (req: ClientRequest) => {
+        req.once('socket', (socket: Socket) => {
+          // Up means: TCP connected and, for TLS, the handshake done (a reused socket is).
+          const tls = socket instanceof TLSSocket;
+          if (tls ? socket.authorized : !socket.connecting) return write();
+          socket.once(tls ? 'secureConnect' : 'connect', write);
+        });
       });
       stream.on('response', (res: { statusCode: number; headers: Record<string, string | string[] | undefined> }) => {
         settled = true;
@@ -160,5 +199,5 @@ export function createSender(opts: SenderOptions): Sender {
     });
   }
 
-  return { send, close: () => agent.destroy() };
+  return { send: send as Sender['send'], close: () => agent.destroy() };
 }

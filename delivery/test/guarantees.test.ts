@@ -8,11 +8,31 @@
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
 import { verifyServiceSignature } from '../../shared/src/signing.js';
+import { SUBSCRIPTION_FENCE_MS } from '../../shared/src/subscription-fence.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { uniqueName } from '../../shared/test/support/env.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Host names whose lookup the test holds until it says so: a send that read
+ * its subscription and is now waiting for DNS (then connect and handshake),
+ * the window in which a DELETE, PATCH or rotation can return before the
+ * request is written.
+ */
+const heldLookups = new Map<string, { reached: () => void; release: Promise<void> }>();
+
+function holdLookup(host: string): { reached: Promise<void>; release: () => void } {
+  let reached!: () => void;
+  let release!: () => void;
+  const r = new Promise<void>((res) => (reached = res));
+  heldLookups.set(host, { reached: () => reached(), release: new Promise<void>((res) => (release = res)) });
+  return { reached: r, release: () => release() };
+}
+
+/** As the API does after storing a change to a subscription (shared/src/subscription-fence.ts). */
+const apiFence = (): Promise<void> => sleep(SUBSCRIPTION_FENCE_MS);
 
 describe('delivery guarantees', function () {
   this.timeout(90_000);
@@ -26,7 +46,15 @@ describe('delivery guarantees', function () {
     receiver = await Receiver.start();
     env = deliveryTestEnv(receiver.caFile, { MONGO_DB: `${deliveryTestEnv('x').MONGO_DB}_guarantees` });
     // Every name resolves to the local receiver (a name the certificate does not carry plays a mismatch).
-    await startTestDelivery(env, async () => ['127.0.0.1']);
+    await startTestDelivery(env, async (host) => {
+      const held = heldLookups.get(host);
+      if (held) {
+        heldLookups.delete(host);
+        held.reached();
+        await held.release;
+      }
+      return ['127.0.0.1'];
+    });
     await waitForGroup(env);
     log = new TestLog(env);
     db = new TestDb(env);
@@ -47,6 +75,7 @@ describe('delivery guarantees', function () {
         deleting = sleep(500).then(async () => {
           await db.collection('webhooks').deleteOne({ _id: sub._id });
           await db.collection('deliveries').deleteMany({ subscription_id: sub._id });
+          await apiFence();
           deletedAt = Date.now();
         });
       return { status: 200, delayMs: 1500 };
@@ -61,13 +90,52 @@ describe('delivery guarantees', function () {
     expect(late, 'requests that started after the DELETE returned').to.have.length(0);
   });
 
+  it('writes no request after a DELETE returned, though the send read the subscription before it and was still connecting', async () => {
+    const account = newAccountId();
+    const host = 'fence-delete.webhooks.test';
+    const sub = await db.subscribe(account, receiver.url('/fence-delete', host), ['*']);
+    const held = holdLookup(host);
+    await log.publish([envelope(account, 'call.started')]);
+    // The send has read the subscription (it exists) and waits for DNS: delete it now, as the API does.
+    await held.reached;
+    await db.collection('webhooks').deleteOne({ _id: sub._id });
+    await apiFence();
+    const returnedAt = Date.now();
+    held.release();
+    await sleep(3000);
+    expect(receiver.received('/fence-delete').filter((r) => r.at > returnedAt), 'requests written after the DELETE returned').to.have.length(0);
+  });
+
+  it('signs with the new secret a send that was connecting while the rotation returned, and sends it once', async () => {
+    const account = newAccountId();
+    const host = 'fence-rotate.webhooks.test';
+    const sub = await db.subscribe(account, receiver.url('/fence-rotate', host), ['*']);
+    const held = holdLookup(host);
+    const ev = envelope(account, 'call.started');
+    await log.publish([ev]);
+    await held.reached;
+    const secret = await db.rotateSecret(sub._id);
+    await apiFence();
+    held.release();
+    await receiver.waitFor('/fence-rotate', 1, 20_000);
+    await sleep(1500);
+    const got = receiver.received('/fence-rotate');
+    expect(got.map((r) => r.body.id)).to.deep.equal([ev.id]);
+    expect(verifyServiceSignature(secret, got[0]!.raw, got[0]!.headers['x-service-signature'] as string), 'signed with the secret of the rotation').to.equal(true);
+  });
+
   it('signs with a rotated secret every attempt that starts after the rotation, queued ones included', async () => {
     const account = newAccountId();
     const path = '/rotated-busy';
     const sub = await db.subscribe(account, receiver.url(path), ['*']);
     let rotated: Promise<{ secret: string; at: number }> | null = null;
     receiver.on(path, (n) => {
-      if (n === 32) rotated = sleep(500).then(async () => ({ secret: await db.rotateSecret(sub._id), at: Date.now() }));
+      if (n === 32)
+        rotated = sleep(500).then(async () => {
+          const secret = await db.rotateSecret(sub._id);
+          await apiFence();
+          return { secret, at: Date.now() };
+        });
       return { status: 200, delayMs: 1500 };
     });
     await log.publishAtOnce(Array.from({ length: 100 }, (_, n) => envelope(account, 'message.sent', { n })));

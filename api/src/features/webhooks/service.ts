@@ -8,6 +8,7 @@ import { AppError, notFound, unavailable, validationFailed } from '../../../../s
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
 import type { AttemptDoc, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
 import { newWebhookSecret } from '../../../../shared/src/signing.js';
+import { SUBSCRIPTION_FENCE_MS } from '../../../../shared/src/subscription-fence.js';
 import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
 import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '../../../../shared/src/url-safety.js';
 import type { ApiDeps } from '../../deps.js';
@@ -198,6 +199,7 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
   }
   const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, { $set: set });
   if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
+  if (set.url !== undefined || set.enabled !== undefined) await fence();
   return getWebhook(deps, accountId, id);
 }
 
@@ -213,7 +215,17 @@ export async function deleteWebhook(deps: WebhookDeps, accountId: string, id: st
     attempts.deleteMany({ subscription_id: id }),
     webhookStatus.deleteOne({ _id: id }),
     secretRotations.deleteMany({ subscription_id: id }),
+    fence(),
   ]);
+}
+
+/**
+ * Returns SUBSCRIPTION_FENCE_MS after a change to what deliveries send (the
+ * subscription gone, disabled, another URL or secret) was stored: a request a
+ * delivery process writes after that saw the change (shared/src/subscription-fence.ts).
+ */
+function fence(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, SUBSCRIPTION_FENCE_MS));
 }
 
 /** The current secret (never the one a rotation replaced, even during its grace period). */
@@ -290,6 +302,7 @@ export async function rotateSecret(deps: WebhookDeps, accountId: string, id: str
     : { $set: { secret_enc: secretEnc, secret_gen: generation }, $unset: { previous_secret_enc: '' as const, previous_secret_expires_at: '' as const } };
   const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, update);
   if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
+  await fence();
   return { secret, previous_secret_expires_at: expires ? expires.toISOString() : null };
 }
 

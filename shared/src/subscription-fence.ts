@@ -1,0 +1,29 @@
+/**
+ * The fence that makes "nothing is sent to a subscription once its DELETE
+ * returned" (and the same for a PATCH or a secret rotation: nothing starts
+ * under the old state) true however long a send takes to get going.
+ *
+ * A delivery process reads the subscription before sending, but DNS,
+ * connect and the TLS handshake come between that read and the request's
+ * first byte. So the request is written only under a read that started at
+ * most SEND_READ_MAX_AGE_MS before (re-read, and compared, when older), and
+ * the API returns from a change no sooner than SUBSCRIPTION_FENCE_MS after
+ * the change was stored. A request written after the API returned then used
+ * a read that started after the change was stored, and saw it. The gap
+ * between the two bounds covers the receiver's own delay in noting when a
+ * request arrived and clocks that run at slightly different rates.
+ */
+export const SUBSCRIPTION_FENCE_MS = 500;
+export const SEND_READ_MAX_AGE_MS = 250;
+
+/** What a send signs for and where it goes: a change to any of it withholds a request prepared under the old state. */
+export function sendingState(sub: {
+  url: string;
+  enabled?: boolean;
+  secret_enc: string;
+  secret_gen?: number;
+  previous_secret_enc?: string;
+  previous_secret_expires_at?: Date;
+}): string {
+  return JSON.stringify([sub.url, sub.enabled !== false, sub.secret_enc, sub.secret_gen ?? 0, sub.previous_secret_enc ?? null, sub.previous_secret_expires_at?.getTime() ?? null]);
+}
