@@ -6,6 +6,7 @@ export {
   DeliveryAttemptSchema,
   MAX_GRACE_PERIOD_S,
   RotateSecretBody,
+  TriggerSchema,
   UpdateWebhookBody,
   WEBHOOK_ID,
   WebhookIdParams,

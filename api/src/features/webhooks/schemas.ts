@@ -1,4 +1,5 @@
 import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
+import { DELIVERY_TRIGGERS, type DeliveryTrigger } from '../../../../shared/src/mongo/documents.js';
 import { component, DateTime, EventTypeSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator, queryValidator } from '../../validation.js';
 
@@ -74,6 +75,13 @@ export const WebhookListSchema = component('WebhookList', Type.Object({ webhooks
 export const WebhookSecretSchema = component('WebhookSecret', Type.Object({ secret: Type.String({ pattern: '^whsec_' }) }));
 export const WebhookPingSchema = component('WebhookPing', Type.Object({ event_id: Type.String({ description: 'The `webhook.ping` event, now in the log' }) }));
 
+/** Why a delivery was made (on its attempts and in an event's deliveries). */
+export const TriggerSchema = Type.Unsafe<DeliveryTrigger>({
+  type: 'string',
+  enum: [...DELIVERY_TRIGGERS],
+  description: '`event`: the event itself (its first send and the scheduled retries); `resend`, `recover`, `replay`: sent by that operation (POST …/resend, …/recover, …/replay) and its own retries',
+});
+
 export const DeliveryAttemptSchema = component(
   'DeliveryAttempt',
   Type.Object({
@@ -88,6 +96,7 @@ export const DeliveryAttemptSchema = component(
     duration_ms: Type.Integer({ minimum: 0 }),
     at: DateTime(),
     next_attempt_at: nullableDate('When the delivery is tried again; null after a success or the last attempt'),
+    trigger: TriggerSchema,
   }),
 );
 
