@@ -10,6 +10,7 @@ import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './live/runtime.js';
 import { KafkaProbe } from './features/health/kafka-probe.js';
 import { startKeySweeper } from './features/ingest/idempotency.js';
+import { startOpKeySweeper } from './features/webhooks/op-keys.js';
 import { createRateLimits, flushRateLimits, type RateLimits } from './features/limits/limiter.js';
 import { startWindowSweeper } from './features/limits/window-store.js';
 import { KeyCache } from './features/keys/cache.js';
@@ -60,6 +61,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
   lifecycle.onStop('rate-limit-flush', () => flushRateLimits(limits));
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
   lifecycle.onStop('ingest-key-sweeper', startKeySweeper(mongo.collections.ingestKeys, log));
+  lifecycle.onStop('webhook-op-key-sweeper', startOpKeySweeper({ mongo }, log));
   const keyCache = new KeyCache({
     instanceId: config.instanceId,
     epoch: mongo.collections.keyEpoch,
