@@ -21,8 +21,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { MongoServerError } from 'mongodb';
 import { AppError } from '../../../../shared/src/errors/index.js';
-import type { WebhookOpKeyDoc } from '../../../../shared/src/mongo/index.js';
-import type { WebhookDeps } from './service.js';
+import type { Mongo, WebhookOpKeyDoc } from '../../../../shared/src/mongo/index.js';
+
+/** What the keys need (deps.ts starts the sweeper, so nothing here imports the API's deps). */
+export interface OpKeyDeps {
+  mongo: Pick<Mongo, 'collections'>;
+  clock: () => Date;
+}
 
 export const OP_KEY_TTL_MS = 24 * 60 * 60 * 1000;
 /** A running operation holds its key this long; one that died frees it after that. Operations are bounded (seconds). */
@@ -64,7 +69,7 @@ const DUPLICATE_KEY = 11000;
  * the body): the same key with another request is a 409.
  */
 export async function runOnce<T extends object>(
-  deps: Pick<WebhookDeps, 'mongo' | 'clock'>,
+  deps: OpKeyDeps,
   scope: { accountId: string; op: OpName; key: string | undefined; request: unknown },
   run: (seed: string) => Promise<T>,
 ): Promise<OpOutcome<T>> {
@@ -129,7 +134,7 @@ function inProgress(retryInMs: number): AppError {
 }
 
 /** Removes keys past their 24 h where the server has no TTL index (FerretDB); readers check expires_at anyway. */
-export function startOpKeySweeper(deps: Pick<WebhookDeps, 'mongo'>, log: { warn: (o: object, m: string) => void }, intervalMs = 10 * 60_000): () => Promise<void> {
+export function startOpKeySweeper(deps: Pick<OpKeyDeps, 'mongo'>, log: { warn: (o: object, m: string) => void }, intervalMs = 10 * 60_000): () => Promise<void> {
   const timer = setInterval(
     () => {
       deps.mongo.collections.webhookOpKeys
