@@ -8,12 +8,13 @@ import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
 import { tryDecodeCursor } from '../../shared/src/cursor.js';
 import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
-import type { DeliveryDoc, WatermarkDoc } from '../../shared/src/mongo/index.js';
+import type { DeliveryDoc, WatermarkDoc, WebhookOpKeyDoc } from '../../shared/src/mongo/index.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver, type Behaviour } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
-import { recoverDeliveries, replayEvents } from '../src/features/webhooks/operations.js';
+import { opKeyId } from '../src/features/webhooks/op-keys.js';
+import { operationDeliveryId, recoverDeliveries, replayEvents } from '../src/features/webhooks/operations.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call } from './support/api.js';
@@ -254,6 +255,37 @@ describe('webhook resend, recover and replay (delivery process, HTTPS receiver)'
     const recover = await post(acct, `/${sub}/recover`, { since: new Date(Date.now() - 60_000).toISOString() }, key);
     expect(recover.status).to.equal(202);
     expect((await post(acct, `/${sub}/recover`, { since: new Date().toISOString() }, key)).status).to.equal(409);
+  });
+
+  it('a keyed call still running answers 409 with Retry-After; one that died is run again after its lease, with the same delivery id (queued once)', async () => {
+    const acct = await createAccount(api.url);
+    const path = '/rs-died';
+    const sub = await subscribe(acct, path, ['*']);
+    const event = await ingest(acct, 'call.started');
+    await receiver.waitFor(path, 1);
+    const original = deliveryId(event.id, sub);
+    await recorded(acct, sub, original);
+    const keys = db.db(webhookTestEnv().MONGO_DB).collection<WebhookOpKeyDoc>('webhook_op_keys');
+    const key = `died-${Math.random()}`;
+    const _id = opKeyId(acct.userId, 'resend', key);
+    const first = await post(acct, `/${sub}/deliveries/${original}/resend`, undefined, key);
+    expect(first.status).to.equal(202);
+    expect(first.body.delivery_id).to.equal(operationDeliveryId(_id, 'resend', original));
+    // As if that call had died after queueing, before storing its answer: pending, lease running.
+    const stored = (await keys.findOne({ _id }))!;
+    await keys.updateOne({ _id }, { $set: { state: 'pending', response: null, lease_until: new Date(Date.now() + 30_000) } });
+    const busy = await post(acct, `/${sub}/deliveries/${original}/resend`, undefined, key);
+    expect(busy.status).to.equal(409);
+    expect(Number(busy.headers.get('retry-after'))).to.be.within(1, 30);
+    // Its lease ran out: the repeat runs it again, under the same id, and finds it queued already.
+    await keys.updateOne({ _id }, { $set: { lease_until: new Date(Date.now() - 1000) } });
+    const again = await post(acct, `/${sub}/deliveries/${original}/resend`, undefined, key);
+    expect(again.status, JSON.stringify(again.body)).to.equal(202);
+    expect(again.body).to.deep.equal(first.body);
+    expect(again.headers.get('idempotent-replayed')).to.equal(null);
+    expect(await deliveries().countDocuments({ origin_delivery_id: original })).to.equal(1);
+    expect((await keys.findOne({ _id }))!.state).to.equal('done');
+    expect(stored.account_id).to.equal(acct.userId);
   });
 
   it("answers 404 for another account's subscription or delivery and for malformed ids, 409 for a disabled subscription", async () => {
