@@ -345,7 +345,8 @@ async function showAttempts(hook) {
   const list = res.attempts ?? res.deliveries ?? [];
   $('attempts-title').textContent = `Recent attempts: ${hook.url}`;
   $('attempts').replaceChildren(...list.map((a) => {
-    const li = el('li', `${new Date(a.at ?? a.created_at).toLocaleString()} · attempt ${a.attempt} · ${a.status ?? a.outcome} · ${a.duration_ms} ms · `);
+    const via = a.trigger && a.trigger !== 'event' ? ` · ${a.trigger}` : '';
+    const li = el('li', `${new Date(a.at ?? a.created_at).toLocaleString()} · attempt ${a.attempt} · ${a.status ?? a.outcome} · ${a.duration_ms} ms${via} · `);
     const open = el('button', a.event_id, { type: 'button', class: 'link', 'aria-label': `Details of ${a.event_id}` });
     open.onclick = () => act(() => showEventDetail(a.event_id));
     li.append(open);
