@@ -11,6 +11,7 @@ import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } 
 import { KafkaProbe } from './features/health/index.js';
 import { startKeySweeper } from './features/ingest/index.js';
 import { createRateLimits, flushRateLimits, startWindowSweeper, type RateLimits } from './features/limits/index.js';
+import { startOpKeySweeper } from './features/webhooks/op-keys.js';
 import { KeyCache } from './features/keys/cache.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/index.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
@@ -59,6 +60,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
   lifecycle.onStop('rate-limit-flush', () => flushRateLimits(limits));
   lifecycle.onStop('rate-limit-sweeper', startWindowSweeper(mongo.collections.rateLimits, log));
   lifecycle.onStop('ingest-key-sweeper', startKeySweeper(mongo.collections.ingestKeys, log));
+  lifecycle.onStop('webhook-op-key-sweeper', startOpKeySweeper({ mongo }, log));
   const keyCache = new KeyCache({
     instanceId: config.instanceId,
     epoch: mongo.collections.keyEpoch,

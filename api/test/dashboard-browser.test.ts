@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { RunningApi } from '../src/server.js';
+import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
@@ -141,6 +142,7 @@ describe('dashboard views in a real browser: delivery activity, event log, event
   let browser: Browser;
   let page: Page;
   let db: ActivityDb;
+  let store: ReturnType<MongoClient['db']>;
   let acct: TestAccount;
   let hook: { id: string; url: string; secret: string };
   let events: { id: string; type: string }[];
@@ -158,7 +160,8 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     ({ api } = await webhookApi());
     const client = new MongoClient(baseTestEnv().MONGO_URL!, { retryWrites: false });
     atRunEnd(() => client.close());
-    db = new ActivityDb(client.db(webhookTestEnv().MONGO_DB));
+    store = client.db(webhookTestEnv().MONGO_DB);
+    db = new ActivityDb(store);
     acct = await createAccount(api.url, { name: 'Dana Dashboard' });
     // Subscribed to a type the events below are not, so no delivery process adds attempts of its own.
     const created = await call(api.url, 'POST', '/api/v1/webhooks', { headers: bearer(acct.apiKey), body: { url: 'https://127.0.0.1:8443/hooks/orders', events: ['call.takeover'], description: 'orders' } });
@@ -247,7 +250,7 @@ describe('dashboard views in a real browser: delivery activity, event log, event
 
   it('has a button for each webhook operation that exists, Show secret among them', async () => {
     const row = page.locator('#hooks tr', { hasText: hook.url });
-    for (const name of [`Ping ${hook.url}`, `Recent attempts for ${hook.url}`, `Disable ${hook.url}`, `Show the signing secret of ${hook.url}`, `Delete ${hook.url}`]) {
+    for (const name of [`Ping ${hook.url}`, `Recent attempts for ${hook.url}`, `Disable ${hook.url}`, `Recover failed deliveries of ${hook.url}`, `Show the signing secret of ${hook.url}`, `Delete ${hook.url}`]) {
       expect(await row.getByRole('button', { name }).count(), name).to.equal(1);
     }
     await row.getByRole('button', { name: `Show the signing secret of ${hook.url}` }).click();
@@ -321,7 +324,33 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     await page.screenshot({ path: `${SHOTS}/overview.png`, fullPage: true });
   });
 
-  it('drew every view without breaking the strict content security policy (charts are SVG elements, no inline style or script)', async () => {
+  it('resends a delivery from the event detail (a new delivery marked resend appears) and recovers a subscription from its row', async () => {
+    const event = events.filter((e) => e.type === 'message.sent')[1]!; // the log shows message.sent now
+    const t0 = new Date(Date.now() - 5 * MIN);
+    const dlv = await db.delivery({ subscription: hook.id, account: acct.userId, event: event.id, state: 'failed', attempts: 1, lastStatus: 500, createdAt: t0 });
+    await db.attempt({ subscription: hook.id, account: acct.userId, event: event.id, delivery: dlv._id, at: new Date(t0.getTime() + 1000), outcome: 'http_5xx', status: 500, ms: 40, attempt: 1 });
+    await page.getByRole('button', { name: `Details of ${event.id}` }).click();
+    const detail = page.locator('#event-detail');
+    await detail.waitFor({ state: 'visible' });
+    await detail.getByRole('button', { name: `Resend delivery ${dlv._id}` }).click();
+    await page.locator('#status', { hasText: 'Delivery resent as dlv_' }).waitFor();
+    const resentId = (await page.locator('#status').textContent())!.match(/dlv_[0-9a-f]{24}/)![0];
+    const resent = detail.locator(`article.delivery[data-delivery="${resentId}"]`);
+    await resent.waitFor();
+    expect(await resent.locator('.badge.trigger').textContent()).to.equal('resend');
+    const stored = await store.collection<DeliveryDoc>('deliveries').findOne({ _id: resentId });
+    expect(stored).to.include({ trigger: 'resend', origin_delivery_id: dlv._id, subscription_id: hook.id, event_id: event.id });
+    await page.getByRole('button', { name: 'Close' }).click();
+
+    // Recover: what it queued (0 while the resend is on its way, 1 if a delivery process in this run already gave it up) is what it says.
+    const row = page.locator('#hooks tr', { hasText: hook.url });
+    await row.getByRole('button', { name: `Recover failed deliveries of ${hook.url}` }).click();
+    await page.locator('#status', { hasText: 'of the last 24 hours queued again' }).waitFor();
+    const said = Number((await page.locator('#status').textContent())!.match(/^(\d+) failed deliver/)![1]);
+    expect(said).to.equal(await store.collection<DeliveryDoc>('deliveries').countDocuments({ subscription_id: hook.id, trigger: 'recover' }));
+  });
+
+    it('drew every view without breaking the strict content security policy (charts are SVG elements, no inline style or script)', async () => {
     expect(cspViolations).to.deep.equal([]);
     // The counter works: an inline style attribute is refused and counted.
     await page.evaluate(() => (globalThis as unknown as { document: { body: { setAttribute(k: string, v: string): void } } }).document.body.setAttribute('style', 'color: red'));

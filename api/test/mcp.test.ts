@@ -8,7 +8,7 @@ import { call, sharedApis } from './support/api.js';
 import { eventually, ingest, sleep } from './support/events.js';
 import { connectClient } from './support/mcp.js';
 
-const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'get_webhook_stats', 'get_event_deliveries', 'whoami'];
+const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'resend_delivery', 'recover_webhook_deliveries', 'replay_events_to_webhook', 'get_webhook_stats', 'get_event_deliveries', 'whoami'];
 
 async function expectHttpStatus(promise: Promise<unknown>, status: number): Promise<void> {
   try {
@@ -212,6 +212,18 @@ describe('MCP with the official SDK client', function () {
       expect((refused.content as Array<{ text: string }>)[0]!.text).to.match(/Event not found/);
     }
     expect((await c.callTool({ name: 'get_webhook_stats', arguments: { id: created.id, window: '7d' } })).isError).to.equal(true);
+
+    // Resend, recover, replay: the same services as the HTTP routes, an idempotency key as an argument.
+    const replayArgs = { id: created.id, since: pinged.cursor, idempotency_key: `mcp-${created.id}` };
+    const replayed = structured(await c.callTool({ name: 'replay_events_to_webhook', arguments: replayArgs }));
+    expect(replayed).to.have.all.keys('queued', 'cursor', 'truncated');
+    expect(structured(await c.callTool({ name: 'replay_events_to_webhook', arguments: replayArgs }))).to.deep.equal(replayed);
+    const recovered = structured(await c.callTool({ name: 'recover_webhook_deliveries', arguments: { id: created.id, since: new Date(Date.now() - 60_000).toISOString() } }));
+    expect(recovered).to.deep.equal({ queued: 0, truncated: false, next_since: null });
+    const unknown = await c.callTool({ name: 'resend_delivery', arguments: { id: created.id, delivery_id: `dlv_${'0'.repeat(24)}` } });
+    expect(unknown.isError).to.equal(true);
+    expect((unknown.content as Array<{ text: string }>)[0]!.text).to.match(/Delivery not found/);
+    expect((await c.callTool({ name: 'recover_webhook_deliveries', arguments: { id: created.id, since: 'yesterday' } })).isError).to.equal(true);
 
     const updated = structured(await c.callTool({ name: 'update_webhook', arguments: { id: created.id, enabled: false, events: ['*'] } }));
     expect(updated).to.include({ id: created.id, enabled: false, description: 'agent' });

@@ -210,6 +210,7 @@ describe('webhook subscriptions API', () => {
       duration_ms: 12,
       at: new Date(base + 6000).toISOString(),
       next_attempt_at: null,
+      trigger: 'event', // stored without one (as every attempt before the field existed)
     });
     expect((await hooks(acct, 'GET', `/${body.id}/deliveries`)).body.attempts).to.have.length(7);
     expect((await hooks(acct, 'GET', `/${body.id}/deliveries?limit=201`)).status).to.equal(400);

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
 import type { AttemptRecord } from './deliveries.js';
-import { deliveryUpdate, subscriptionUpdates } from './recorder.js';
+import { attemptDoc, deliveryUpdate, subscriptionUpdates } from './recorder.js';
 
 function record(sub: string, atMs: number, status: number | null, extra: Partial<AttemptRecord> = {}): AttemptRecord {
   const delivery = { _id: `dlv_${sub}_${atMs}`, subscription_id: sub, claim_seq: 3, attempts: 0 } as unknown as DeliveryDoc;
@@ -26,5 +26,12 @@ describe('attempt recorder', () => {
     expect(retry.next_attempt_at).to.deep.equal(new Date(6000));
     const last = (deliveryUpdate(record('wh_a', 1000, 500, { nextAttemptAt: null })) as any)[1].$set;
     expect(last.state).to.equal('failed');
+  });
+
+  it("copies the delivery's trigger into its attempt; a delivery without one (the consumer's own) leaves it out, read as `event`", () => {
+    const plain = record('wh_a', 1000, 500);
+    expect(attemptDoc(plain, 'att_1')).to.not.have.property('trigger');
+    const resent = { ...plain, delivery: { ...plain.delivery, trigger: 'resend' as const } };
+    expect(attemptDoc(resent, 'att_2').trigger).to.equal('resend');
   });
 });

@@ -324,7 +324,7 @@ function nextAttemptOf(r: AttemptRecord): Date | null {
 
 export function attemptDoc(r: AttemptRecord, attemptId: string): AttemptDoc {
   const d = r.delivery;
-  return {
+  const doc: AttemptDoc = {
     _id: attemptId,
     delivery_id: d._id,
     subscription_id: d.subscription_id,
@@ -339,6 +339,9 @@ export function attemptDoc(r: AttemptRecord, attemptId: string): AttemptDoc {
     at: r.at,
     next_attempt_at: nextAttemptOf(r),
   };
+  // Only the API's operations set a trigger; the delivery process's own deliveries read as `event`.
+  if (d.trigger !== undefined && d.trigger !== 'event') doc.trigger = d.trigger;
+  return doc;
 }
 
 /** The delivery's new state, only while we still hold it (its claim_seq unchanged): [filter, update]. */

@@ -104,6 +104,9 @@ describe('hostile: MCP', function () {
       ['get_webhook', { id: hook.id }],
       ['get_webhook_stats', { id: hook.id }],
       ['get_event_deliveries', { event_id: event.id }],
+      ['resend_delivery', { id: hook.id, delivery_id: `dlv_${'0'.repeat(24)}` }],
+      ['recover_webhook_deliveries', { id: hook.id, since: new Date(Date.now() - 60_000).toISOString() }],
+      ['replay_events_to_webhook', { id: hook.id, since: event.cursor }],
     ].filter(([name]) => byName.has(name as string)) as [string, unknown][];
     for (const [name, args] of calls) {
       const req = toolCall(name, args, bearer(b.apiKey));

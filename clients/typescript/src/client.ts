@@ -16,6 +16,9 @@ import type {
   IngestEventInput,
   ListEventsParams,
   LoginInput,
+  RecoverResult,
+  ReplayResult,
+  ResendResult,
   SecretRotation,
   Session,
   SignupInput,
@@ -133,10 +136,27 @@ export class WebhooksApi {
   async ping(webhookId: string): Promise<{ event_id: string }> {
     return this.http.request('POST', `/api/v1/webhooks/${id(webhookId)}/ping`);
   }
+  /** `POST /api/v1/webhooks/{id}/deliveries/{delivery_id}/resend`: that delivery again, now, as a new delivery. With an idempotency key a retry queues nothing twice. */
+  resend(webhookId: string, deliveryId: string, opts: { idempotencyKey?: string } = {}): Promise<ResendResult> {
+    return this.http.request('POST', `/api/v1/webhooks/${id(webhookId)}/deliveries/${id(deliveryId)}/resend`, operation(opts));
+  }
+  /** `POST /api/v1/webhooks/{id}/recover`: every delivery that failed for good since `since` (ISO time), again. */
+  recover(webhookId: string, params: { since: string }, opts: { idempotencyKey?: string } = {}): Promise<RecoverResult> {
+    return this.http.request('POST', `/api/v1/webhooks/${id(webhookId)}/recover`, { body: params, ...operation(opts) });
+  }
+  /** `POST /api/v1/webhooks/{id}/replay`: the account's events in (since, until] (polling cursors) to this subscription; continue from `cursor` while `truncated`. */
+  replay(webhookId: string, params: { since: string; until?: string }, opts: { idempotencyKey?: string } = {}): Promise<ReplayResult> {
+    return this.http.request('POST', `/api/v1/webhooks/${id(webhookId)}/replay`, { body: params, ...operation(opts) });
+  }
   /** `GET /api/v1/webhooks/{id}/deliveries`: recent attempts, newest first. */
   async deliveries(webhookId: string, params: { limit?: number } = {}): Promise<DeliveryAttempt[]> {
     return (await this.http.request<{ attempts: DeliveryAttempt[] }>('GET', `/api/v1/webhooks/${id(webhookId)}/deliveries`, { query: { ...params } })).attempts;
   }
+}
+
+/** An operation's idempotency key as its header; with one, a retry after a lost answer is safe. */
+function operation(opts: { idempotencyKey?: string }): { headers?: Record<string, string>; idempotent: boolean } {
+  return opts.idempotencyKey ? { headers: { 'idempotency-key': opts.idempotencyKey }, idempotent: true } : { idempotent: false };
 }
 
 /** The producers' route (`POST /internal/v1/events`): an ingest token, not an account credential. For development and producers. */
@@ -220,6 +240,9 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   pingWebhook: 'webhooks.ping',
   listWebhookDeliveries: 'webhooks.deliveries',
   rotateWebhookSecret: 'webhooks.rotateSecret',
+  resendWebhookDelivery: 'webhooks.resend',
+  recoverWebhookDeliveries: 'webhooks.recover',
+  replayWebhookEvents: 'webhooks.replay',
   getWebhookStats: 'webhooks.stats',
   getEventDeliveries: 'events.deliveries',
   healthz: 'health',

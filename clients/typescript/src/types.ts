@@ -138,6 +138,30 @@ export interface UpdateWebhookInput {
 
 export type AttemptOutcome = 'ok' | 'timeout' | 'dns' | 'connect' | 'tls' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'blocked_address';
 
+export type DeliveryTrigger = 'event' | 'resend' | 'recover' | 'replay';
+
+/** `POST /api/v1/webhooks/{id}/deliveries/{delivery_id}/resend`. */
+export interface ResendResult {
+  delivery_id: string;
+  resent_from: string;
+  event_id: string;
+  trigger: 'resend';
+}
+
+/** `POST /api/v1/webhooks/{id}/recover`. */
+export interface RecoverResult {
+  queued: number;
+  truncated: boolean;
+  next_since: string | null;
+}
+
+/** `POST /api/v1/webhooks/{id}/replay`. */
+export interface ReplayResult {
+  queued: number;
+  cursor: string;
+  truncated: boolean;
+}
+
 export interface DeliveryAttempt {
   id: string;
   delivery_id: string;
@@ -150,6 +174,8 @@ export interface DeliveryAttempt {
   duration_ms: number;
   at: string;
   next_attempt_at: string | null;
+  /** Why its delivery was made: `event` (the event itself and its retries), or the operation that sent it again. */
+  trigger: DeliveryTrigger;
 }
 
 export interface IngestEventInput {
@@ -199,6 +225,7 @@ export interface EventDelivery {
   last_outcome: string | null;
   created_at: string;
   updated_at: string;
+  trigger: DeliveryTrigger;
   attempts: DeliveryAttempt[];
 }
 

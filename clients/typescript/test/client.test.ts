@@ -187,7 +187,7 @@ describe('client: every route, against the real API and delivery process', funct
     expect(badCursor).to.be.instanceOf(ValidationError).and.to.include({ code: 'validation_failed' });
   });
 
-  it('webhooks: create, get, update, list, reveal, ping, deliveries, stats, event detail, rotate, delete; the delivery passes verifyWebhook', async () => {
+  it('webhooks: create, get, update, list, reveal, ping, deliveries, stats, event detail, resend, recover, replay, rotate, delete; the delivery passes verifyWebhook', async () => {
     const account = await createAccount(api.url);
     const client = new EventPlatform({ baseUrl: api.url, apiKey: account.apiKey });
     const created = await client.webhooks.create({ url: receiver.url('/client-e2e'), events: ['call.ended'], description: 'client test' });
@@ -214,6 +214,20 @@ describe('client: every route, against the real API and delivery process', funct
     const detail = await eventually(() => client.events.deliveries(event_id).catch(() => undefined));
     expect(detail.event.id).to.equal(event_id);
     expect(detail.deliveries.map((d) => d.webhook_id)).to.include(created.id);
+    expect(attempts[0]!.trigger).to.equal('event');
+    // Resend (idempotent with a key), recover, replay.
+    const key = `client-${created.id}`;
+    const resent = await client.webhooks.resend(created.id, attempts[0]!.delivery_id, { idempotencyKey: key });
+    expect(resent).to.include({ resent_from: attempts[0]!.delivery_id, event_id, trigger: 'resend' });
+    expect(await client.webhooks.resend(created.id, attempts[0]!.delivery_id, { idempotencyKey: key })).to.deep.equal(resent);
+    const [, again] = await receiver.waitFor('/client-e2e', 2);
+    expect(again!.body.id).to.equal(event_id);
+    expect(again!.headers['webhook-id']).to.equal(resent.delivery_id);
+    expect(await client.webhooks.recover(created.id, { since: new Date(Date.now() - 3_600_000).toISOString() })).to.deep.equal({ queued: 0, truncated: false, next_since: null });
+    const replayed = await client.webhooks.replay(created.id, { since: detail.event.cursor });
+    expect(replayed).to.include({ queued: 0, truncated: false });
+    const unknown = await client.webhooks.resend(created.id, `dlv_${'0'.repeat(24)}`).catch((x: unknown) => x);
+    expect(unknown).to.be.instanceOf(NotFoundError);
     const rotated = await client.webhooks.rotateSecret(created.id, { grace_period_s: 0 });
     expect(rotated.secret).to.match(/^whsec_/).and.not.equal(created.secret);
     expect(rotated.previous_secret_expires_at).to.equal(null);

@@ -287,6 +287,16 @@ export interface WebhookStatusDoc {
  * The id is derived from (event id, subscription id), so consuming a batch
  * twice never creates a second delivery.
  */
+/**
+ * Why a delivery was made: `event` (the event was consumed: the first send and
+ * its scheduled retries), or one of the API's operations on a subscription
+ * (POST …/deliveries/{id}/resend, …/recover, …/replay). Absent on documents
+ * written before the field existed, and on the delivery process's own: `event`.
+ */
+export type DeliveryTrigger = 'event' | 'resend' | 'recover' | 'replay';
+
+export const DELIVERY_TRIGGERS: readonly DeliveryTrigger[] = ['event', 'resend', 'recover', 'replay'];
+
 export interface DeliveryDoc {
   _id: string; // dlv_ + 24 hex, stable across retries (X-Service-Delivery, webhook-id)
   account_id: string;
@@ -311,6 +321,10 @@ export interface DeliveryDoc {
   last_outcome: string | null;
   created_at: Date;
   updated_at: Date;
+  /** Absent: `event`. Copied into each of its attempts. */
+  trigger?: DeliveryTrigger;
+  /** For a resend or a recovery: the delivery it sends again. */
+  origin_delivery_id?: string;
 }
 
 /**
@@ -358,4 +372,27 @@ export interface AttemptDoc {
   at: Date;
   /** When the next attempt is due, or null when this was the last one. */
   next_attempt_at: Date | null;
+  /** Its delivery's trigger; absent (written before the field existed, or `event`): `event`. */
+  trigger?: DeliveryTrigger;
+}
+
+/**
+ * One idempotency key of a webhook operation (resend, recover, replay):
+ * `_id` is `<account>:<operation>:<sha256 of the key>`, taken by a unique
+ * insert (atomic on FerretDB too). Kept 24 h; the first call's answer is
+ * stored once it finished and given again to every repeat with the same body.
+ */
+export interface WebhookOpKeyDoc {
+  _id: string;
+  account_id: string;
+  op: 'resend' | 'recover' | 'replay';
+  /** sha256 of the subscription id, the path's delivery id and the body: another request under the key is refused. */
+  body_hash: string;
+  state: 'pending' | 'done';
+  /** A pending key whose call died: after this, a repeat runs the operation again (with the same delivery ids). */
+  lease_until: Date;
+  /** The first call's answer (state done). */
+  response: Record<string, unknown> | null;
+  created_at: Date;
+  expires_at: Date;
 }

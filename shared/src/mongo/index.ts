@@ -29,6 +29,7 @@ import type {
   UserDoc,
   WatermarkDoc,
   WebhookDoc,
+  WebhookOpKeyDoc,
   WebhookStatusDoc,
 } from './documents.js';
 import { watchSlowCommands } from './slow-log.js';
@@ -56,6 +57,8 @@ export const COLLECTION_NAMES = {
   deliveries: 'deliveries',
   attempts: 'delivery_attempts',
   claims: 'delivery_claims',
+  /** Idempotency keys of the webhook operations (resend, recover, replay). */
+  webhookOpKeys: 'webhook_op_keys',
   deliveryProgress: 'delivery_progress',
   /** Owned by rate-limiter-flexible's Mongo store. */
   rateLimits: 'rate_limits',
@@ -80,6 +83,7 @@ export interface Collections {
   deliveries: Collection<DeliveryDoc>;
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
+  webhookOpKeys: Collection<WebhookOpKeyDoc>;
   deliveryProgress: Collection<DeliveryProgressDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }
@@ -124,6 +128,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
     attempts: db.collection(COLLECTION_NAMES.attempts),
     claims: db.collection(COLLECTION_NAMES.claims),
+    webhookOpKeys: db.collection(COLLECTION_NAMES.webhookOpKeys),
     deliveryProgress: db.collection(COLLECTION_NAMES.deliveryProgress),
     rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
   };
@@ -177,6 +182,8 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { delivery_id: 1, at: 1 }, name: 'delivery' },
   ],
   claims: [{ key: { at: 1 }, name: 'at' }],
+  // Kept 24 h (readers also check expires_at; the API sweeps where there are no TTL indexes).
+  webhookOpKeys: [{ key: { expires_at: 1 }, name: 'expires_ttl', expireAfterSeconds: 0 }],
   deliveryProgress: [],
   // Each window is its own document found by _id (limits/window-store.ts);
   // the TTL index removes ended windows where the server has TTL indexes.

@@ -1,6 +1,6 @@
 import { component, DateTime, EventRecordSchema, Nullable, Type } from '../../shapes.js';
 import { queryValidator } from '../../validation.js';
-import { DeliveryAttemptSchema, WEBHOOK_ID } from '../webhooks/index.js';
+import { DeliveryAttemptSchema, TriggerSchema, WEBHOOK_ID } from '../webhooks/index.js';
 
 /** Event ids: `evt_` + 24 hex characters. Anything else cannot exist: 404. */
 export const EVENT_ID = /^evt_[0-9a-f]{24}$/;
@@ -79,6 +79,7 @@ const EventDeliverySchema = component(
     last_outcome: Nullable(Type.String()),
     created_at: DateTime(),
     updated_at: DateTime(),
+    trigger: TriggerSchema,
     attempts: Type.Array(DeliveryAttemptSchema, { description: 'Oldest first' }),
   }),
 );

@@ -9,7 +9,7 @@
 import { notFound } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
-import type { AttemptDoc, DeliveryDoc } from '../../../../shared/src/mongo/index.js';
+import type { AttemptDoc, DeliveryDoc, DeliveryTrigger } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { attemptView, findOwned, type Attempt } from '../webhooks/index.js';
 import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow, type WebhookStatsSchema } from './schemas.js';
@@ -103,6 +103,7 @@ interface EventDelivery {
   last_outcome: string | null;
   created_at: string;
   updated_at: string;
+  trigger: DeliveryTrigger;
   attempts: EventAttempt[];
 }
 
@@ -179,6 +180,7 @@ function deliveryView(id: string, stored: DeliveryDoc | undefined, tries: Attemp
     last_outcome: stored ? (stored.last_outcome ?? null) : (last?.outcome ?? null),
     created_at: (stored?.created_at ?? first!.at).toISOString(),
     updated_at: (stored?.updated_at ?? last!.at).toISOString(),
+    trigger: stored?.trigger ?? first?.trigger ?? 'event',
     attempts: tries.map(attemptView),
   };
 }

@@ -13,6 +13,12 @@ import { UserSchema } from '../auth/index.js';
 import { EventPageSchema, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, ListEventsQuery, WaitBody, WaitResultSchema } from '../events/index.js';
 import {
   CreateWebhookBody,
+  MAX_RECOVER_DELIVERIES,
+  RecoverBody,
+  RecoverResultSchema,
+  ReplayBody,
+  ReplayResultSchema,
+  ResendResultSchema,
   DEFAULT_GRACE_PERIOD_S,
   MAX_GRACE_PERIOD_S,
   RotateSecretBody,
@@ -117,6 +123,55 @@ export const webhookOutput: JsonSchema = asTool(WebhookSchema);
 export const createdWebhookOutput: JsonSchema = asTool(WebhookWithSecretSchema);
 export const pingOutput: JsonSchema = asTool(WebhookPingSchema);
 export const listWebhooksOutput: JsonSchema = asTool(WebhookListSchema);
+
+/** An operation's idempotency key, as a tool argument (HTTP takes it as the Idempotency-Key header). */
+const idempotencyKey = Type.Optional(
+  Type.String({
+    minLength: 1,
+    maxLength: 255,
+    pattern: '^[\\x21-\\x7e]+$',
+    description: 'Optional. Pass the same key when you retry this call (e.g. after a timeout): within 24 h the first answer is returned and nothing is queued again.',
+  }),
+);
+
+export const resendDeliveryInput: JsonSchema = asTool(
+  Type.Object(
+    {
+      ...idArgument.properties,
+      delivery_id: Type.String({ minLength: 1, maxLength: 64, description: 'The delivery to send again (dlv_…): `delivery_id` of an attempt in get_event_deliveries.' }),
+      idempotency_key: idempotencyKey,
+    },
+    { additionalProperties: false },
+  ),
+);
+export const resendDeliveryOutput: JsonSchema = asTool(ResendResultSchema);
+
+export const recoverDeliveriesInput: JsonSchema = asTool(
+  Type.Object(
+    {
+      ...idArgument.properties,
+      ...described(RecoverBody, { since: `ISO 8601 time, at most 30 days ago: every delivery to this subscription created since then that failed for good is sent again (at most ${MAX_RECOVER_DELIVERIES} per call).` }).properties,
+      idempotency_key: idempotencyKey,
+    },
+    { additionalProperties: false },
+  ),
+);
+export const recoverDeliveriesOutput: JsonSchema = asTool(RecoverResultSchema);
+
+export const replayEventsInput: JsonSchema = asTool(
+  Type.Object(
+    {
+      ...idArgument.properties,
+      ...described(ReplayBody, {
+        since: 'A `cursor` from list_events or wait_for_event: events strictly after it are delivered again.',
+        until: 'Optional `cursor`: the last event to deliver (included). Omit for everything stored so far.',
+      }).properties,
+      idempotency_key: idempotencyKey,
+    },
+    { additionalProperties: false },
+  ),
+);
+export const replayEventsOutput: JsonSchema = asTool(ReplayResultSchema);
 
 /** Only MCP answers these two. */
 export const deletedOutput: JsonSchema = asTool(Type.Object({ id: Type.String(), deleted: Type.Literal(true) }));

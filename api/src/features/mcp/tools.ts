@@ -11,8 +11,8 @@ import { eventDeliveries, type StatsWindow, webhookStats } from '../activity/ind
 import { profile } from '../auth/index.js';
 import type { WaitInput } from '../events/index.js';
 import { listEvents, waitForEvent } from '../events/index.js';
-import type { CreateWebhookInput, RotateSecretInput, UpdateWebhookInput } from '../webhooks/index.js';
-import { createWebhook, deleteWebhook, listWebhooks, pingWebhook, rotateSecret, updateWebhook } from '../webhooks/index.js';
+import type { CreateWebhookInput, RecoverInput, ReplayInput, RotateSecretInput, UpdateWebhookInput } from '../webhooks/index.js';
+import { checkOpKey, createWebhook, deleteWebhook, listWebhooks, MAX_RECOVER_DELIVERIES, MAX_REPLAY_EVENTS, pingWebhook, recoverDeliveries, replayEvents, resendDelivery, rotateSecret, runOnce, updateWebhook } from '../webhooks/index.js';
 import {
   createdWebhookOutput,
   createWebhookInput,
@@ -25,6 +25,12 @@ import {
   listWebhooksOutput,
   noArguments,
   pingOutput,
+  recoverDeliveriesInput,
+  recoverDeliveriesOutput,
+  replayEventsInput,
+  replayEventsOutput,
+  resendDeliveryInput,
+  resendDeliveryOutput,
   rotatedSecretOutput,
   rotateWebhookSecretInput,
   updateWebhookInput,
@@ -166,6 +172,40 @@ const webhookTools: Tool[] = [
     inputSchema: webhookIdInput,
     outputSchema: pingOutput,
     run: ({ deps, caller }, { id }) => pingWebhook(deps, caller.accountId, id),
+  }),
+  tool<{ id: string; delivery_id: string; idempotency_key?: string }>('resend_delivery', {
+    title: 'Send one webhook delivery again',
+    description:
+      "Sends one delivery of a subscription again, now, whatever its state (e.g. one that failed, after the receiver was fixed), as a new delivery with the same body; returns {delivery_id, resent_from, event_id, trigger}. Its attempts show trigger 'resend' in get_event_deliveries. Find delivery ids there.",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    inputSchema: resendDeliveryInput,
+    outputSchema: resendDeliveryOutput,
+    run: async ({ deps, caller }, { id, delivery_id: deliveryId, idempotency_key: key }) => {
+      const accountId = caller.accountId;
+      return (await runOnce(deps, { accountId, op: 'resend', key: checkOpKey(key), request: { id, deliveryId } }, (seed) => resendDelivery(deps, accountId, id, deliveryId, seed))).result;
+    },
+  }),
+  tool<RecoverInput & { id: string; idempotency_key?: string }>('recover_webhook_deliveries', {
+    title: 'Send again the failed deliveries of a webhook',
+    description: `Sends again every delivery to one subscription that failed for good since a time (e.g. after its receiver was down), once per event. Returns {queued, truncated, next_since}: at most ${MAX_RECOVER_DELIVERIES} failed deliveries per call; when truncated, call again with since = next_since.`,
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    inputSchema: recoverDeliveriesInput,
+    outputSchema: recoverDeliveriesOutput,
+    run: async ({ deps, caller }, { id, idempotency_key: key, ...input }) => {
+      const accountId = caller.accountId;
+      return (await runOnce(deps, { accountId, op: 'recover', key: checkOpKey(key), request: { id, input } }, (seed) => recoverDeliveries(deps, accountId, id, input, seed))).result;
+    },
+  }),
+  tool<ReplayInput & { id: string; idempotency_key?: string }>('replay_events_to_webhook', {
+    title: "Deliver past events to a webhook again",
+    description: `Delivers to one subscription every event of the account after the cursor since (and up to until, included) whose type it takes, in log order, also events from before it existed. Returns {queued, cursor, truncated}: at most ${MAX_REPLAY_EVENTS} events per call; when truncated, call again with since = cursor.`,
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    inputSchema: replayEventsInput,
+    outputSchema: replayEventsOutput,
+    run: async ({ deps, caller }, { id, idempotency_key: key, ...input }) => {
+      const accountId = caller.accountId;
+      return (await runOnce(deps, { accountId, op: 'replay', key: checkOpKey(key), request: { id, input } }, (seed) => replayEvents(deps, accountId, id, input, seed))).result;
+    },
   }),
   tool<{ id: string; window?: StatsWindow }>('get_webhook_stats', {
     title: "A webhook's delivery stats",

@@ -23,6 +23,20 @@ import {
 } from './schemas.js';
 import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret, rotateSecret, updateWebhook } from './service.js';
 import { newRouter, route, type RouteDoc } from '../../middleware/route.js';
+import { checkOpKey, OP_KEY_TTL_MS, runOnce } from './op-keys.js';
+import { recoverDeliveries, replayEvents, resendDelivery } from './operations.js';
+import {
+  DeliveryIdParams,
+  MAX_RECOVER_DELIVERIES,
+  MAX_REPLAY_EVENTS,
+  RecoverBody,
+  recoverBody,
+  RecoverResultSchema,
+  ReplayBody,
+  replayBody,
+  ReplayResultSchema,
+  ResendResultSchema,
+} from './schemas.js';
 import { errors, type Static } from '../../shapes.js';
 
 /** Webhook subscriptions of the caller's account (docs/spec.md section 4, Webhooks). */
@@ -119,6 +133,72 @@ export function webhookRoutes(deps: ApiDeps): Router {
   }, async (ctx) => {
     const query = attemptsQuery({ ...ctx.query });
     ctx.body = (await listDeliveries(deps, authOf(ctx).accountId, ctx.params.id as string, query)); // Attempt.event_type is typed string in service.ts (the shape says EventType): not checked at compile time
+  });
+
+  // Resend, recover, replay: idempotent per Idempotency-Key (op-keys.ts).
+  const keyHeader = [
+    {
+      name: 'Idempotency-Key',
+      in: 'header',
+      required: false,
+      description: `A repeat with the same key within ${OP_KEY_TTL_MS / 3_600_000} h (per account and operation) answers the first call's answer (\`Idempotent-Replayed: true\`) and queues nothing; the same key with another subscription, delivery or body is a 409; while the first call runs, 409 with Retry-After. 1 to 255 visible ASCII characters.`,
+      schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+    },
+  ];
+  const replayedHeader = { 'Idempotent-Replayed': { description: '`true` when this is the answer of an earlier call with the same Idempotency-Key (nothing queued now)', schema: { const: 'true' } } };
+
+  route(router, deps.config.http, { method: 'post', path: '/:id/deliveries/:delivery_id/resend', guard: auth,
+    doc: op('resendWebhookDelivery', 'Send one delivery again, now', {
+      description:
+        "Queues the delivery again, whatever its state (succeeded, failed, still retrying), as a new delivery with its own id (X-Service-Delivery, webhook-id) and the same body (the same event id: receivers dedupe on it); it is sent within the delivery process's polling interval and retried on failure like any delivery. Its attempts have `trigger: \"resend\"` in GET …/deliveries and GET /api/v1/events/{id}/deliveries. 404 for a delivery of another subscription or account; 409 when the subscription is disabled.",
+      params: DeliveryIdParams,
+      headers: keyHeader,
+      responses: { '202': { description: 'Queued', schema: ResendResultSchema, headers: replayedHeader }, ...errors(400, 401, 404, 409, 429, 503) },
+    }),
+  }, async (ctx) => {
+    const accountId = authOf(ctx).accountId;
+    const { id, delivery_id: deliveryId } = ctx.params as { id: string; delivery_id: string };
+    const key = checkOpKey(ctx.headers['idempotency-key']);
+    const { result, replayed } = await runOnce(deps, { accountId, op: 'resend', key, request: { id, deliveryId } }, (seed) => resendDelivery(deps, accountId, id, deliveryId, seed));
+    if (replayed) ctx.set('Idempotent-Replayed', 'true');
+    ctx.status = 202;
+    ctx.body = result satisfies Static<typeof ResendResultSchema>;
+  });
+
+  route(router, deps.config.http, { method: 'post', path: '/:id/recover', guard: auth,
+    doc: one('recoverWebhookDeliveries', 'Send again every failed delivery since a time', {
+      description: `Queues again (trigger \`recover\`) every delivery of this subscription created at or after \`since\` (at most 30 days ago) that failed for good: one new delivery per event, none for an event already delivered or on its way (recovering twice does not send twice). Looks at ${MAX_RECOVER_DELIVERIES} failed deliveries per call at most, oldest first: \`truncated\` then says to call again with \`since\` = \`next_since\`. 409 when the subscription is disabled.`,
+      body: RecoverBody,
+      headers: keyHeader,
+      responses: { '202': { description: 'Queued', schema: RecoverResultSchema, headers: replayedHeader }, ...errors(400, 401, 404, 409, 413, 415, 429, 503) },
+    }),
+  }, async (ctx) => {
+    const accountId = authOf(ctx).accountId;
+    const id = ctx.params.id as string;
+    const key = checkOpKey(ctx.headers['idempotency-key']);
+    const input = recoverBody(ctx.request.body);
+    const { result, replayed } = await runOnce(deps, { accountId, op: 'recover', key, request: { id, input } }, (seed) => recoverDeliveries(deps, accountId, id, input, seed));
+    if (replayed) ctx.set('Idempotent-Replayed', 'true');
+    ctx.status = 202;
+    ctx.body = result satisfies Static<typeof RecoverResultSchema>;
+  });
+
+  route(router, deps.config.http, { method: 'post', path: '/:id/replay', guard: auth,
+    doc: one('replayWebhookEvents', "Deliver the account's events from a cursor to this subscription", {
+      description: `Every event of the account strictly after \`since\` and up to \`until\` (included; without it, the last event stored now) whose type this subscription takes is queued for it (trigger \`replay\`), in log order, events older than the subscription included. The cursors are polling's (GET /api/v1/events). At most ${MAX_REPLAY_EVENTS} events per call: \`cursor\` says where it stopped and \`truncated\` that there is more: call again with \`since\` = \`cursor\`. Deliveries are sent concurrently like all deliveries: they are due in log order, but may arrive out of it (each body carries its cursor). 409 when the subscription is disabled.`,
+      body: ReplayBody,
+      headers: keyHeader,
+      responses: { '202': { description: 'Queued', schema: ReplayResultSchema, headers: replayedHeader }, ...errors(400, 401, 404, 409, 413, 415, 429, 503) },
+    }),
+  }, async (ctx) => {
+    const accountId = authOf(ctx).accountId;
+    const id = ctx.params.id as string;
+    const key = checkOpKey(ctx.headers['idempotency-key']);
+    const input = replayBody(ctx.request.body);
+    const { result, replayed } = await runOnce(deps, { accountId, op: 'replay', key, request: { id, input } }, (seed) => replayEvents(deps, accountId, id, input, seed));
+    if (replayed) ctx.set('Idempotent-Replayed', 'true');
+    ctx.status = 202;
+    ctx.body = result satisfies Static<typeof ReplayResultSchema>;
   });
 
   return router;

@@ -1,4 +1,5 @@
 import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
+import { DELIVERY_TRIGGERS, type DeliveryTrigger } from '../../../../shared/src/mongo/documents.js';
 import { component, DateTime, EventTypeSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator, queryValidator } from '../../validation.js';
 
@@ -74,6 +75,13 @@ export const WebhookListSchema = component('WebhookList', Type.Object({ webhooks
 export const WebhookSecretSchema = component('WebhookSecret', Type.Object({ secret: Type.String({ pattern: '^whsec_' }) }));
 export const WebhookPingSchema = component('WebhookPing', Type.Object({ event_id: Type.String({ description: 'The `webhook.ping` event, now in the log' }) }));
 
+/** Why a delivery was made (on its attempts and in an event's deliveries). */
+export const TriggerSchema = Type.Unsafe<DeliveryTrigger>({
+  type: 'string',
+  enum: [...DELIVERY_TRIGGERS],
+  description: '`event`: the event itself (its first send and the scheduled retries); `resend`, `recover`, `replay`: sent by that operation (POST …/resend, …/recover, …/replay) and its own retries',
+});
+
 export const DeliveryAttemptSchema = component(
   'DeliveryAttempt',
   Type.Object({
@@ -88,6 +96,7 @@ export const DeliveryAttemptSchema = component(
     duration_ms: Type.Integer({ minimum: 0 }),
     at: DateTime(),
     next_attempt_at: nullableDate('When the delivery is tried again; null after a success or the last attempt'),
+    trigger: TriggerSchema,
   }),
 );
 
@@ -114,5 +123,67 @@ export const WebhookSecretRotationSchema = component(
   Type.Object({
     secret: Type.String({ pattern: '^whsec_', description: 'The new signing secret (POST …/secret shows it from now on)' }),
     previous_secret_expires_at: nullableDate('Until when the replaced secret also signs deliveries; null when the grace period was 0'),
+  }),
+);
+
+/** Delivery ids: `dlv_` + 24 hex characters. Anything else cannot exist: 404. */
+export const DELIVERY_ID = /^dlv_[0-9a-f]{24}$/;
+
+export const DeliveryIdParams = Type.Object({
+  id: WebhookIdParams.properties.id,
+  delivery_id: Type.String({ pattern: DELIVERY_ID.source, description: "The delivery id (X-Service-Delivery; `delivery_id` of an attempt). Another subscription's or account's, or a malformed one, is a 404" }),
+});
+
+/** Recover: `since` at most this old (delivery records are swept after WEBHOOK_RETENTION_DAYS, 30 by default). */
+export const MAX_RECOVER_AGE_MS = 30 * 24 * 3600 * 1000;
+/** Recover: failed deliveries looked at per call, at most. */
+export const MAX_RECOVER_DELIVERIES = 1000;
+/** Replay: matching events read (and so queued) per call, at most. */
+export const MAX_REPLAY_EVENTS = 1000;
+
+export const RecoverBody = Type.Object(
+  { since: DateTime('Failed deliveries created at or after this time are queued again; at most 30 days ago') },
+  { additionalProperties: false },
+);
+export type RecoverInput = Static<typeof RecoverBody>;
+export const recoverBody = bodyValidator<RecoverInput>(RecoverBody);
+
+const cursorField = (description: string) => Type.String({ minLength: 1, maxLength: 64, description });
+
+export const ReplayBody = Type.Object(
+  {
+    since: cursorField('A cursor of polling (GET /api/v1/events): events strictly after it are replayed'),
+    until: Type.Optional(cursorField('A cursor of polling: events up to and including it; without it, up to the last event stored now')),
+  },
+  { additionalProperties: false },
+);
+export type ReplayInput = Static<typeof ReplayBody>;
+export const replayBody = bodyValidator<ReplayInput>(ReplayBody);
+
+export const ResendResultSchema = component(
+  'WebhookResend',
+  Type.Object({
+    delivery_id: Type.String({ pattern: DELIVERY_ID.source, description: 'The new delivery (its own X-Service-Delivery / webhook-id); its attempts have trigger `resend`' }),
+    resent_from: Type.String({ pattern: DELIVERY_ID.source, description: 'The delivery sent again' }),
+    event_id: Type.String(),
+    trigger: Type.Literal('resend'),
+  }),
+);
+
+export const RecoverResultSchema = component(
+  'WebhookRecover',
+  Type.Object({
+    queued: Type.Integer({ minimum: 0, description: 'Deliveries queued (trigger `recover`): one per event whose deliveries all failed' }),
+    truncated: Type.Boolean({ description: `true when more than ${MAX_RECOVER_DELIVERIES} failed deliveries were found: call again with since = next_since` }),
+    next_since: Nullable(DateTime(), { description: 'Where to continue when truncated; null otherwise' }),
+  }),
+);
+
+export const ReplayResultSchema = component(
+  'WebhookReplay',
+  Type.Object({
+    queued: Type.Integer({ minimum: 0, description: 'Deliveries queued (trigger `replay`), one per matching event, in log order' }),
+    cursor: Type.String({ description: 'Where the replay stopped: every matching event up to it is queued. Pass it as since to continue' }),
+    truncated: Type.Boolean({ description: `true when it stopped before until (the ${MAX_REPLAY_EVENTS}-event bound, or until lies beyond the stored log): call again with since = cursor` }),
   }),
 );

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, notFound, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
-import type { AttemptDoc, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
+import type { AttemptDoc, DeliveryTrigger, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
 import { newWebhookSecret } from '../../../../shared/src/signing.js';
 import { SUBSCRIPTION_FENCE_MS } from '../../../../shared/src/subscription-fence.js';
 import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
@@ -41,6 +41,7 @@ export interface Attempt {
   duration_ms: number;
   at: string;
   next_attempt_at: string | null;
+  trigger: DeliveryTrigger;
 }
 
 /** `status`: the delivery process's record of the last attempt (older documents carry it themselves). */
@@ -73,6 +74,7 @@ export function attemptView(doc: AttemptDoc): Attempt {
     duration_ms: doc.duration_ms,
     at: doc.at.toISOString(),
     next_attempt_at: doc.next_attempt_at ? doc.next_attempt_at.toISOString() : null,
+    trigger: doc.trigger ?? 'event',
   };
 }
 

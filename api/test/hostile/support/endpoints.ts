@@ -209,12 +209,31 @@ const WEBHOOKS: Endpoint[] = [
     queryNames: ['window'],
     runs: 60,
   },
+  // Resend, recover, replay (api/test/webhooks-resend.test.ts covers them end to end). `:delivery_id` stays
+  // as written (a malformed id: 404), so the fuzz never queues a real delivery again.
+  { method: 'POST', route: '/api/v1/webhooks/:id/deliveries/:delivery_id/resend', auth: 'account', runs: 40 },
+  {
+    method: 'POST',
+    route: '/api/v1/webhooks/:id/recover',
+    auth: 'account',
+    body: () => fc.record({ since: fc.integer({ min: 0, max: 29 * 86_400_000 }).map((ago) => new Date(Date.now() - ago).toISOString()) }),
+    bodyFields: ['since'],
+    runs: 60,
+  },
+  {
+    method: 'POST',
+    route: '/api/v1/webhooks/:id/replay',
+    auth: 'account',
+    body: (f) => fc.record({ since: fc.constant(f.cursor ?? 'c1_MC4w'), until: ownCursor(f) }, { requiredKeys: ['since'] }),
+    bodyFields: ['since', 'until'],
+    runs: 60,
+  },
   // `:id` is filled with a subscription id: for this route that is an id that cannot be an event's (404); the activity tests cover real ones.
   { method: 'GET', route: '/api/v1/events/:id/deliveries', auth: 'account', runs: 40 },
 ];
 
 /** Tool arguments: names the tools know, with values of any shape (short waits when valid). */
-const toolArguments = fc.dictionary(fc.constantFrom('since', 'types', 'timeout_ms', 'limit', 'type', 'url', 'events', 'description', 'enabled', 'grace_period_s', 'id', 'extra'), fc.oneof(hostileJson(2), fc.integer({ min: 0, max: 50 })), { maxKeys: 4 });
+const toolArguments = fc.dictionary(fc.constantFrom('since', 'types', 'timeout_ms', 'limit', 'type', 'url', 'events', 'description', 'enabled', 'grace_period_s', 'id', 'delivery_id', 'until', 'idempotency_key', 'extra'), fc.oneof(hostileJson(2), fc.integer({ min: 0, max: 50 })), { maxKeys: 4 });
 const rpcId = fc.oneof(fc.integer(), fc.string({ maxLength: 20 }));
 const rpcMessage = fc.oneof(
   fc.record({ jsonrpc: fc.constant('2.0'), id: rpcId, method: fc.constant('initialize'), params: fc.record({ protocolVersion: fc.constantFrom('2025-11-25', '2025-06-18', '2025-03-26', '1999-01-01'), capabilities: fc.constant({}), clientInfo: fc.record({ name: fc.string(), version: fc.string() }) }) }),

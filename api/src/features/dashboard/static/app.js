@@ -96,7 +96,7 @@ async function loadHooks() {
       say(enabled ? 'Webhook disabled: nothing is sent to it until it is enabled again.' : 'Webhook enabled: it gets events from now on.');
       await loadHooks();
     });
-    actions.append(ping, ' ', attempts, ' ', toggle, ' ', ...secretButtons(hook), del);
+    actions.append(ping, ' ', attempts, ' ', toggle, ' ', recoverButton(hook), ' ', ...secretButtons(hook), del);
     tr.append(actions);
     return tr;
   });
@@ -253,6 +253,7 @@ async function showEventDetail(id) {
     const state = d.state === 'pending' && d.attempts_made > 0 ? 'retrying' : d.state;
     const head = el('h5');
     head.append(el('span', d.url ?? `${d.webhook_id} (deleted)`), ' ', el('span', state, { class: `badge ${state}` }));
+    if (d.trigger && d.trigger !== 'event') head.append(' ', el('span', d.trigger, { class: 'badge trigger' }));
     const table = el('table', undefined, { class: 'attempts' });
     const thead = el('thead');
     const hr = el('tr');
@@ -274,7 +275,9 @@ async function showEventDetail(id) {
     }
     if (d.attempts.length === 0) body.append(emptyRow('Not attempted yet.', 7));
     table.append(thead, body);
-    box.append(head, el('p', `Delivery ${d.id} · ${d.attempts_made} attempt${d.attempts_made === 1 ? '' : 's'}`, { class: 'note' }), table);
+    const note = el('p', `Delivery ${d.id} · ${d.attempts_made} attempt${d.attempts_made === 1 ? '' : 's'} `, { class: 'note' });
+    if (d.url) note.append(resendButton(e.id, d));
+    box.append(head, note, table);
     return box;
   });
   if (res.truncated) blocks.push(el('p', 'Only the oldest deliveries and attempts are shown.', { class: 'note' }));
@@ -302,12 +305,48 @@ function rotateButton(hook) {
   return button;
 }
 
+// Resend and recover (POST …/resend, …/recover): each click is one request with its own
+// Idempotency-Key, so a click the network retries is not queued twice.
+function idempotencyKey() {
+  return crypto.randomUUID();
+}
+
+async function operation(path, body) {
+  const headers = { accept: 'application/json', authorization: `Bearer ${token}`, 'idempotency-key': idempotencyKey() };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await res.json().catch(() => null);
+  if (!res.ok) throw new Error(data?.error?.message ?? `HTTP ${res.status}`);
+  return data;
+}
+
+function resendButton(eventId, d) {
+  const button = el('button', 'Resend', { type: 'button', class: 'secondary', 'aria-label': `Resend delivery ${d.id}` });
+  button.onclick = () => act(async () => {
+    const res = await operation(`/api/v1/webhooks/${d.webhook_id}/deliveries/${d.id}/resend`);
+    say(`Delivery resent as ${res.delivery_id}.`);
+    await showEventDetail(eventId);
+  });
+  return button;
+}
+
+/** Sends again what failed for good in the last 24 hours (POST …/recover). */
+function recoverButton(hook) {
+  const button = el('button', 'Recover', { type: 'button', class: 'secondary', 'aria-label': `Recover failed deliveries of ${hook.url}` });
+  button.onclick = () => act(async () => {
+    const res = await operation(`/api/v1/webhooks/${hook.id}/recover`, { since: new Date(Date.now() - 24 * 3600 * 1000).toISOString() });
+    say(`${res.queued} failed deliver${res.queued === 1 ? 'y' : 'ies'} of the last 24 hours queued again${res.truncated ? ' (more remain: recover again)' : ''}.`);
+  });
+  return button;
+}
+
 async function showAttempts(hook) {
   const res = await api('GET', `/api/v1/webhooks/${hook.id}/deliveries`);
   const list = res.attempts ?? res.deliveries ?? [];
   $('attempts-title').textContent = `Recent attempts: ${hook.url}`;
   $('attempts').replaceChildren(...list.map((a) => {
-    const li = el('li', `${new Date(a.at ?? a.created_at).toLocaleString()} · attempt ${a.attempt} · ${a.status ?? a.outcome} · ${a.duration_ms} ms · `);
+    const via = a.trigger && a.trigger !== 'event' ? ` · ${a.trigger}` : '';
+    const li = el('li', `${new Date(a.at ?? a.created_at).toLocaleString()} · attempt ${a.attempt} · ${a.status ?? a.outcome} · ${a.duration_ms} ms${via} · `);
     const open = el('button', a.event_id, { type: 'button', class: 'link', 'aria-label': `Details of ${a.event_id}` });
     open.onclick = () => act(() => showEventDetail(a.event_id));
     li.append(open);
