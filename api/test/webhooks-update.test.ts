@@ -19,7 +19,7 @@ import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
 import { webhookApi, webhookTestEnv } from './support/webhooks.js';
 
-const WEBHOOK_KEYS = ['id', 'url', 'events', 'description', 'enabled', 'created_at', 'last_status', 'last_delivery_at', 'last_error'];
+const WEBHOOK_KEYS = ['id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'created_at', 'last_status', 'last_delivery_at', 'last_error'];
 
 describe('PATCH /api/v1/webhooks/{id}', () => {
   let api: RunningApi;
@@ -43,21 +43,29 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     const id = created.body.id;
     expect(created.body.enabled).to.equal(true);
 
+    expect(created.body).to.include({ disabled_reason: null, disabled_at: null, rate_limit: null });
+    const manual = { enabled: false, disabled_reason: 'manual' };
+    const on = { enabled: true, disabled_reason: null, disabled_at: null };
     const steps: [Record<string, unknown>, Record<string, unknown>][] = [
       [{ url: 'https://127.0.0.1:8443/p2?x=1' }, { url: 'https://127.0.0.1:8443/p2?x=1' }],
       [{ events: ['message.sent', 'call.ended'] }, { events: ['message.sent', 'call.ended'] }],
       [{ description: 'second' }, { description: 'second' }],
-      [{ enabled: false }, { enabled: false }],
-      [{ enabled: true }, { enabled: true }],
-      [{ events: ['*'], description: '', enabled: false }, { events: ['*'], description: '', enabled: false }],
+      [{ rate_limit: 50 }, { rate_limit: 50 }],
+      [{ enabled: false }, manual],
+      [{ enabled: true }, on],
+      [{ events: ['*'], description: '', enabled: false, rate_limit: null }, { events: ['*'], description: '', rate_limit: null, ...manual }],
     ];
     let expected = { ...created.body };
     delete expected.secret;
     for (const [body, change] of steps) {
+      const before = Date.now();
       const res = await hooks(acct, 'PATCH', `/${id}`, body);
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       expect(res.body).to.have.all.keys(...WEBHOOK_KEYS);
-      expected = { ...expected, ...change };
+      // Disabled by hand: since the PATCH.
+      const disabledAt = body.enabled === false ? res.body.disabled_at : null;
+      if (disabledAt !== null) expect(Date.parse(disabledAt)).to.be.within(before - 1000, Date.now() + 1000);
+      expected = { ...expected, ...change, disabled_at: disabledAt };
       expect(res.body).to.deep.equal(expected);
       expect((await hooks(acct, 'GET', `/${id}`)).body).to.deep.equal(expected);
     }
@@ -100,6 +108,11 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
       [{ description: 'ok', secret: 'whsec_mine' }, 'secret'],
       [{ id: 'wh_000000000000000000000000' }, 'id'],
       [{ created_at: '2020-01-01T00:00:00Z', enabled: true }, 'created_at'],
+      [{ rate_limit: 0 }, 'rate_limit'],
+      [{ rate_limit: 10_001 }, 'rate_limit'],
+      [{ rate_limit: 2.5 }, 'rate_limit'],
+      [{ rate_limit: '5' }, 'rate_limit'],
+      [{ disabled_reason: null, enabled: true }, 'disabled_reason'],
     ];
     for (const [body, path] of bad) {
       const res = await hooks(acct, 'PATCH', `/${hook.id}`, body);

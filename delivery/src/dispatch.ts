@@ -24,6 +24,7 @@ import { claim, dropDelivery, giveUpDisabled, releaseLeases, type AttemptRecord,
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import type { Sender } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
+import type { EndpointHealth } from './endpoint-health.js';
 import { FairQueue } from './fair-queue.js';
 import { isPermanentFailure, nextDelay } from './retry-policy.js';
 import { SubscriptionReads } from './subscription-reads.js';
@@ -39,6 +40,8 @@ export interface DispatchDeps {
   clock: () => Date;
   /** Told of every attempt once sent (metrics). */
   onAttempt?: (attempt: AttemptRecord) => void;
+  /** Disables subscriptions whose attempts all fail for its period (fed by the recorder's status writes). */
+  health?: EndpointHealth;
   hooks?: DispatchHooks;
 }
 
@@ -114,7 +117,7 @@ export class Dispatcher {
     private readonly limits: DispatcherLimits,
   ) {
     this.queue = new FairQueue<Job>(limits.perSubscription, limits.perSubscription * 4, Math.min(SLOW_START, limits.perSubscription));
-    this.recorder = new AttemptRecorder(deps.collections, deps.log);
+    this.recorder = new AttemptRecorder(deps.collections, deps.log, deps.health);
     this.subscriptions = new SubscriptionReads((id) => deps.collections.webhooks.findOne({ _id: id }));
   }
 

@@ -250,6 +250,16 @@ export interface WebhookDoc {
   /** Set when re-enabled: like created_at, events that occurred before it are not delivered. */
   enabled_at?: Date;
   /**
+   * Why and since when it is disabled (both absent while enabled): `manual`
+   * (PATCH enabled:false) or `endpoint_failing` (the delivery process, after
+   * every attempt failed for WEBHOOK_DISABLE_AFTER: delivery/src/endpoint-health.ts).
+   * A PATCH enabled:true removes both.
+   */
+  disabled_reason?: DisabledReason;
+  disabled_at?: Date;
+  /** Deliveries per second sent at most (per delivery process: docs/decisions.md); absent or null: unlimited. */
+  rate_limit?: number | null;
+  /**
    * Secret rotation (POST /api/v1/webhooks/{id}/secret/rotate). secret_gen
    * counts rotations (absent: 0); each one first takes the claim
    * `${_id}:${secret_gen + 1}` in webhook_secret_rotations. The replaced
@@ -280,7 +290,16 @@ export interface WebhookStatusDoc {
   last_status: number | null;
   last_delivery_at: Date;
   last_error: string | null;
+  /**
+   * The first failed attempt after the last success (absent after a
+   * success): the endpoint has been failing since then. Written with the
+   * coalesced last_* fields (delivery/src/endpoint-health.ts).
+   */
+  failing_since?: Date;
 }
+
+/** Why a subscription is disabled. */
+export type DisabledReason = 'manual' | 'endpoint_failing';
 
 /**
  * One delivery = one event to one subscription; retried until done or given up.
