@@ -89,6 +89,26 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     expect((await hooks(acct, 'PATCH', `/${body.id}`, { description: 'x' })).body.enabled).to.equal(true);
   });
 
+  it('shows why and since when the delivery process disabled it; enabled:false keeps that, enabled:true clears it', async () => {
+    const acct = await createAccount(api.url);
+    const { body } = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/failing', events: ['*'], rate_limit: 5 });
+    expect(body).to.include({ rate_limit: 5, disabled_reason: null, disabled_at: null });
+    const since = new Date('2026-01-02T03:04:05.000Z');
+    // What delivery/src/endpoint-health.ts writes once every attempt failed for the period.
+    const webhooks = db.db(webhookTestEnv().MONGO_DB).collection<{ _id: string }>('webhooks');
+    await webhooks.updateOne({ _id: body.id }, { $set: { enabled: false, disabled_reason: 'endpoint_failing', disabled_at: since } });
+    const shown = { enabled: false, disabled_reason: 'endpoint_failing', disabled_at: since.toISOString() };
+    expect((await hooks(acct, 'GET', `/${body.id}`)).body).to.include(shown);
+    expect((await hooks(acct, 'GET')).body.webhooks[0]).to.include(shown);
+    // Disabling what is disabled already keeps the first reason.
+    expect((await hooks(acct, 'PATCH', `/${body.id}`, { enabled: false })).body).to.include(shown);
+    const res = await hooks(acct, 'PATCH', `/${body.id}`, { enabled: true });
+    expect(res.body).to.include({ enabled: true, disabled_reason: null, disabled_at: null, rate_limit: 5 });
+    const stored = await webhooks.findOne({ _id: body.id });
+    expect(stored).to.not.have.any.keys('disabled_reason', 'disabled_at');
+    expect(stored).to.have.property('enabled_at');
+  });
+
   it('refuses bad input with 400 naming the field, and changes nothing', async () => {
     const acct = await createAccount(api.url);
     const { body: hook } = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/v', events: ['call.started'], description: 'keep' });
