@@ -26,6 +26,6 @@ describe('delivery config: WEBHOOK_DISABLE_AFTER', () => {
   });
 
   it('refuses a bad or out-of-range duration, naming the variable', () => {
-    for (const bad of ['5', '5 days', '-1d', '500ms', '366d', '']) expect(() => disableAfter(bad), bad).to.throw(/WEBHOOK_DISABLE_AFTER/);
+    for (const bad of ['5', '5 days', '-1d', '500ms', '366d']) expect(() => disableAfter(bad), bad).to.throw(/WEBHOOK_DISABLE_AFTER/);
   });
 });
