@@ -219,7 +219,9 @@ export interface StreamSlotDoc {
 }
 
 /**
- * A subscription's settings. Only the API writes these documents: FerretDB
+ * A subscription's settings. Only the API writes these documents (but for
+ * the delivery process's endpoint-health disabling, once per failing
+ * period: delivery/src/endpoint-health.ts): FerretDB
  * 1.x applies an update as read-whole-document-then-write, so two concurrent
  * updates of one document lose one of them even when they set different
  * fields (measured: 28 of 200 concurrent pairs). The delivery process's
