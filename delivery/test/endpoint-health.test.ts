@@ -15,6 +15,7 @@ import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
 import type { WebhookDoc, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
 import { uniqueName } from '../../shared/test/support/env.js';
 import { Receiver, status, type Behaviour } from '../../shared/test/support/receiver.js';
+import { EndpointHealth } from '../src/endpoint-health.js';
 import type { RunningDelivery } from '../src/worker.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
@@ -187,5 +188,47 @@ describe('endpoint health: across a restart of the delivery process', function (
     } finally {
       await receiver.close();
     }
+  });
+});
+
+describe('endpoint health: the decision is taken on the attempt log, not on a stale failing_since', function () {
+  this.timeout(30_000);
+  const MIN = 60_000;
+  let db: TestDb;
+  let health: EndpointHealth;
+  const now = Date.now();
+
+  before(() => {
+    const env = healthEnv('/dev/null');
+    db = new TestDb(env);
+    const d = db.db;
+    health = new EndpointHealth({ webhooks: d.collection('webhooks'), webhookStatus: d.collection('webhook_status'), attempts: d.collection('delivery_attempts') }, MIN, () => new Date(now));
+  });
+
+  /** A subscription created an hour ago whose stored failing_since says "an hour ago" (a success's removal lost to a race), with these attempts. */
+  async function scenario(attempts: [minutesAgo: number, outcome: 'ok' | 'http_5xx'][]): Promise<string> {
+    const sub = await db.subscribe(newAccountId(), 'https://127.0.0.1/x', ['*']);
+    await db.db.collection<WebhookDoc>('webhooks').updateOne({ _id: sub._id }, { $set: { created_at: new Date(now - 60 * MIN) } });
+    await db.db.collection<WebhookStatusDoc>('webhook_status').insertOne({ _id: sub._id, last_status: 500, last_delivery_at: new Date(now), last_error: null, failing_since: new Date(now - 60 * MIN) });
+    await db.collection('delivery_attempts').insertMany(
+      attempts.map(([ago, outcome], i) => ({ _id: `att_${sub._id}_${i}`, subscription_id: sub._id, delivery_id: `dlv_${i}`, outcome, status: outcome === 'ok' ? 200 : 500, at: new Date(now - ago * MIN) })),
+    );
+    await health.check(sub._id, now);
+    return sub._id;
+  }
+  const enabledOf = async (id: string) => (await db.db.collection<WebhookDoc>('webhooks').findOne({ _id: id }))!.enabled !== false;
+
+  it('keeps an endpoint that succeeded within the period enabled', async () => {
+    expect(await enabledOf(await scenario([[50, 'http_5xx'], [0.5, 'ok'], [0.2, 'http_5xx']]))).to.equal(true);
+  });
+
+  it('counts from the first failure after the last success: idle in between is not failing', async () => {
+    expect(await enabledOf(await scenario([[50, 'http_5xx'], [10, 'ok'], [0.5, 'http_5xx'], [0.1, 'http_5xx']]))).to.equal(true);
+  });
+
+  it('disables once the failures after the last success span the period', async () => {
+    const id = await scenario([[50, 'http_5xx'], [10, 'ok'], [2, 'http_5xx'], [0.1, 'http_5xx']]);
+    expect(await enabledOf(id)).to.equal(false);
+    expect(await db.db.collection<WebhookDoc>('webhooks').findOne({ _id: id })).to.include({ disabled_reason: 'endpoint_failing' });
   });
 });
