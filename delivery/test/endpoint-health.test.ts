@@ -191,6 +191,49 @@ describe('endpoint health: across a restart of the delivery process', function (
   });
 });
 
+describe('endpoint health: two delivery processes', function () {
+  this.timeout(120_000);
+
+  it('two processes sharing the retries disable a failing subscription once the period is over, not before, and keep a flaky one', async () => {
+    const receiver = await Receiver.start();
+    try {
+      const env = healthEnv(receiver.caFile, '3s');
+      const db = new TestDb(env);
+      const log = new TestLog(env);
+      // One group, one database: the account's fresh events go to one of them, retries to either.
+      await startTestDelivery({ ...env, INSTANCE_ID: uniqueName('dw-a') });
+      await startTestDelivery({ ...env, INSTANCE_ID: uniqueName('dw-b') });
+      await waitForGroup(env);
+      const account = newAccountId();
+      receiver.on('/two-dead', status(500));
+      const t0 = Date.now();
+      let succeeded = false;
+      // 2.5 s failing, one success, 2.5 s failing, then healthy: never 3 s in a row.
+      receiver.on('/two-flaky', () => {
+        const elapsed = Date.now() - t0;
+        if (elapsed >= 2500 && !succeeded) {
+          succeeded = true;
+          return { status: 200 };
+        }
+        return { status: elapsed < 5000 ? 500 : 200 };
+      });
+      const dead = await db.subscribe(account, receiver.url('/two-dead'), ['*']);
+      const flaky = await db.subscribe(account, receiver.url('/two-flaky'), ['*']);
+      await log.publish([envelope(account, 'call.started'), envelope(account, 'call.ended')]);
+      const webhooks = db.db.collection<WebhookDoc>('webhooks');
+      const doc = await until(() => webhooks.findOne({ _id: dead._id }), (w) => w?.enabled === false, 'the failing subscription to be disabled');
+      expect(doc!.disabled_reason).to.equal('endpoint_failing');
+      expect(doc!.disabled_at!.getTime() - receiver.received('/two-dead')[0]!.at).to.be.at.least(3000 - 250);
+      await until(() => Promise.resolve(Date.now() - t0), (ms) => ms > 6500, 'the flaky receiver to heal');
+      await sleep(1000);
+      expect((await webhooks.findOne({ _id: flaky._id }))!.enabled).to.not.equal(false);
+      expect(receiver.received('/two-flaky').length).to.be.at.least(10);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
 describe('endpoint health: the decision is taken on the attempt log, not on a stale failing_since', function () {
   this.timeout(30_000);
   const MIN = 60_000;
