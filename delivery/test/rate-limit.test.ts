@@ -61,6 +61,26 @@ describe('per-subscription rate limit', function () {
     expect(free[19]!.at - free[0]!.at).to.be.below(3000);
   });
 
+  it('limits retries too, with a limit set after the first attempts (learnt by the pre-send read)', async () => {
+    const account = newAccountId();
+    const tried = new Set<string>();
+    // Every delivery's first attempt fails at once; its retry (1 s later) succeeds.
+    receiver.on('/retried', (_n, req) => {
+      const id = String(req.headers['x-service-delivery']);
+      if (tried.has(id)) return { status: 200 };
+      tried.add(id);
+      return { status: 503 };
+    });
+    const sub = await db.subscribe(account, receiver.url('/retried'), ['*']);
+    await log.publishAtOnce(Array.from({ length: 10 }, () => envelope(account, 'message.received')));
+    await receiver.waitFor('/retried', 10);
+    await db.db.collection<WebhookDoc>('webhooks').updateOne({ _id: sub._id }, { $set: { rate_limit: 4 } });
+    const all = await receiver.waitFor('/retried', 20, 30_000);
+    const retries = all.slice(10);
+    // Unlimited, the 10 retries come within the schedule's jitter (±20 % of 1 s); at 4/s, 9 gaps of 250 ms.
+    expect(retries[9]!.at - retries[0]!.at).to.be.at.least(1500);
+  });
+
   it('applies a changed limit from the next send (the pre-send read), and none once it is null', async () => {
     const account = newAccountId();
     const sub = await db.subscribe(account, receiver.url('/changed'), ['*']);
