@@ -32,6 +32,7 @@ function healthEnv(caFile: string, period = `${PERIOD_MS / 1000}s`): Record<stri
     WEBHOOK_DISABLE_AFTER: period,
     WEBHOOK_RETRY_SCHEDULE: FAST_RETRIES,
     WEBHOOK_POLL_INTERVAL_MS: '100',
+    METRICS_SAMPLE_INTERVAL_MS: '200',
   });
 }
 
@@ -95,6 +96,9 @@ describe('endpoint health: disabling a failing subscription', function () {
 
     const [counted] = (await worker.metrics.endpointsDisabled.get()).values;
     expect(counted?.value).to.be.at.least(1);
+    // The gauge, sampled from the store: disabled subscriptions by reason.
+    const gauge = async () => (await worker.metrics.subscriptionsDisabled.get()).values.find((v) => v.labels.reason === 'endpoint_failing')?.value ?? 0;
+    expect(await until(gauge, (n) => n >= 1, 'the disabled gauge')).to.be.at.least(1);
   });
 
   it('does not disable a subscription that fails longer than the period in all but succeeds once within it', async () => {
