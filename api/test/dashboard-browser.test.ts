@@ -115,6 +115,21 @@ describe('dashboard in a real browser', function () {
     expect(await row.locator('td').nth(2).textContent()).to.not.match(/disabled/);
     expect(await enabledOf()).to.equal(true);
 
+    // Disabled by the delivery process (every attempt failed for the period): the row says why.
+    const client = new MongoClient(baseTestEnv().MONGO_URL!, { retryWrites: false });
+    atRunEnd(() => client.close());
+    await client
+      .db(webhookTestEnv().MONGO_DB)
+      .collection<{ url: string }>('webhooks')
+      .updateOne({ url }, { $set: { enabled: false, disabled_reason: 'endpoint_failing', disabled_at: new Date() } });
+    // A ping reloads the list a moment later.
+    await row.getByRole('button', { name: `Ping ${url}` }).click();
+    await row.getByRole('button', { name: `Enable ${url}` }).waitFor();
+    expect(await row.locator('td').nth(2).textContent()).to.match(/disabled: endpoint failing \(since /);
+    await row.getByRole('button', { name: `Enable ${url}` }).click();
+    await row.getByRole('button', { name: `Disable ${url}` }).waitFor();
+    expect(await row.locator('td').nth(2).textContent()).to.not.match(/disabled/);
+
     await row.getByRole('button', { name: `Delete ${url}` }).click();
     await row.waitFor({ state: 'detached' });
     await page.getByRole('button', { name: 'Stop live feed' }).click();

@@ -19,7 +19,7 @@ import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
 import { webhookApi, webhookTestEnv } from './support/webhooks.js';
 
-const WEBHOOK_KEYS = ['id', 'url', 'events', 'description', 'enabled', 'created_at', 'last_status', 'last_delivery_at', 'last_error'];
+const WEBHOOK_KEYS = ['id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'created_at', 'last_status', 'last_delivery_at', 'last_error'];
 
 describe('PATCH /api/v1/webhooks/{id}', () => {
   let api: RunningApi;
@@ -43,21 +43,29 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     const id = created.body.id;
     expect(created.body.enabled).to.equal(true);
 
+    expect(created.body).to.include({ disabled_reason: null, disabled_at: null, rate_limit: null });
+    const manual = { enabled: false, disabled_reason: 'manual' };
+    const on = { enabled: true, disabled_reason: null, disabled_at: null };
     const steps: [Record<string, unknown>, Record<string, unknown>][] = [
       [{ url: 'https://127.0.0.1:8443/p2?x=1' }, { url: 'https://127.0.0.1:8443/p2?x=1' }],
       [{ events: ['message.sent', 'call.ended'] }, { events: ['message.sent', 'call.ended'] }],
       [{ description: 'second' }, { description: 'second' }],
-      [{ enabled: false }, { enabled: false }],
-      [{ enabled: true }, { enabled: true }],
-      [{ events: ['*'], description: '', enabled: false }, { events: ['*'], description: '', enabled: false }],
+      [{ rate_limit: 50 }, { rate_limit: 50 }],
+      [{ enabled: false }, manual],
+      [{ enabled: true }, on],
+      [{ events: ['*'], description: '', enabled: false, rate_limit: null }, { events: ['*'], description: '', rate_limit: null, ...manual }],
     ];
     let expected = { ...created.body };
     delete expected.secret;
     for (const [body, change] of steps) {
+      const before = Date.now();
       const res = await hooks(acct, 'PATCH', `/${id}`, body);
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       expect(res.body).to.have.all.keys(...WEBHOOK_KEYS);
-      expected = { ...expected, ...change };
+      // Disabled by hand: since the PATCH.
+      const disabledAt = body.enabled === false ? res.body.disabled_at : null;
+      if (disabledAt !== null) expect(Date.parse(disabledAt)).to.be.within(before - 1000, Date.now() + 1000);
+      expected = { ...expected, ...change, disabled_at: disabledAt };
       expect(res.body).to.deep.equal(expected);
       expect((await hooks(acct, 'GET', `/${id}`)).body).to.deep.equal(expected);
     }
@@ -81,6 +89,26 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     expect((await hooks(acct, 'PATCH', `/${body.id}`, { description: 'x' })).body.enabled).to.equal(true);
   });
 
+  it('shows why and since when the delivery process disabled it; enabled:false keeps that, enabled:true clears it', async () => {
+    const acct = await createAccount(api.url);
+    const { body } = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/failing', events: ['*'], rate_limit: 5 });
+    expect(body).to.include({ rate_limit: 5, disabled_reason: null, disabled_at: null });
+    const since = new Date('2026-01-02T03:04:05.000Z');
+    // What delivery/src/endpoint-health.ts writes once every attempt failed for the period.
+    const webhooks = db.db(webhookTestEnv().MONGO_DB).collection<{ _id: string }>('webhooks');
+    await webhooks.updateOne({ _id: body.id }, { $set: { enabled: false, disabled_reason: 'endpoint_failing', disabled_at: since } });
+    const shown = { enabled: false, disabled_reason: 'endpoint_failing', disabled_at: since.toISOString() };
+    expect((await hooks(acct, 'GET', `/${body.id}`)).body).to.include(shown);
+    expect((await hooks(acct, 'GET')).body.webhooks[0]).to.include(shown);
+    // Disabling what is disabled already keeps the first reason.
+    expect((await hooks(acct, 'PATCH', `/${body.id}`, { enabled: false })).body).to.include(shown);
+    const res = await hooks(acct, 'PATCH', `/${body.id}`, { enabled: true });
+    expect(res.body).to.include({ enabled: true, disabled_reason: null, disabled_at: null, rate_limit: 5 });
+    const stored = await webhooks.findOne({ _id: body.id });
+    expect(stored).to.not.have.any.keys('disabled_reason', 'disabled_at');
+    expect(stored).to.have.property('enabled_at');
+  });
+
   it('refuses bad input with 400 naming the field, and changes nothing', async () => {
     const acct = await createAccount(api.url);
     const { body: hook } = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/v', events: ['call.started'], description: 'keep' });
@@ -100,6 +128,11 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
       [{ description: 'ok', secret: 'whsec_mine' }, 'secret'],
       [{ id: 'wh_000000000000000000000000' }, 'id'],
       [{ created_at: '2020-01-01T00:00:00Z', enabled: true }, 'created_at'],
+      [{ rate_limit: 0 }, 'rate_limit'],
+      [{ rate_limit: 10_001 }, 'rate_limit'],
+      [{ rate_limit: 2.5 }, 'rate_limit'],
+      [{ rate_limit: '5' }, 'rate_limit'],
+      [{ disabled_reason: null, enabled: true }, 'disabled_reason'],
     ];
     for (const [body, path] of bad) {
       const res = await hooks(acct, 'PATCH', `/${hook.id}`, body);

@@ -13,3 +13,19 @@ describe('delivery config: metrics', () => {
     expect(() => loadDeliveryConfig({ NODE_ENV: 'development', METRICS_SAMPLE_INTERVAL_MS: '5' })).to.throw(/METRICS_SAMPLE_INTERVAL_MS/);
   });
 });
+
+describe('delivery config: WEBHOOK_DISABLE_AFTER', () => {
+  const disableAfter = (v?: string) => loadDeliveryConfig({ NODE_ENV: 'development', ...(v === undefined ? {} : { WEBHOOK_DISABLE_AFTER: v }) }).webhooks.disableAfterMs;
+
+  it('defaults to 5 days, reads ms/s/m/h/d and "off"', () => {
+    expect(disableAfter()).to.equal(5 * 24 * 3600 * 1000);
+    expect(disableAfter('2s')).to.equal(2000);
+    expect(disableAfter('90m')).to.equal(90 * 60_000);
+    expect(disableAfter('7d')).to.equal(7 * 24 * 3600 * 1000);
+    expect(disableAfter('off')).to.equal(null);
+  });
+
+  it('refuses a bad or out-of-range duration, naming the variable', () => {
+    for (const bad of ['5', '5 days', '-1d', '500ms', '366d']) expect(() => disableAfter(bad), bad).to.throw(/WEBHOOK_DISABLE_AFTER/);
+  });
+});

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
 import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
 import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
+import { DEFAULT_DISABLE_AFTER_MS } from './endpoint-health.js';
 import { DEFAULT_SCHEDULE, parseSchedule } from './retry-policy.js';
 
 export interface DeliveryConfig extends BaseConfig {
@@ -30,6 +31,8 @@ export interface DeliveryConfig extends BaseConfig {
     pollIntervalMs: number;
     /** Attempts and finished deliveries older than this are deleted. */
     retentionMs: number;
+    /** A subscription whose attempts all failed for this long is disabled (endpoint-health.ts); null: never. */
+    disableAfterMs: number | null;
   };
   metrics: MetricsConfig & {
     /** Where GET /metrics listens; port 0 means no metrics server. */
@@ -54,6 +57,20 @@ function readCa(env: Env): string | null {
   }
   if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError('WEBHOOK_CA_FILE', 'must contain PEM certificates');
   return pem;
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** WEBHOOK_DISABLE_AFTER: a duration like the retry schedule's steps, or days ("5d"), 1 s to 365 d; "off": never. */
+function parseDisableAfter(env: Env): number | null {
+  const text = read.optionalStr(env, 'WEBHOOK_DISABLE_AFTER');
+  if (text === undefined) return DEFAULT_DISABLE_AFTER_MS;
+  if (text.trim() === 'off') return null;
+  const m = /^(\d{1,7})(ms|s|m|h|d)$/.exec(text.trim());
+  if (!m) throw new ConfigError('WEBHOOK_DISABLE_AFTER', `has a bad duration "${text}" (want e.g. 5d, 12h, 30m, 2s, or off)`);
+  const ms = Number(m[1]) * (DURATION_UNITS[m[2] as string] as number);
+  if (ms < 1000 || ms > 365 * DURATION_UNITS.d!) throw new ConfigError('WEBHOOK_DISABLE_AFTER', 'must be between 1s and 365d (or off)');
+  return ms;
 }
 
 export function loadDeliveryConfig(env: Env): DeliveryConfig {
@@ -83,6 +100,7 @@ export function loadDeliveryConfig(env: Env): DeliveryConfig {
       leaseMs: read.int(env, 'WEBHOOK_LEASE_MS', 30_000, 2 * ATTEMPT_TIMEOUT_MS, 3_600_000),
       pollIntervalMs: read.int(env, 'WEBHOOK_POLL_INTERVAL_MS', 500, 50, 60_000),
       retentionMs: read.int(env, 'WEBHOOK_RETENTION_DAYS', 30, 1, 3650) * 24 * 3600 * 1000,
+      disableAfterMs: parseDisableAfter(env),
     },
     metrics: {
       ...loadMetricsConfig(env),

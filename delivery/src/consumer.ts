@@ -157,7 +157,8 @@ async function roomFor(deps: ConsumerDeps, subscriptionId: string): Promise<bool
   const deadline = Date.now() + ROOM_WAIT_MS;
   for (;;) {
     if (deps.dispatcher.roomFor(subscriptionId) > 0) return true;
-    if (deps.dispatcher.isSlowed(subscriptionId) || Date.now() >= deadline) return false;
+    // Rate-limited with its waiting room full: its overflow waits in the store, not the partition.
+    if (deps.dispatcher.isSlowed(subscriptionId) || deps.dispatcher.isThrottled(subscriptionId) || Date.now() >= deadline) return false;
     // Its attempts are out and nothing moved for a while: likely hanging (the cut comes only
     // with its first timeout, 4 s on): do not hold the partition's other subscriptions for it.
     if (deps.dispatcher.isStalled(subscriptionId, STALLED_MS)) return false;
@@ -180,7 +181,7 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
       lease_until: null,
     };
     if (await roomFor(deps, sub._id)) {
-      const res = deps.dispatcher.enqueue({ delivery: doc, fresh: { done: () => progress.finish(offset, id) } });
+      const res = deps.dispatcher.enqueue({ delivery: doc, rateLimit: sub.rate_limit ?? null, fresh: { done: () => progress.finish(offset, id) } });
       if (res === 'queued') queued++;
       if (res === 'queued' || res === 'attached') continue;
     }

@@ -25,7 +25,9 @@ import { claim, dropDelivery, giveUpDisabled, releaseLeases, type AttemptRecord,
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
+import type { EndpointHealth } from './endpoint-health.js';
 import { FairQueue } from './fair-queue.js';
+import { LIMITED_ROOM_S, RateLimiter } from './rate-limit.js';
 import { isPermanentFailure, nextDelay } from './retry-policy.js';
 import { SubscriptionReads } from './subscription-reads.js';
 
@@ -40,6 +42,8 @@ export interface DispatchDeps {
   clock: () => Date;
   /** Told of every attempt once sent (metrics). */
   onAttempt?: (attempt: AttemptRecord) => void;
+  /** Disables subscriptions whose attempts all fail for its period (fed by the recorder's status writes). */
+  health?: EndpointHealth;
   hooks?: DispatchHooks;
 }
 
@@ -53,6 +57,8 @@ export interface Job {
    * move past it then.
    */
   fresh?: { done: () => void };
+  /** The subscription's `rate_limit` as the consumer read it (null: unlimited); the pre-send read updates it. */
+  rateLimit?: number | null;
 }
 
 /** Test hooks: force rare timings (a record that lags behind its attempt). */
@@ -109,13 +115,18 @@ export class Dispatcher {
   readonly subscriptions: SubscriptionReads;
   /** When an attempt of each subscription last started or finished. */
   private readonly activity = new Map<string, number>();
+  /** Token buckets of rate-limited subscriptions (rate-limit.ts). */
+  private readonly limiter = new RateLimiter();
+  /** Wakes the pump when a rate-limited subscription's next token is due. */
+  private rateTimer: NodeJS.Timeout | null = null;
+  private rateTimerAt = 0;
 
   constructor(
     private readonly deps: DispatchDeps,
     private readonly limits: DispatcherLimits,
   ) {
     this.queue = new FairQueue<Job>(limits.perSubscription, limits.perSubscription * 4, Math.min(SLOW_START, limits.perSubscription));
-    this.recorder = new AttemptRecorder(deps.collections, deps.log);
+    this.recorder = new AttemptRecorder(deps.collections, deps.log, deps.health);
     this.subscriptions = new SubscriptionReads((id) => deps.collections.webhooks.findOne({ _id: id }));
   }
 
@@ -140,9 +151,23 @@ export class Dispatcher {
     return this.queue.capOf(subscriptionId) < this.limits.perSubscription;
   }
 
-  /** How many more deliveries of `subscriptionId` may wait here (its waiting room follows its AIMD cap). */
+  /**
+   * How many more deliveries of `subscriptionId` may wait here (its waiting
+   * room follows its AIMD cap; a rate-limited one's holds LIMITED_ROOM_S
+   * seconds of its rate at most: the rest waits in the store, not in memory
+   * that holds its partition's commit).
+   */
   roomFor(subscriptionId: string): number {
-    return this.stopped ? 0 : this.queue.roomOf(subscriptionId);
+    if (this.stopped) return 0;
+    const room = this.queue.roomOf(subscriptionId);
+    const rate = this.limiter.rateOf(subscriptionId);
+    if (rate === null) return room;
+    return Math.min(room, Math.max(0, Math.max(1, Math.ceil(rate * LIMITED_ROOM_S)) - this.queue.queuedOf(subscriptionId)));
+  }
+
+  /** True when the subscription is rate-limited and its waiting room here is full (its overflow goes to the store at once). */
+  isThrottled(subscriptionId: string): boolean {
+    return this.limiter.rateOf(subscriptionId) !== null && this.roomFor(subscriptionId) === 0;
   }
 
   get concurrency(): number {
@@ -179,7 +204,9 @@ export class Dispatcher {
 
   /** Subscriptions with all their slots in use (the poller leaves their due work for later). */
   busySubscriptions(): string[] {
-    return this.queue.busyKeys();
+    const busy = new Set(this.queue.busyKeys());
+    for (const key of this.queue.waitingKeys()) if (this.isThrottled(key)) busy.add(key);
+    return [...busy];
   }
 
   /**
@@ -198,6 +225,7 @@ export class Dispatcher {
       }
     }
     if (this.stopped || this.held.has(job.delivery._id)) return 'duplicate';
+    if (job.rateLimit !== undefined) this.limiter.set(job.delivery.subscription_id, job.rateLimit);
     if (!this.queue.push(job.delivery.subscription_id, job)) return 'full';
     this.held.add(job.delivery._id);
     this.pump();
@@ -211,6 +239,8 @@ export class Dispatcher {
    */
   async stop(timeoutMs: number, flushMs = RECORD_FLUSH_MS): Promise<void> {
     this.stopped = true;
+    if (this.rateTimer) clearTimeout(this.rateTimer);
+    this.rateTimer = null;
     const drained = this.queue.drain();
     const queued = drained.filter((j) => !j.fresh).map((j) => j.delivery._id);
     for (const id of queued) this.held.delete(id);
@@ -230,9 +260,21 @@ export class Dispatcher {
 
   private pump(): void {
     while (!this.stopped && this.running < this.limits.concurrency) {
-      const next = this.queue.take();
-      if (!next) return;
+      // A rate-limited subscription without a token is passed over (its deliveries wait, in order).
+      let tokenDue = Infinity;
+      const next = this.queue.take((key) => {
+        const wait = this.limiter.waitOf(key);
+        if (wait > 0) tokenDue = Math.min(tokenDue, wait);
+        return wait === 0;
+      });
+      if (!next) {
+        if (tokenDue !== Infinity) this.wakeIn(tokenDue);
+        return;
+      }
       const { key, item: job } = next;
+      // Its token, taken now; a delivery of a subscription whose limit is not known here yet waits for one after the read.
+      const gated = this.limiter.rateOf(key) !== null;
+      if (gated) this.limiter.take(key);
       this.running++;
       this.activity.set(key, Date.now());
       let slotFreed = false;
@@ -246,7 +288,7 @@ export class Dispatcher {
         this.pump();
       };
       this.bookkeeping++;
-      this.run(job, freeSlot)
+      this.run(job, freeSlot, gated)
         .then(
           () => {
             this.held.delete(job.delivery._id);
@@ -271,6 +313,30 @@ export class Dispatcher {
     }
   }
 
+  /** Deliveries wait for a rate-limited subscription's token: pump again when it is due. */
+  private wakeIn(wait: number): void {
+    const at = Date.now() + wait;
+    if (this.rateTimer && this.rateTimerAt <= at) return;
+    if (this.rateTimer) clearTimeout(this.rateTimer);
+    this.rateTimerAt = at;
+    this.rateTimer = setTimeout(() => {
+      this.rateTimer = null;
+      this.pump();
+    }, wait);
+  }
+
+  /**
+   * After the pre-send read: the subscription's limit as now stored. A
+   * delivery taken before this process knew of a limit waits for its token
+   * here (holding its slot; at most the few taken before the first read).
+   */
+  private async admit(sub: WebhookDoc, gated: boolean): Promise<void> {
+    this.limiter.set(sub._id, sub.rate_limit);
+    if (gated || this.limiter.rateOf(sub._id) === null) return;
+    for (let wait = this.limiter.waitOf(sub._id); wait > 0; wait = this.limiter.waitOf(sub._id)) await new Promise((r) => setTimeout(r, wait));
+    this.limiter.take(sub._id);
+  }
+
   /** A fresh job (and any copy of it that arrived meanwhile) is finished. */
   private finished(job: Job): void {
     job.fresh?.done();
@@ -289,12 +355,15 @@ export class Dispatcher {
    * disabled, another URL or secret) is dropped unwritten and, unless the
    * subscription is gone or disabled, prepared again under the new state.
    */
-  private async attempt(delivery: DeliveryDoc): Promise<{ kind: 'gone' } | { kind: 'disabled' } | { kind: 'sent'; outcome: AttemptRecord }> {
-    for (;;) {
+  private async attempt(delivery: DeliveryDoc, gated: boolean): Promise<{ kind: 'gone' } | { kind: 'disabled' } | { kind: 'sent'; outcome: AttemptRecord }> {
+    for (let admitted = false; ; ) {
       let asked = performance.now();
       const sub = await this.subscriptions.read(delivery.subscription_id);
       if (!sub) return { kind: 'gone' };
       if (sub.enabled === false) return { kind: 'disabled' };
+      // Its rate limit (a token, waited for if need be) once per delivery, not per re-prepared request.
+      if (!admitted) await this.admit(sub, gated);
+      admitted = true;
       const state = sendingState(sub);
       const gate = async (): Promise<boolean> => {
         while (performance.now() - asked > SEND_READ_MAX_AGE_MS) {
@@ -314,10 +383,10 @@ export class Dispatcher {
    * subscription is read right before sending all the same (a DELETE or
    * PATCH that returned before this point stops or changes the send).
    */
-  private async runFresh(job: Job, freeSlot: () => void): Promise<void> {
+  private async runFresh(job: Job, freeSlot: () => void, gated: boolean): Promise<void> {
     const { deps } = this;
     const delivery = job.delivery;
-    const tried = await this.attempt(delivery);
+    const tried = await this.attempt(delivery, gated);
     // Deleted or disabled: nothing is sent and nothing was stored.
     if (tried.kind !== 'sent') return;
     const outcome = tried.outcome;
@@ -334,8 +403,8 @@ export class Dispatcher {
     deps.log.debug({ delivery: delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
   }
 
-  private async run(job: Job, freeSlot: () => void): Promise<void> {
-    if (job.fresh) return this.runFresh(job, freeSlot);
+  private async run(job: Job, freeSlot: () => void, gated: boolean): Promise<void> {
+    if (job.fresh) return this.runFresh(job, freeSlot, gated);
     const { deps } = this;
     let delivery = job.delivery;
     const now = deps.clock();
@@ -352,7 +421,7 @@ export class Dispatcher {
     this.startKeeper();
     try {
       // Read now, not when the event was consumed: a DELETE that returned before this read stops the send.
-      const tried = await this.attempt(held);
+      const tried = await this.attempt(held, gated);
       if (tried.kind === 'gone') {
         await dropDelivery(deps.collections, held);
         return;

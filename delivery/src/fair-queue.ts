@@ -81,10 +81,15 @@ export class FairQueue<T> {
     return true;
   }
 
-  /** The next item of the first key (in rotation) that may run another; marks it running. */
-  take(): { key: string; item: T } | null {
+  /**
+   * The next item of the first key (in rotation) that may run another and is
+   * `ready` (a rate-limited key without a token is not: its items wait, in
+   * order, and the next key is served); marks it running.
+   */
+  take(ready?: (key: string) => boolean): { key: string; item: T } | null {
     for (const [key, q] of this.queues) {
       if ((this.running.get(key) ?? 0) >= this.runCapOf(key)) continue;
+      if (ready && !ready(key)) continue;
       const item = q.shift() as T;
       this.queued--;
       this.queues.delete(key);
@@ -93,6 +98,16 @@ export class FairQueue<T> {
       return { key, item };
     }
     return null;
+  }
+
+  /** Items of `key` waiting now. */
+  queuedOf(key: string): number {
+    return this.queues.get(key)?.length ?? 0;
+  }
+
+  /** Keys with items waiting. */
+  waitingKeys(): IterableIterator<string> {
+    return this.queues.keys();
   }
 
   /** Items of `key` running now. */

@@ -21,6 +21,10 @@ export interface DeliveryMetrics {
   attemptDuration: Histogram<'outcome'>;
   retryQueueDepth: Gauge;
   pending: Gauge;
+  /** Disabled subscriptions by reason (manual, endpoint_failing), over all processes; sampled from MongoDB. */
+  subscriptionsDisabled: Gauge<'reason'>;
+  /** Subscriptions this process disabled because every attempt failed for WEBHOOK_DISABLE_AFTER. */
+  endpointsDisabled: Counter;
   consumerLag: ConsumerLag;
   /** Attempts running in this process right now, read at scrape time. */
   watchInFlight(read: () => number): void;
@@ -63,6 +67,17 @@ export function createDeliveryMetrics(): DeliveryMetrics {
       help: 'Pending deliveries (due now or scheduled for a later retry), over all delivery processes; sampled from MongoDB',
       registers,
     }),
+    subscriptionsDisabled: new Gauge({
+      name: 'webhook_subscriptions_disabled',
+      help: 'Disabled subscriptions by reason: manual (PATCH enabled:false) or endpoint_failing (every attempt failed for WEBHOOK_DISABLE_AFTER); sampled from MongoDB',
+      labelNames: ['reason'],
+      registers,
+    }),
+    endpointsDisabled: new Counter({
+      name: 'webhook_endpoints_disabled_total',
+      help: 'Subscriptions this process disabled because every attempt to them failed for WEBHOOK_DISABLE_AFTER',
+      registers,
+    }),
     consumerLag: new ConsumerLag(registry),
     watchInFlight(read) {
       inFlight = read;
@@ -80,6 +95,8 @@ export function countAttempt(metrics: DeliveryMetrics, attempt: AttemptRecord): 
 interface QueueCounts {
   due: number;
   pending: number;
+  /** Disabled subscriptions by reason. */
+  disabled?: Record<string, number>;
 }
 
 /**
@@ -91,9 +108,10 @@ export function startQueueSampler(metrics: DeliveryMetrics, count: () => Promise
   let running: Promise<void> = Promise.resolve();
   const sample = (): void => {
     running = count()
-      .then(({ due, pending }) => {
+      .then(({ due, pending, disabled }) => {
         metrics.retryQueueDepth.set(due);
         metrics.pending.set(pending);
+        for (const [reason, n] of Object.entries(disabled ?? {})) metrics.subscriptionsDisabled.set({ reason }, n);
       })
       .catch((err: unknown) => log.debug({ err }, 'could not sample the delivery queue'));
   };

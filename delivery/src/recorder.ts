@@ -18,6 +18,7 @@ import { MongoBulkWriteError, type Filter, type UpdateFilter } from 'mongodb';
 import type { Logger } from '../../shared/src/log.js';
 import type { AttemptDoc, DeliveryDoc, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
 import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
+import type { EndpointHealth, FailingUpdate } from './endpoint-health.js';
 
 interface Pending {
   record: AttemptRecord;
@@ -55,8 +56,9 @@ export class AttemptRecorder {
   constructor(
     private readonly c: DeliveryCollections,
     private readonly log?: Logger,
+    health?: EndpointHealth,
   ) {
-    this.status = new StatusWriter(c, log);
+    this.status = new StatusWriter(c, log, health);
   }
 
   /**
@@ -190,10 +192,13 @@ class StatusWriter {
   constructor(
     private readonly c: DeliveryCollections,
     private readonly log?: Logger,
+    /** Its failing_since goes with each write (endpoint-health.ts). */
+    private readonly health?: EndpointHealth,
   ) {}
 
   offer(records: AttemptRecord[]): Promise<void> {
     const now = Date.now();
+    if (this.health) for (const r of records) this.health.note(r);
     const due: AttemptRecord[] = [];
     for (const r of latestPerSubscription(records)) {
       const id = r.delivery.subscription_id;
@@ -249,7 +254,12 @@ class StatusWriter {
   /** One writer at a time, in order. */
   private write(records: AttemptRecord[]): Promise<void> {
     const run = this.writing.then(async () => {
-      for (const [filter, update] of subscriptionUpdates(records)) await writeStatus(this.c, filter, update);
+      for (const r of latestPerSubscription(records)) {
+        const [filter, update] = subscriptionUpdate(r);
+        const failing = this.health?.statusUpdate(filter._id) ?? {};
+        await writeStatus(this.c, filter, { ...update, ...failing, $set: { ...update.$set, ...failing.$set } });
+        this.health?.written(filter._id, r);
+      }
     });
     this.writing = run.catch(() => undefined);
     return run;
@@ -371,11 +381,17 @@ export function deliveryUpdate(r: AttemptRecord): [{ _id: string; claim_seq: num
  * subscription run concurrently, so the stored last_delivery_at guards against
  * an earlier-started attempt overwriting a later one from another flush.
  */
-export function subscriptionUpdates(records: AttemptRecord[]): [Filter<WebhookStatusDoc> & { _id: string }, { $set: Omit<WebhookStatusDoc, '_id'> }][] {
-  return latestPerSubscription(records).map((r) => [
+export function subscriptionUpdates(records: AttemptRecord[]): [Filter<WebhookStatusDoc> & { _id: string }, StatusUpdate][] {
+  return latestPerSubscription(records).map(subscriptionUpdate);
+}
+
+type StatusUpdate = { $set: Omit<WebhookStatusDoc, '_id'> } & Omit<FailingUpdate, '$set'>;
+
+function subscriptionUpdate(r: AttemptRecord): [Filter<WebhookStatusDoc> & { _id: string }, StatusUpdate] {
+  return [
     { _id: r.delivery.subscription_id, last_delivery_at: { $lte: r.at } },
     { $set: { last_status: r.status, last_delivery_at: r.at, last_error: r.status === null ? r.outcome : null } },
-  ]);
+  ];
 }
 
 /**
@@ -383,11 +399,11 @@ export function subscriptionUpdates(records: AttemptRecord[]): [Filter<WebhookSt
  * exist yet: insert it. A concurrent insert wins the _id: then the guarded
  * update is tried once more (it applies only if ours is the later attempt).
  */
-async function writeStatus(c: DeliveryCollections, filter: Filter<WebhookStatusDoc> & { _id: string }, update: { $set: Omit<WebhookStatusDoc, '_id'> }): Promise<void> {
+async function writeStatus(c: DeliveryCollections, filter: Filter<WebhookStatusDoc> & { _id: string }, update: StatusUpdate): Promise<void> {
   const res = await c.webhookStatus.updateOne(filter, update);
   if (res.matchedCount > 0) return;
   try {
-    await c.webhookStatus.insertOne({ _id: filter._id, ...update.$set });
+    await c.webhookStatus.insertOne({ _id: filter._id, ...update.$set, ...update.$min });
   } catch (err) {
     if ((err as { code?: number }).code !== DUPLICATE_KEY) throw err;
     await c.webhookStatus.updateOne(filter, update);

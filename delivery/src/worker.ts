@@ -14,6 +14,7 @@ import { eachBatchHandler } from './consumer.js';
 import { mongoProgressStore, OffsetTracker } from './offsets.js';
 import { countQueue, type AttemptRecord } from './deliveries.js';
 import { Dispatcher, type DispatchHooks } from './dispatch.js';
+import { countDisabled, EndpointHealth } from './endpoint-health.js';
 import { createSender } from './http-sender.js';
 import { countAttempt, createDeliveryMetrics, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
 import { startSweeper } from './retention.js';
@@ -137,7 +138,8 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock };
   const metrics = createDeliveryMetrics();
   const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
-  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt, hooks: opts.hooks }, {
+  const health = wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, () => metrics.endpointsDisabled.inc());
+  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt, health, hooks: opts.hooks }, {
     concurrency: wh.concurrency,
     perSubscription: wh.concurrencyPerSubscription,
   });
@@ -150,7 +152,11 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   lifecycle.onStop('retry-scheduler', () => scheduler.stop());
 
   metrics.watchInFlight(() => dispatcher.inFlight);
-  const stopSampler = startQueueSampler(metrics, () => countQueue(mongo.collections, clock()), config.metrics.sampleIntervalMs, log);
+  const countAll = async () => {
+    const [queue, disabled] = await Promise.all([countQueue(mongo.collections, clock()), countDisabled(mongo.collections)]);
+    return { ...queue, disabled };
+  };
+  const stopSampler = startQueueSampler(metrics, countAll, config.metrics.sampleIntervalMs, log);
   lifecycle.onStop('queue-sampler', stopSampler);
 
   const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: wh.retentionMs, intervalMs: 10 * 60_000, clock });

@@ -111,6 +111,11 @@ export interface Webhook {
   events: (EventType | '*')[];
   description: string;
   enabled: boolean;
+  /** Why it is disabled: `manual` (PATCH) or `endpoint_failing` (every attempt failed for days); null while enabled. */
+  disabled_reason: 'manual' | 'endpoint_failing' | null;
+  disabled_at: string | null;
+  /** Deliveries per second at most; null: unlimited. */
+  rate_limit: number | null;
   created_at: string;
   last_status: number | null;
   last_delivery_at: string | null;
@@ -127,6 +132,8 @@ export interface CreateWebhookInput {
   /** Event types, or `['*']` for all. */
   events: (EventType | '*')[];
   description?: string;
+  /** Deliveries per second at most (1 to 10000); null or absent: unlimited. */
+  rate_limit?: number | null;
 }
 
 export interface UpdateWebhookInput {
@@ -134,6 +141,7 @@ export interface UpdateWebhookInput {
   events?: (EventType | '*')[];
   description?: string;
   enabled?: boolean;
+  rate_limit?: number | null;
 }
 
 export type AttemptOutcome = 'ok' | 'timeout' | 'dns' | 'connect' | 'tls' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'blocked_address';

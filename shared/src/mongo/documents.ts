@@ -219,7 +219,9 @@ export interface StreamSlotDoc {
 }
 
 /**
- * A subscription's settings. Only the API writes these documents: FerretDB
+ * A subscription's settings. Only the API writes these documents (but for
+ * the delivery process's endpoint-health disabling, once per failing
+ * period: delivery/src/endpoint-health.ts): FerretDB
  * 1.x applies an update as read-whole-document-then-write, so two concurrent
  * updates of one document lose one of them even when they set different
  * fields (measured: 28 of 200 concurrent pairs). The delivery process's
@@ -249,6 +251,16 @@ export interface WebhookDoc {
   enabled?: boolean;
   /** Set when re-enabled: like created_at, events that occurred before it are not delivered. */
   enabled_at?: Date;
+  /**
+   * Why and since when it is disabled (both absent while enabled): `manual`
+   * (PATCH enabled:false) or `endpoint_failing` (the delivery process, after
+   * every attempt failed for WEBHOOK_DISABLE_AFTER: delivery/src/endpoint-health.ts).
+   * A PATCH enabled:true removes both.
+   */
+  disabled_reason?: DisabledReason;
+  disabled_at?: Date;
+  /** Deliveries per second sent at most (per delivery process: docs/decisions.md); absent or null: unlimited. */
+  rate_limit?: number | null;
   /**
    * Secret rotation (POST /api/v1/webhooks/{id}/secret/rotate). secret_gen
    * counts rotations (absent: 0); each one first takes the claim
@@ -280,7 +292,16 @@ export interface WebhookStatusDoc {
   last_status: number | null;
   last_delivery_at: Date;
   last_error: string | null;
+  /**
+   * The first failed attempt after the last success (absent after a
+   * success): the endpoint has been failing since then. Written with the
+   * coalesced last_* fields (delivery/src/endpoint-health.ts).
+   */
+  failing_since?: Date;
 }
+
+/** Why a subscription is disabled. */
+export type DisabledReason = 'manual' | 'endpoint_failing';
 
 /**
  * One delivery = one event to one subscription; retried until done or given up.

@@ -3,7 +3,7 @@
  * (api/src/shapes.ts and each feature's schemas.ts): each `inputSchema` is the
  * owning route's own request shape plus a description per field for the
  * model; each `outputSchema` is the very response shape of the matching route
- * (a webhook is the same 9 fields on both). Handed to clients as plain JSON
+ * (a webhook is the same fields on both). Handed to clients as plain JSON
  * (no `$ref`s). MCP clients validate `structuredContent` against outputSchema.
  */
 import type { ApiConfig } from '../../config.js';
@@ -62,6 +62,7 @@ export const createWebhookInput: JsonSchema = asTool(
     url: 'HTTPS URL on the public internet that will receive a signed POST per event. Private, loopback and internal addresses are refused.',
     events: 'Event types to deliver, or ["*"] for every type.',
     description: 'Free text to recognise the subscription by.',
+    rate_limit: 'At most this many deliveries per second to this URL (1 to 10000); omit or null for no limit. Deliveries over it wait, in order.',
   }),
 );
 
@@ -79,7 +80,8 @@ export const updateWebhookInput: JsonSchema = asTool(
         url: 'New HTTPS URL on the public internet (checked as at creation: private, loopback and internal addresses are refused).',
         events: 'New list of event types to deliver, or ["*"] for every type.',
         description: 'New free text to recognise the subscription by.',
-        enabled: 'false stops every delivery to it (queued and retrying ones are given up, not sent later); true resumes with the events that occur from then on.',
+        enabled: 'false stops every delivery to it (queued and retrying ones are given up, not sent later); true resumes with the events that occur from then on (also after the delivery process disabled it because every attempt failed for days).',
+        rate_limit: 'New limit in deliveries per second (1 to 10000), or null for no limit.',
       }).properties,
     },
     { additionalProperties: false, minProperties: 2 },

@@ -1,11 +1,14 @@
 import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
 import { DELIVERY_TRIGGERS, type DeliveryTrigger } from '../../../../shared/src/mongo/documents.js';
+import type { DisabledReason } from '../../../../shared/src/mongo/index.js';
 import { component, DateTime, EventTypeSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator, queryValidator } from '../../validation.js';
 
 const MAX_URL_LENGTH = 2048;
 const MAX_DESCRIPTION_LENGTH = 500;
 const MAX_ATTEMPTS_LIMIT = 200;
+/** rate_limit: deliveries per second, per subscription. */
+const MAX_RATE_LIMIT = 10_000;
 export const DEFAULT_ATTEMPTS_LIMIT = 50;
 
 /** Subscription ids: `wh_` + 24 hex characters. Anything else cannot exist: 404. */
@@ -15,10 +18,13 @@ const webhookFields = {
   url: Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH }),
   events: Type.Array(Type.Unsafe<string>({ type: 'string', enum: ['*', ...EVENT_TYPES] }), { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true }),
   description: Type.String({ maxLength: MAX_DESCRIPTION_LENGTH }),
+  rate_limit: Nullable(Type.Integer({ minimum: 1, maximum: MAX_RATE_LIMIT }), {
+    description: 'At most this many deliveries per second to this subscription (1 to 10000); null or absent: unlimited. Deliveries over it wait, in order, without holding back other subscriptions',
+  }),
 };
 
 export const CreateWebhookBody = Type.Object(
-  { url: webhookFields.url, events: webhookFields.events, description: Type.Optional(webhookFields.description) },
+  { url: webhookFields.url, events: webhookFields.events, description: Type.Optional(webhookFields.description), rate_limit: Type.Optional(webhookFields.rate_limit) },
   { additionalProperties: false },
 );
 export type CreateWebhookInput = Static<typeof CreateWebhookBody>;
@@ -31,6 +37,7 @@ export const UpdateWebhookBody = Type.Object(
     events: Type.Optional(webhookFields.events),
     description: Type.Optional(webhookFields.description),
     enabled: Type.Optional(Type.Boolean()),
+    rate_limit: Type.Optional(webhookFields.rate_limit),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -56,7 +63,12 @@ const webhookProperties = {
   url: Type.String({ description: 'HTTPS, public; stored in canonical form' }),
   events: Type.Array(Type.String(), { description: 'Event types, or `["*"]` for all' }),
   description: Type.String(),
-  enabled: Type.Boolean({ description: 'false: nothing is sent to it (set with PATCH); true for subscriptions created before the field existed' }),
+  enabled: Type.Boolean({ description: 'false: nothing is sent to it (set with PATCH, or by the delivery process when every attempt failed for its disabling period); true for subscriptions created before the field existed' }),
+  disabled_reason: Nullable(Type.Unsafe<DisabledReason>({ type: 'string', enum: ['manual', 'endpoint_failing'] }), {
+    description: 'Why it is disabled: `manual` (PATCH enabled:false) or `endpoint_failing` (every attempt failed for the disabling period, 5 days by default); null while enabled',
+  }),
+  disabled_at: nullableDate('When it was disabled; null while enabled'),
+  rate_limit: Nullable(Type.Integer({ minimum: 1, maximum: MAX_RATE_LIMIT }), { description: 'Deliveries per second at most; null: unlimited' }),
   created_at: DateTime(),
   last_status: Nullable(Type.Integer(), { description: 'HTTP status of the last attempt; null before the first attempt or when none was received (timeout, connection failure)' }),
   last_delivery_at: nullableDate('When the last attempt was made'),

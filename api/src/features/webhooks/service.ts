@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, notFound, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
-import type { AttemptDoc, DeliveryTrigger, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
+import type { AttemptDoc, DeliveryTrigger, DisabledReason, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
 import { newWebhookSecret } from '../../../../shared/src/signing.js';
 import { SUBSCRIPTION_FENCE_MS } from '../../../../shared/src/subscription-fence.js';
 import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
@@ -23,6 +23,9 @@ interface Webhook {
   events: string[];
   description: string;
   enabled: boolean;
+  disabled_reason: DisabledReason | null;
+  disabled_at: string | null;
+  rate_limit: number | null;
   created_at: string;
   last_status: number | null;
   last_delivery_at: string | null;
@@ -53,6 +56,10 @@ function toWebhook(doc: WebhookDoc, status?: WebhookStatusDoc | null): Webhook {
     events: doc.events,
     description: doc.description,
     enabled: doc.enabled !== false,
+    // Disabled before the reason was kept: by hand (only PATCH could disable then).
+    disabled_reason: doc.enabled === false ? (doc.disabled_reason ?? 'manual') : null,
+    disabled_at: doc.enabled === false && doc.disabled_at ? doc.disabled_at.toISOString() : null,
+    rate_limit: doc.rate_limit ?? null,
     created_at: doc.created_at.toISOString(),
     last_status: last.last_status ?? null,
     last_delivery_at: last.last_delivery_at ? last.last_delivery_at.toISOString() : null,
@@ -163,6 +170,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
       last_delivery_at: null,
       last_error: null,
       enabled: true,
+      rate_limit: input.rate_limit ?? null,
     };
     try {
       await webhooks.insertOne(doc);
@@ -195,11 +203,16 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
   if (input.url !== undefined) set.url = await assertSafeUrl(deps, accountId, input.url);
   if (input.events !== undefined) set.events = input.events;
   if (input.description !== undefined) set.description = input.description;
+  if (input.rate_limit !== undefined) set.rate_limit = input.rate_limit;
+  let unset: { disabled_reason: ''; disabled_at: '' } | undefined;
   if (input.enabled !== undefined) {
     set.enabled = input.enabled;
     if (input.enabled && current.enabled === false) set.enabled_at = deps.clock();
+    // Why and since when: kept as they are when it was disabled already (by the delivery process, say).
+    if (!input.enabled && current.enabled !== false) Object.assign(set, { disabled_reason: 'manual', disabled_at: deps.clock() });
+    if (input.enabled) unset = { disabled_reason: '', disabled_at: '' };
   }
-  const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, { $set: set });
+  const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, unset ? { $set: set, $unset: unset } : { $set: set });
   if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
   if (set.url !== undefined || set.enabled !== undefined) await fence();
   return getWebhook(deps, accountId, id);

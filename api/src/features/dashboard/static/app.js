@@ -81,7 +81,7 @@ async function loadHooks() {
   const rows = webhooks.map((hook) => {
     const tr = el('tr');
     const last = String(hook.last_status ?? hook.last_error ?? '—');
-    tr.append(el('td', hook.url), el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · disabled` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
+    tr.append(el('td', hook.url), el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · ${disabledText(hook)}` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
     const actions = el('td', undefined, { class: 'actions' });
     const ping = el('button', 'Ping', { type: 'button', 'aria-label': `Ping ${hook.url}` });
     ping.onclick = () => act(async () => { await api('POST', `/api/v1/webhooks/${hook.id}/ping`); say('Ping sent.'); setTimeout(loadHooks, 1500); });
@@ -165,10 +165,16 @@ function chartOf(stats) {
   return root;
 }
 
+// Disabled by hand: "disabled"; by the delivery process: why and since when.
+function disabledText(hook) {
+  if (hook.disabled_reason !== 'endpoint_failing') return 'disabled';
+  return `disabled: endpoint failing${hook.disabled_at ? ` (since ${new Date(hook.disabled_at).toLocaleString()})` : ''}`;
+}
+
 function cardOf(hook, stats) {
   const card = el('article', undefined, { class: 'card', 'data-hook': hook.id, 'aria-label': `Activity of ${hook.url}` });
   const head = el('h3', hook.url);
-  if (hook.enabled === false) head.append(' ', el('span', 'disabled', { class: 'badge' }));
+  if (hook.enabled === false) head.append(' ', el('span', disabledText(hook), { class: 'badge', title: hook.disabled_reason === 'endpoint_failing' ? 'Every attempt failed for the disabling period; enable it again once the endpoint is fixed' : 'Disabled by hand' }));
   const t = stats.totals;
   const numbers = el('p', undefined, { class: 'numbers' });
   numbers.append(
