@@ -12,9 +12,15 @@
  * a read that started after the change was stored, and saw it. The gap
  * between the two bounds covers the receiver's own delay in noting when a
  * request arrived and clocks that run at slightly different rates.
+ *
+ * The read bound is set well above what an `_id` read of one document takes
+ * even on a busy store (a few ms, tens under load): a read slower than it is
+ * tried again until one is fresh enough, and only a store slower than that
+ * for the whole 4 s of an attempt turns a send into a timeout (retried on the
+ * schedule). A management call waiting a second is the price.
  */
-export const SUBSCRIPTION_FENCE_MS = 500;
-export const SEND_READ_MAX_AGE_MS = 250;
+export const SUBSCRIPTION_FENCE_MS = 1000;
+export const SEND_READ_MAX_AGE_MS = 750;
 
 /** What a send signs for and where it goes: a change to any of it withholds a request prepared under the old state. */
 export function sendingState(sub: {
