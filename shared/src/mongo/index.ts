@@ -16,6 +16,8 @@ import type {
   DeadEventDoc,
   DeliveryDoc,
   DeliveryProgressDoc,
+  DueCursorDoc,
+  DueSlotDoc,
   EventDoc,
   EventPageDirDoc,
   EventPageDoc,
@@ -56,6 +58,8 @@ export const COLLECTION_NAMES = {
   deliveries: 'deliveries',
   attempts: 'delivery_attempts',
   claims: 'delivery_claims',
+  /** The retry store's time buckets and its cursor (delivery-queue.ts); found by _id only. */
+  retryDue: 'delivery_due',
   deliveryProgress: 'delivery_progress',
   /** Owned by rate-limiter-flexible's Mongo store. */
   rateLimits: 'rate_limits',
@@ -80,6 +84,7 @@ export interface Collections {
   deliveries: Collection<DeliveryDoc>;
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
+  retryDue: Collection<DueSlotDoc | DueCursorDoc>;
   deliveryProgress: Collection<DeliveryProgressDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }
@@ -124,6 +129,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     deliveries: db.collection(COLLECTION_NAMES.deliveries),
     attempts: db.collection(COLLECTION_NAMES.attempts),
     claims: db.collection(COLLECTION_NAMES.claims),
+    retryDue: db.collection(COLLECTION_NAMES.retryDue),
     deliveryProgress: db.collection(COLLECTION_NAMES.deliveryProgress),
     rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
   };
@@ -177,6 +183,8 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
     { key: { delivery_id: 1, at: 1 }, name: 'delivery' },
   ],
   claims: [{ key: { at: 1 }, name: 'at' }],
+  // Only the retention sweep filters on b (below the cursor); everything else is by _id.
+  retryDue: [{ key: { b: 1 }, name: 'bucket' }],
   deliveryProgress: [],
   // Each window is its own document found by _id (limits/window-store.ts);
   // the TTL index removes ended windows where the server has TTL indexes.
