@@ -47,7 +47,7 @@ const DEFER_MS = 1000;
 const FIRST_START_MS = 60_000;
 /** The cursor is stored at most this often (and at stop). */
 const SAVE_CURSOR_MS = 1000;
-/** Deliveries read by `_id` at once. */
+/** Deliveries read (and claimed) by `_id` at once. */
 const READS_AT_ONCE = 8;
 
 interface OpenBucket {
@@ -165,11 +165,15 @@ export class RetryScheduler {
     if (later.length > 0) await scheduleDue(deps.collections.retryDue, later, nowMs);
     open.i = i;
     let won = 0;
-    for (const seen of claimable) {
-      const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
-      if (!held) continue; // another process took it first
-      won++;
-      if (dispatcher.enqueue({ delivery: held }) === 'full') await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
+    for (let k = 0; k < claimable.length; k += READS_AT_ONCE) {
+      await Promise.all(
+        claimable.slice(k, k + READS_AT_ONCE).map(async (seen) => {
+          const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
+          if (!held) return; // another process took it first
+          won++;
+          if (dispatcher.enqueue({ delivery: held }) === 'full') await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
+        }),
+      );
     }
     return won;
   }
@@ -183,17 +187,21 @@ export class RetryScheduler {
     this.savedAt = Date.now();
   }
 
-  private schedule(): void {
+  private schedule(delayMs = this.deps.intervalMs): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
+      let next = this.deps.intervalMs;
       this.ticking = this.tick()
-        .then(() => undefined)
+        // Stopped at its claim budget with room left: more is due, look again at once.
+        .then((claimed) => {
+          if (claimed >= MAX_CLAIMS_PER_TICK && this.deps.dispatcher.room > 0) next = 0;
+        })
         .catch((err: unknown) => this.deps.log.warn({ err }, 'could not claim due deliveries; will try again'))
         .finally(() => {
           this.ticking = null;
-          this.schedule();
+          this.schedule(next);
         });
-    }, this.deps.intervalMs);
+    }, delayMs);
     this.timer.unref();
   }
 }
