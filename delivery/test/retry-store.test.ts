@@ -107,6 +107,43 @@ describe('retry store (due buckets)', function () {
     expect(found).to.deep.equal(['dlv_late_writer']);
   });
 
+  it('a writer never leaves a hole below a slot: two batches into one bucket, the first held up, both found', async () => {
+    const { mongo } = await freshStore('hole');
+    const coll = mongo.collections.retryDue;
+    const now = Date.now();
+    const b = bucketOf(now);
+    let reached!: () => void;
+    const atInsert = new Promise<void>((r) => (reached = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const tried: number[] = [];
+    dueStoreHooks.beforeSlotInsert = async (bucket, n) => {
+      tried.push(bucket);
+      if (bucket !== b || n !== 0) return;
+      reached();
+      await gate;
+    };
+    try {
+      // The first batch holds slot 0 of bucket b; the second must not land in slot 1 meanwhile,
+      // or a reader that finds slot 0 empty would seal the bucket there and never see slot 1.
+      const first = scheduleDue(coll, [{ d: 'dlv_first', s: 'wh_x', t: now }], now);
+      await atInsert;
+      const second = scheduleDue(coll, [{ d: 'dlv_second', s: 'wh_x', t: now }], now);
+      await untilOver(b);
+      const sealedWith = (await readBucket(coll, b)).map((e) => e.d);
+      release();
+      await Promise.all([first, second]);
+      const last = Math.max(...tried);
+      await untilOver(last);
+      const found = [...sealedWith];
+      for (let x = b + 1; x <= last; x++) found.push(...(await readBucket(coll, x)).map((e) => e.d));
+      expect(found.sort()).to.deep.equal(['dlv_first', 'dlv_second']);
+    } finally {
+      dueStoreHooks.beforeSlotInsert = undefined;
+      release();
+    }
+  });
+
   it('two processes reading one bucket of many due retries send each delivery exactly once', async () => {
     const { mongo, env: own } = await freshStore('two');
     const db = new TestDb(own);

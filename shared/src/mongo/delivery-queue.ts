@@ -12,7 +12,8 @@
  * FerretDB only `_id` equality reads and unique inserts are fast and atomic
  * (an `_id` range or `$in` reads the whole collection), so both sides use
  * nothing else:
- * - a writer inserts its batch at the first free n (a duplicate key: n + 1);
+ * - a writer inserts its batch at the first free n (a duplicate key: n + 1),
+ *   never above a slot it has not seen taken (no holes: see nextSlot);
  * - a reader of a bucket that is wholly in the past reads n = 0, 1, ... by
  *   `_id` until one is missing and inserts a seal there. A duplicate key on
  *   the seal means a writer got that n first: read it and go on. Once sealed
@@ -56,15 +57,29 @@ export function bucketOf(ms: number): number {
 /** Test hooks: force rare interleavings (a writer that meets a bucket sealed under it). */
 export const dueStoreHooks: { beforeSlotInsert?: (bucket: number, n: number) => Promise<void> } = {};
 
-/** The n each bucket's next slot is tried at, per collection: a process's writers never race each other for an n. */
+/**
+ * Per bucket and collection, this process's next n to try, and its writes in
+ * order: a process inserts slot n only after it saw slots 0..n-1 taken (its
+ * own insert, or a duplicate key), so no writer leaves a hole below a slot it
+ * wrote. That is what lets a reader stop (and seal) at the first missing n: a
+ * slot above a hole would be missed by every reader.
+ */
 const nextSlot = new Map<string, number>();
+const writing = new Map<string, Promise<unknown>>();
 
-function reserveSlot(coll: DueCollection, b: number): number {
-  const key = `${coll.dbName}.${coll.collectionName}:${b}`;
-  const n = nextSlot.get(key) ?? 0;
-  nextSlot.set(key, n + 1);
-  if (nextSlot.size > 10_000) nextSlot.clear(); // hints only: a lost one costs a duplicate key
-  return n;
+function slotKey(coll: DueCollection, b: number): string {
+  return `${coll.dbName}.${coll.collectionName}:${b}`;
+}
+
+/** One write per bucket at a time in this process. */
+function inOrder<T>(key: string, write: () => Promise<T>): Promise<T> {
+  const run = (writing.get(key) ?? Promise.resolve()).then(write, write);
+  const tail = run.catch(() => undefined);
+  writing.set(key, tail);
+  void tail.then(() => {
+    if (writing.get(key) === tail) writing.delete(key);
+  });
+  return run;
 }
 
 function isDuplicate(err: unknown): boolean {
@@ -88,20 +103,34 @@ export async function scheduleDue(coll: DueCollection, entries: DueEntry[], nowM
   await Promise.all([...byBucket].map(([b, list]) => writeSlot(coll, b, list)));
 }
 
+/** Largest batch in one slot document (a document stays far below the 16 MB limit). */
+const SLOT_ENTRIES = 5000;
+
 async function writeSlot(coll: DueCollection, bucket: number, entries: DueEntry[]): Promise<void> {
-  for (let b = bucket; ; ) {
-    const n = reserveSlot(coll, b);
+  for (let i = 0; i < entries.length; i += SLOT_ENTRIES) {
+    const chunk = entries.slice(i, i + SLOT_ENTRIES);
+    // Sealed: the bucket is read already. Into one that is not due yet (readers only seal past buckets).
+    for (let b = bucket; !(await inOrder(slotKey(coll, b), () => insertSlot(coll, b, chunk))); ) b = Math.max(b + 1, bucketOf(Date.now()) + 1);
+  }
+}
+
+/** Inserts at the first free slot of bucket b; false when the bucket is sealed. */
+async function insertSlot(coll: DueCollection, b: number, entries: DueEntry[]): Promise<boolean> {
+  const key = slotKey(coll, b);
+  for (let n = nextSlot.get(key) ?? 0; ; n++) {
     const _id = `due:${b}:${n}`;
     await dueStoreHooks.beforeSlotInsert?.(b, n);
     try {
       await coll.insertOne({ _id, b, entries, at: new Date() });
-      return;
+      nextSlot.set(key, n + 1);
+      if (nextSlot.size > 10_000) nextSlot.clear(); // hints only: a lost one costs a duplicate key
+      return true;
     } catch (err) {
       if (!isDuplicate(err)) throw err;
     }
     const taken = (await coll.findOne({ _id })) as DueSlotDoc | null;
-    // Sealed: the bucket is read already. Into one that is not due yet (readers only seal past buckets).
-    if (taken?.sealed) b = Math.max(b + 1, bucketOf(Date.now()) + 1);
+    if (taken?.sealed) return false;
+    nextSlot.set(key, n + 1);
   }
 }
 
