@@ -165,16 +165,19 @@ export class RetryScheduler {
     if (later.length > 0) await scheduleDue(deps.collections.retryDue, later, nowMs);
     open.i = i;
     let won = 0;
+    const full: string[] = [];
     for (let k = 0; k < claimable.length; k += READS_AT_ONCE) {
       await Promise.all(
         claimable.slice(k, k + READS_AT_ONCE).map(async (seen) => {
           const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
           if (!held) return; // another process took it first
           won++;
-          if (dispatcher.enqueue({ delivery: held }) === 'full') await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
+          if (dispatcher.enqueue({ delivery: held }) === 'full') full.push(held._id);
         }),
       );
     }
+    // No room after all: handed back at once (due now, one bucket write for all).
+    if (full.length > 0) await releaseLeases(deps.collections, full, deps.owner, deps.clock());
     return won;
   }
 
