@@ -15,27 +15,17 @@
 import type { EventType } from '../../shared/src/eventlog/types.js';
 import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+import { deliveryId, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
 
-export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims'>;
+export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims' | 'retryDue'>;
 
 const DUPLICATE_KEY = 11000;
 
-/** Due deliveries that nobody holds (or whose holder's lease ran out), oldest first. */
-export async function findDue(c: DeliveryCollections, now: Date, limit: number, skipSubscriptions: string[] = []): Promise<DeliveryDoc[]> {
-  return c.deliveries
-    .find({
-      state: 'pending',
-      next_attempt_at: { $lte: now },
-      $or: [{ lease_until: null }, { lease_until: { $lt: now } }],
-      ...(skipSubscriptions.length > 0 ? { subscription_id: { $nin: skipSubscriptions } } : {}),
-    })
-    .sort({ next_attempt_at: 1 })
-    .limit(limit)
-    .toArray();
-}
-
-/** Pending deliveries due now (held or not) and all pending ones: the queue gauges. Both use the `due` index. */
+/**
+ * Pending deliveries due now (held or not) and all pending ones: the queue
+ * gauges. Two counts over the deliveries (a scan on FerretDB), run only by
+ * the periodic metrics sampler, never on the delivery or retry path.
+ */
 export async function countQueue(c: DeliveryCollections, now: Date): Promise<{ due: number; pending: number }> {
   const [due, pending] = await Promise.all([
     c.deliveries.countDocuments({ state: 'pending', next_attempt_at: { $lte: now } }),
@@ -91,13 +81,22 @@ async function isOrphanedClaim(c: DeliveryCollections, deliveryId: string, seq: 
   return current !== null && current.state === 'pending' && current.claim_seq < seq;
 }
 
-/** Hands deliveries we hold but will not send (shutdown) back for immediate claiming. */
+/**
+ * Hands deliveries we hold but will not send (shutdown, a full queue) back
+ * for immediate claiming: the lease is cleared and the delivery goes into the
+ * current due bucket. Each is read and written by `_id` (FerretDB reads the
+ * whole collection for any other filter); a delivery claimed by another
+ * process meanwhile is left alone (it shows another owner).
+ */
 export async function releaseLeases(c: DeliveryCollections, ids: string[], owner: string, now: Date): Promise<void> {
-  if (ids.length === 0) return;
-  await c.deliveries.updateMany(
-    { _id: { $in: ids }, lease_owner: owner, state: 'pending' },
-    { $set: { lease_owner: null, lease_until: null, updated_at: now } },
-  );
+  const released: { d: string; s: string; t: number }[] = [];
+  for (const id of ids) {
+    const current = await c.deliveries.findOne({ _id: id }, { projection: { lease_owner: 1, state: 1, subscription_id: 1 } });
+    if (!current || current.lease_owner !== owner || current.state !== 'pending') continue;
+    await c.deliveries.updateOne({ _id: id }, { $set: { lease_owner: null, lease_until: null, updated_at: now } });
+    released.push({ d: id, s: current.subscription_id, t: now.getTime() });
+  }
+  if (released.length > 0) await scheduleDue(c.retryDue, released, now.getTime());
 }
 
 export interface AttemptRecord {
@@ -118,7 +117,7 @@ export async function dropDelivery(c: DeliveryCollections, held: DeliveryDoc): P
 }
 
 /** Outcome of a delivery given up unsent because its subscription was disabled. */
-export const DISABLED_OUTCOME = 'subscription_disabled';
+const DISABLED_OUTCOME = 'subscription_disabled';
 
 /**
  * A delivery whose subscription is disabled is given up, unsent: it is not

@@ -31,7 +31,7 @@ import { LIMITED_ROOM_S, RateLimiter } from './rate-limit.js';
 import { isPermanentFailure, nextDelay } from './retry-policy.js';
 import { SubscriptionReads } from './subscription-reads.js';
 
-export interface DispatchDeps {
+interface DispatchDeps {
   log: Logger;
   collections: DeliveryCollections;
   sender: Sender;
@@ -70,7 +70,7 @@ export interface DispatchHooks {
 /** Renew the lease before sending unless this much of it is left. */
 const LEASE_MARGIN_MS = ATTEMPT_TIMEOUT_MS + 5000;
 
-export interface DispatcherLimits {
+interface DispatcherLimits {
   /** Attempts in flight in this process. */
   concurrency: number;
   /** Attempts in flight to one subscription. */
@@ -78,10 +78,10 @@ export interface DispatcherLimits {
 }
 
 /** 'attached': a fresh delivery already held here; it is finished when that one is. */
-export type Enqueued = 'queued' | 'duplicate' | 'full' | 'attached';
+type Enqueued = 'queued' | 'duplicate' | 'full' | 'attached';
 
 /** At shutdown, how long the records of finished attempts may take to be written. */
-export const RECORD_FLUSH_MS = 8000;
+const RECORD_FLUSH_MS = 8000;
 
 async function waitUntil(done: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -200,13 +200,6 @@ export class Dispatcher {
    */
   get room(): number {
     return this.stopped ? 0 : Math.max(0, this.limits.concurrency - this.backlog);
-  }
-
-  /** Subscriptions with all their slots in use (the poller leaves their due work for later). */
-  busySubscriptions(): string[] {
-    const busy = new Set(this.queue.busyKeys());
-    for (const key of this.queue.waitingKeys()) if (this.isThrottled(key)) busy.add(key);
-    return [...busy];
   }
 
   /**
@@ -566,7 +559,7 @@ async function send(deps: DispatchDeps, delivery: DeliveryDoc, sub: WebhookDoc, 
 }
 
 /** Fresh deliveries into the store, unleased and due now; those already there are left alone. */
-export async function storeUnleased(c: DeliveryCollections, docs: DeliveryDoc[], log?: Logger): Promise<void> {
+async function storeUnleased(c: DeliveryCollections, docs: DeliveryDoc[], log?: Logger): Promise<void> {
   if (docs.length === 0) return;
   const unleased = docs.map((d) => ({ ...d, lease_owner: null, lease_until: null }));
   // Until it lands: the consumer's offsets stay below these deliveries meanwhile, so giving

@@ -17,6 +17,7 @@
 import { MongoBulkWriteError, type Filter, type UpdateFilter } from 'mongodb';
 import type { Logger } from '../../shared/src/log.js';
 import type { AttemptDoc, DeliveryDoc, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
+import { insertDeliveries, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
 import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
 import type { EndpointHealth, FailingUpdate } from './endpoint-health.js';
 
@@ -29,10 +30,10 @@ interface Pending {
 }
 
 /** A subscription's last_* fields are written at most once per this long (the latest attempt wins). */
-export const STATUS_COALESCE_MS = 250;
+const STATUS_COALESCE_MS = 250;
 
 /** How long a flush waits for more attempts to join it (see flushNext). */
-export const RECORD_LINGER_MS = 20;
+const RECORD_LINGER_MS = 20;
 
 /** At most this many attempts per flush (one insertMany and bulkWrites of this size). */
 const MAX_BATCH = 500;
@@ -162,13 +163,19 @@ export class AttemptRecorder {
       const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
       if (errors.some((e) => e.code !== DUPLICATE_KEY)) throw err;
     }
+    // A fresh delivery that failed is handed to the retry store here (or kept as failed when
+    // that was its last attempt): the delivery, then its due bucket entry (insertDeliveries);
+    // a fresh success needs no delivery document at all.
+    const handed = batch.filter((p) => p.fresh && p.record.outcome !== 'ok').map((p) => storedAfter(p.record));
+    if (handed.length > 0) await insertDeliveries(this.c, handed);
+    // A stored delivery's retry goes into its due bucket before the delivery shows it (one slot
+    // per bucket for the whole batch): a crash between the two leaves the delivery leased, and
+    // the lease check its claim bucketed picks it up.
+    const retries = batch.filter((p) => !p.fresh && nextAttemptOf(p.record) !== null).map((p) => ({ d: p.record.delivery._id, s: p.record.delivery.subscription_id, t: (nextAttemptOf(p.record) as Date).getTime() }));
+    if (retries.length > 0) await scheduleDue(this.c.retryDue, retries);
     // One update after another, not a bulkWrite: FerretDB 1.24 stalls for minutes on an
     // update command of a few hundred statements (measured: 2 fine, 200 never returned
     // in 60 s), and one writer at a time also spares SQLite its lock contention.
-    // A fresh delivery that failed is handed to the retry store here (or kept as failed when
-    // that was its last attempt); a fresh success needs no delivery document at all.
-    const handed = batch.filter((p) => p.fresh && p.record.outcome !== 'ok').map((p) => storedAfter(p.record));
-    if (handed.length > 0) await insertIgnoringDuplicates(this.c, handed);
     for (const p of batch) if (!p.fresh) await recordStateOf(this.c, p.record);
     // The subscriptions' last_* follow (offerStatus), after the records are settled.
   }
@@ -276,31 +283,23 @@ function latestPerSubscription(records: AttemptRecord[]): AttemptRecord[] {
 }
 
 /** The stored document of a fresh delivery after a failed attempt: due for its retry, or failed for good. */
-export function storedAfter(r: AttemptRecord): DeliveryDoc {
+function storedAfter(r: AttemptRecord): DeliveryDoc {
+  return { ...r.delivery, ...stateAfter(r) };
+}
+
+/** A delivery's fields after an attempt: succeeded, pending its retry (unleased), or failed for good. */
+function stateAfter(r: AttemptRecord): Pick<DeliveryDoc, 'state' | 'attempts' | 'next_attempt_at' | 'lease_owner' | 'lease_until' | 'last_status' | 'last_outcome' | 'updated_at'> {
   const next = nextAttemptOf(r);
-  const finished = new Date(r.at.getTime() + r.durationMs);
   return {
-    ...r.delivery,
-    state: next ? 'pending' : 'failed',
+    state: r.outcome === 'ok' ? 'succeeded' : next ? 'pending' : 'failed',
     attempts: r.attempt,
     next_attempt_at: next,
     lease_owner: null,
     lease_until: null,
     last_status: r.status,
     last_outcome: r.outcome,
-    updated_at: finished,
+    updated_at: new Date(r.at.getTime() + r.durationMs),
   };
-}
-
-/** insertMany, unordered; a document already there (another process, an earlier try) is left as it is. */
-export async function insertIgnoringDuplicates(c: DeliveryCollections, docs: DeliveryDoc[]): Promise<void> {
-  try {
-    await c.deliveries.insertMany(docs, { ordered: false });
-  } catch (err) {
-    if (!(err instanceof MongoBulkWriteError)) throw err;
-    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-    if (errors.some((e) => e.code !== DUPLICATE_KEY)) throw err;
-  }
 }
 
 /**
@@ -356,24 +355,7 @@ export function attemptDoc(r: AttemptRecord, attemptId: string): AttemptDoc {
 
 /** The delivery's new state, only while we still hold it (its claim_seq unchanged): [filter, update]. */
 export function deliveryUpdate(r: AttemptRecord): [{ _id: string; claim_seq: number }, UpdateFilter<DeliveryDoc>] {
-  const d = r.delivery;
-  const next = nextAttemptOf(r);
-  const state = r.outcome === 'ok' ? 'succeeded' : next ? 'pending' : 'failed';
-  return [
-    { _id: d._id, claim_seq: d.claim_seq },
-    {
-      $set: {
-        state,
-        attempts: r.attempt,
-        next_attempt_at: next,
-        lease_owner: null,
-        lease_until: null,
-        last_status: r.status,
-        last_outcome: r.outcome,
-        updated_at: new Date(r.at.getTime() + r.durationMs),
-      },
-    },
-  ];
+  return [{ _id: r.delivery._id, claim_seq: r.delivery.claim_seq }, { $set: stateAfter(r) }];
 }
 
 /**

@@ -1,16 +1,36 @@
 /**
- * Picks up deliveries that are due from MongoDB: scheduled retries, and
- * deliveries whose holder died (its lease ran out). Every delivery process
+ * Picks up deliveries that are due from the retry store: scheduled retries,
+ * overflow handed over by the consumer, deliveries released at shutdown and
+ * deliveries whose holder died (their lease ran out). Every delivery process
  * runs one; the atomic claim decides which process sends each attempt.
+ *
+ * Due work is found through the time buckets of delivery-queue.ts, read in
+ * order by `_id` (never a query over the deliveries): each process reads
+ * every bucket once it is over, from a cursor that starts where the
+ * processes left off (delivery_due's `cursor` document). For each entry it
+ * reads the delivery by `_id` and decides:
+ * - gone, finished, or due later (whoever set the later time bucketed it): dropped;
+ * - held under a live lease: put back in the bucket of that lease's end (a
+ *   holder that dies is looked at again then; one that extends its lease
+ *   keeps being looked at);
+ * - otherwise: a lease check is bucketed at the end of the lease it is about
+ *   to take, then the claim is tried. The check is stored before the claim,
+ *   so a claimer that dies holding the claim is looked at again; a claim lost
+ *   to another process costs a check that finds the delivery held or done.
+ * An entry whose subscription has no room in this process is moved to a
+ * bucket DEFER_MS ahead (fairness: it does not hold up the others); one that
+ * finds no room at all stays where it is (the cursor waits at its bucket).
  */
 import type { Logger } from '../../shared/src/log.js';
-import { claim, findDue, releaseLeases, type DeliveryCollections } from './deliveries.js';
+import type { DeliveryDoc, DueEntry } from '../../shared/src/mongo/index.js';
+import { bucketOf, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
+import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 
-export interface SchedulerDeps {
+interface SchedulerDeps {
   log: Logger;
   collections: DeliveryCollections;
-  dispatcher: Dispatcher;
+  dispatcher: Pick<Dispatcher, 'room' | 'holds' | 'roomFor' | 'enqueue'>;
   owner: string;
   leaseMs: number;
   intervalMs: number;
@@ -19,11 +39,34 @@ export interface SchedulerDeps {
 
 /** Claims per tick at most: one slow tick must not starve the consumer's own deliveries. */
 const MAX_CLAIMS_PER_TICK = 200;
+/** Buckets read per tick at most (a process catching up after downtime reads many empty ones). */
+const MAX_BUCKETS_PER_TICK = 1000;
+/** An entry whose subscription has no room here is looked at again this much later. */
+const DEFER_MS = 1000;
+/** A first scheduler (no cursor stored yet) starts this far back: writers' in-flight batches land there. */
+const FIRST_START_MS = 60_000;
+/** The cursor is stored at most this often (and at stop). */
+const SAVE_CURSOR_MS = 1000;
+/** Deliveries read (and claimed) by `_id` at once. */
+const READS_AT_ONCE = 8;
+
+interface OpenBucket {
+  b: number;
+  entries: DueEntry[];
+  /** Entries before this one are handed out. */
+  i: number;
+}
 
 export class RetryScheduler {
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
   private stopped = false;
+  private booted = false;
+  /** The next bucket to read (once booted). */
+  private cursor = 0;
+  private current: OpenBucket | null = null;
+  private saved = -1;
+  private savedAt = 0;
 
   constructor(private readonly deps: SchedulerDeps) {}
 
@@ -35,50 +78,168 @@ export class RetryScheduler {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     await this.ticking;
+    await this.saveCursor(true).catch((err: unknown) => this.deps.log.info({ err }, 'could not store the retry cursor; the next start reads a few buckets again'));
   }
 
-  /** One pass: claim due deliveries while this process has free slots. */
+  /** One pass: read the buckets that are over and claim their due deliveries while this process has free slots. */
   async tick(): Promise<number> {
     const { deps } = this;
-    let claimed = 0;
-    while (!this.stopped && claimed < MAX_CLAIMS_PER_TICK && deps.dispatcher.room > 0) {
-      const candidates = shuffle(await findDue(deps.collections, deps.clock(), deps.dispatcher.room, deps.dispatcher.busySubscriptions()));
-      if (candidates.length === 0) break;
-      let won = 0;
-      for (const seen of candidates) {
-        if (this.stopped || deps.dispatcher.room === 0) break;
-        // Ours already (queued, sending, or its record still being written): a claim now would
-        // fence out our own record and leave the delivery to be sent a second time.
-        if (deps.dispatcher.holds(seen._id)) continue;
-        // No room for its subscription here: claiming it would only hand it back.
-        if (deps.dispatcher.roomFor(seen.subscription_id) === 0) continue;
-        const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
-        if (!held) continue; // another process took it first
-        won++;
-        if (deps.dispatcher.enqueue({ delivery: held }) === 'full') await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
-      }
-      claimed += won;
-      if (won === 0) break; // all taken by others: look again next tick
+    if (!this.booted) {
+      this.cursor = await this.boot();
+      this.booted = true;
     }
+    let claimed = 0;
+    let buckets = 0;
+    while (!this.stopped && claimed < MAX_CLAIMS_PER_TICK && deps.dispatcher.room > 0) {
+      if (!this.current) {
+        const b = this.cursor;
+        if ((b + 1) * DUE_BUCKET_MS > deps.clock().getTime() || buckets >= MAX_BUCKETS_PER_TICK) break;
+        this.current = { b, entries: shuffle(await readBucket(deps.collections.retryDue, b)), i: 0 };
+        buckets++;
+      }
+      const open = this.current;
+      if (open.i >= open.entries.length) {
+        this.current = null;
+        this.cursor = open.b + 1;
+        continue;
+      }
+      claimed += await this.handOut(open, MAX_CLAIMS_PER_TICK - claimed);
+    }
+    await this.saveCursor(false);
     return claimed;
   }
 
-  private schedule(): void {
+  /** The stored cursor, or (first scheduler ever) a start a little in the past after bucketing what an earlier version stored. */
+  private async boot(): Promise<number> {
+    const { deps } = this;
+    const stored = await readDueCursor(deps.collections.retryDue);
+    if (stored !== null) {
+      this.saved = stored;
+      return stored;
+    }
+    const start = bucketOf(deps.clock().getTime() - FIRST_START_MS);
+    const n = await bucketStoredDeliveries(deps.collections, deps.clock());
+    if (n > 0) deps.log.info({ deliveries: n }, 'put the pending deliveries stored by an earlier version into the retry buckets');
+    await saveDueCursor(deps.collections.retryDue, start);
+    this.saved = start;
+    return start;
+  }
+
+  /** Hands out the next entries of an open bucket, as many as there is room for; returns the claims won. */
+  private async handOut(open: OpenBucket, budget: number): Promise<number> {
+    const { deps } = this;
+    const { dispatcher } = deps;
+    const take: DueEntry[] = [];
+    const defer: DueEntry[] = [];
+    const perSubscription = new Map<string, number>();
+    const limit = Math.min(budget, dispatcher.room);
+    let i = open.i;
+    for (; i < open.entries.length && take.length < limit; i++) {
+      const e = open.entries[i] as DueEntry;
+      // Ours already (queued, sending, or its record being written): its lease check is bucketed.
+      if (dispatcher.holds(e.d)) continue;
+      const used = perSubscription.get(e.s) ?? 0;
+      if (dispatcher.roomFor(e.s) - used <= 0) {
+        defer.push(e);
+        continue;
+      }
+      perSubscription.set(e.s, used + 1);
+      take.push(e);
+    }
+    const now = deps.clock();
+    const nowMs = now.getTime();
+    const docs = await readDeliveries(deps.collections, take.map((e) => e.d));
+    const claimable: DeliveryDoc[] = [];
+    const later: DueEntry[] = defer.map((e) => ({ ...e, t: nowMs + DEFER_MS }));
+    for (const doc of docs) {
+      if (!doc || doc.state !== 'pending') continue;
+      if (doc.lease_until && doc.lease_until.getTime() > nowMs) {
+        later.push({ d: doc._id, s: doc.subscription_id, t: doc.lease_until.getTime() });
+        continue;
+      }
+      if (!doc.next_attempt_at || doc.next_attempt_at.getTime() > nowMs) continue;
+      claimable.push(doc);
+      later.push({ d: doc._id, s: doc.subscription_id, t: nowMs + deps.leaseMs });
+    }
+    // Stored before any claim is tried and before the bucket moves past these entries.
+    if (later.length > 0) await scheduleDue(deps.collections.retryDue, later, nowMs);
+    open.i = i;
+    let won = 0;
+    const full: string[] = [];
+    for (let k = 0; k < claimable.length; k += READS_AT_ONCE) {
+      await Promise.all(
+        claimable.slice(k, k + READS_AT_ONCE).map(async (seen) => {
+          const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
+          if (!held) return; // another process took it first
+          won++;
+          if (dispatcher.enqueue({ delivery: held }) === 'full') full.push(held._id);
+        }),
+      );
+    }
+    // No room after all: handed back at once (due now, one bucket write for all).
+    if (full.length > 0) await releaseLeases(deps.collections, full, deps.owner, deps.clock());
+    return won;
+  }
+
+  private async saveCursor(force: boolean): Promise<void> {
+    if (!this.booted) return;
+    const next = this.current ? this.current.b : this.cursor;
+    if (next <= this.saved || (!force && Date.now() - this.savedAt < SAVE_CURSOR_MS)) return;
+    await saveDueCursor(this.deps.collections.retryDue, next);
+    this.saved = next;
+    this.savedAt = Date.now();
+  }
+
+  private schedule(delayMs = this.deps.intervalMs): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
+      let next = this.deps.intervalMs;
       this.ticking = this.tick()
-        .then(() => undefined)
+        // Stopped at its claim budget with room left: more is due, look again at once.
+        .then((claimed) => {
+          if (claimed >= MAX_CLAIMS_PER_TICK && this.deps.dispatcher.room > 0) next = 0;
+        })
         .catch((err: unknown) => this.deps.log.warn({ err }, 'could not claim due deliveries; will try again'))
         .finally(() => {
           this.ticking = null;
-          this.schedule();
+          this.schedule(next);
         });
-    }, this.deps.intervalMs);
+    }, delayMs);
     this.timer.unref();
   }
 }
 
-/** Processes polling together try candidates in different orders, so they collide less. */
+/** By `_id`, a few at once. */
+async function readDeliveries(c: DeliveryCollections, ids: string[]): Promise<(DeliveryDoc | null)[]> {
+  const out: (DeliveryDoc | null)[] = [];
+  for (let i = 0; i < ids.length; i += READS_AT_ONCE) {
+    out.push(...(await Promise.all(ids.slice(i, i + READS_AT_ONCE).map((_id) => c.deliveries.findOne({ _id })))));
+  }
+  return out;
+}
+
+/**
+ * Once, when no scheduler has run on this database yet: pending deliveries an
+ * earlier version stored have no bucket entry; they get one (a scan of the
+ * deliveries, once at the first boot).
+ */
+async function bucketStoredDeliveries(c: DeliveryCollections, now: Date): Promise<number> {
+  let n = 0;
+  let batch: DueEntry[] = [];
+  const cursor = c.deliveries.find({ state: 'pending' }, { projection: { _id: 1, subscription_id: 1, next_attempt_at: 1, lease_until: 1 } });
+  for await (const d of cursor) {
+    batch.push({ d: d._id, s: d.subscription_id, t: dueAt(d) });
+    if (batch.length >= 1000) {
+      await scheduleDue(c.retryDue, batch, now.getTime());
+      n += batch.length;
+      batch = [];
+    }
+  }
+  if (batch.length > 0) await scheduleDue(c.retryDue, batch, now.getTime());
+  return n + batch.length;
+}
+
+/** Processes reading the same bucket try its entries in different orders, so they collide less. */
 function shuffle<T>(items: T[]): T[] {
   for (let i = items.length - 1; i > 0; i--) {
     const j = Math.floor(Math.random() * (i + 1));

@@ -33,7 +33,7 @@ export interface RunningDelivery {
   close(): Promise<void>;
 }
 
-export interface DeliveryOptions {
+interface DeliveryOptions {
   log?: Logger;
   /** DNS for receiver names; tests inject a fake to play DNS rebinding. */
   resolve?: Resolver;

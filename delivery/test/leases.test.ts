@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import { loadWebhookConfig } from '../../shared/src/config/webhooks.js';
 import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
 import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
+import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { uniqueName } from '../../shared/test/support/env.js';
@@ -92,7 +93,7 @@ describe('delivery leases and safety', function () {
     });
     const sub = await db.subscribe(newAccountId(), receiver.url('/race'), ['*']);
     const ids = Array.from({ length: 60 }, (_, i) => `dlv_race_${i}_${uniqueName('x')}`);
-    await mongo.collections.deliveries.insertMany(ids.map((id) => pending(id, sub)));
+    await insertDeliveries(mongo.collections, ids.map((id) => pending(id, sub)));
     for (const owner of ['proc-a', 'proc-b', 'proc-c']) deliveryProcess(owner).scheduler.start();
     await receiver.waitFor('/race', 120, 40_000);
     await db.until(async () => (await mongo.collections.deliveries.countDocuments({ subscription_id: sub._id, state: 'succeeded' })) === 60, 10_000, 'all succeeded');
@@ -111,7 +112,7 @@ describe('delivery leases and safety', function () {
   it('takes over a delivery whose holder died once its lease has run out, not before', async () => {
     const sub = await db.subscribe(newAccountId(), receiver.url('/takeover'), ['*']);
     const future = new Date(Date.now() + 3000);
-    await mongo.collections.deliveries.insertMany([
+    await insertDeliveries(mongo.collections, [
       pending('dlv_dead_expired_' + uniqueName('x'), sub, { lease_owner: 'dead', lease_until: new Date(Date.now() - 1000) }),
       pending('dlv_dead_live_' + uniqueName('x'), sub, { lease_owner: 'dead', lease_until: future }),
     ]);
@@ -137,7 +138,7 @@ describe('delivery leases and safety', function () {
       { _id: `${orphan}:2`, delivery_id: orphan, owner: 'dead', at: new Date(Date.now() - leaseMs - 1000) },
       { _id: `${fresh}:2`, delivery_id: fresh, owner: 'dying', at: new Date() }, // its lease is not over yet
     ]);
-    await mongo.collections.deliveries.insertMany([pending(orphan, sub, { lease_owner: 'dead', lease_until: expired }), pending(fresh, sub, { lease_owner: 'dead', lease_until: expired })]);
+    await insertDeliveries(mongo.collections, [pending(orphan, sub, { lease_owner: 'dead', lease_until: expired }), pending(fresh, sub, { lease_owner: 'dead', lease_until: expired })]);
     const { scheduler } = deliveryProcess('proc-d');
     scheduler.start();
     const [first] = await receiver.waitFor('/orphan', 1, 10_000);

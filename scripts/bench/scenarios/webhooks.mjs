@@ -3,7 +3,9 @@
 // receiver that never answers (each attempt runs into the 4 s timeout): the
 // healthy receivers' throughput and p99 latency as a ratio to the all-healthy
 // run. Reference: a bare Node HTTPS client at the delivery process's
-// concurrency against the same receiver.
+// concurrency against the same receiver. 5e: retries through the retry store
+// (a second delivery process with a 100 ms retry schedule; a receiver that
+// answers 500 to each delivery's first attempt and 200 to its retry).
 import { join } from 'node:path';
 import { ensureAccounts } from '../lib/accounts.mjs';
 import { call, pool } from '../lib/http.mjs';
@@ -17,6 +19,7 @@ export const title = 'Webhook deliveries (one delivery process)';
 const SUBS = 50; // per configuration, one per account
 const HANGING = 10; // of SUBS in the second configuration: 20%
 const CONCURRENCY = 256; // WEBHOOK_CONCURRENCY's default, also the reference client's
+const RETRY_SUBS = 20; // 5e: subscriptions on the flaky receiver, one per account
 
 export async function run(ctx) {
   const caFile = join(ctx.scratch, 'webhook-ca.pem');
@@ -25,12 +28,13 @@ export async function run(ctx) {
   const topic = ctx.topic('webhooks');
   const env = { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_CA_FILE: caFile };
   const api = await startApi(ctx, { name: 'api', topic, env });
-  const accounts = (await ensureAccounts(ctx, api.url, 2 * SUBS)).slice(0, 2 * SUBS);
+  const accounts = (await ensureAccounts(ctx, api.url, 2 * SUBS + RETRY_SUBS)).slice(0, 2 * SUBS + RETRY_SUBS);
   const configs = {
     healthy: accounts.slice(0, SUBS).map((a, i) => ({ account: a, url: `https://127.0.0.1:${ports.fast}/healthy/${i}` })),
     mixed: accounts.slice(SUBS, 2 * SUBS).map((a, i) => ({ account: a, url: i < HANGING ? `https://127.0.0.1:${ports.hang}/mixed/${i}` : `https://127.0.0.1:${ports.fast}/mixed/${i}` })),
   };
-  await pool([...configs.healthy, ...configs.mixed], 8, (s) => call(api.url, 'POST', '/api/v1/webhooks', { body: { url: s.url, events: ['*'], description: 'bench' }, headers: { authorization: `Bearer ${s.account.token}` } }));
+  configs.retry = accounts.slice(2 * SUBS).map((a, i) => ({ account: a, url: `https://127.0.0.1:${ports.flaky}/retry/${i}` }));
+  await pool([...configs.healthy, ...configs.mixed, ...configs.retry], 8, (s) => call(api.url, 'POST', '/api/v1/webhooks', { body: { url: s.url, events: ['*'], description: 'bench' }, headers: { authorization: `Bearer ${s.account.token}` } }));
   // MONGO_SLOW_MS turns the driver's command monitor on: the probe counts the store operations (nothing is that slow: no log).
   const delivery = await startDelivery(ctx, { name: 'delivery', topic, env: { ...env, WEBHOOK_CONCURRENCY: String(CONCURRENCY), MONGO_SLOW_MS: '3600000' } });
   const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'webhooks-pacer.log') });
@@ -97,7 +101,27 @@ export async function run(ctx) {
   };
   const healthy = await measure('healthy');
   const mixed = await measure('mixed');
-  await Promise.all([api.child.stop(), delivery.child.stop(), pacer.stop()]);
+  await delivery.child.stop();
+
+  // 5e: every delivery fails once and is retried 100 ms later through the retry store (stored
+  // delivery, due bucket, claim, attempt). A delivery process of its own for the schedule; it
+  // also picks up the hanging subscriptions' retries still stored from 5b.
+  const retrier = await startDelivery(ctx, { name: 'delivery-retry', topic, env: { ...env, WEBHOOK_CONCURRENCY: String(CONCURRENCY), MONGO_SLOW_MS: '3600000', WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms,100ms' } });
+  const retryIds = configs.retry.map((s) => s.account.id);
+  await ingest(retryIds, RETRY_SUBS, { warm: 3 });
+  await collect('/retry/', RETRY_SUBS, 60_000);
+  const retryBurst = ctx.quick ? 500 : 2000;
+  await retrier.child.request('stats', { reset: true });
+  const r0 = Date.now();
+  const retried = await ctx.profiled(retrier.child, 'retry', async () => {
+    await ingest(retryIds, retryBurst, {});
+    return collect('/retry/', retryBurst, 120_000);
+  });
+  const retryStats = await retrier.child.request('stats', { reset: true });
+  const retrySeconds = retried.length > 0 ? (Math.max(...retried.map((r) => r[3])) - r0) / 1000 : 0;
+  const retry = { retriesPerSec: retrySeconds > 0 ? retried.length / retrySeconds : 0, delivered: retried.length, expected: retryBurst, seconds: retrySeconds, storeOps: retryStats.storeOps, storeOpsPerRetry: retried.length > 0 ? retryStats.storeOps / retried.length : null, cpu: retryStats.cpu };
+  ctx.log(`retry: ${retry.retriesPerSec.toFixed(0)} retried deliveries/s (${retried.length}/${retryBurst} in ${retrySeconds.toFixed(1)} s from the first event sent); ${retryStats.storeOps} store operations (${retry.storeOpsPerRetry?.toFixed(2)} per retried delivery)`);
+  await Promise.all([api.child.stop(), retrier.child.stop(), pacer.stop()]);
 
   const blast = startNode('https-blast', [join(benchDir, 'workers', 'https-blast.mjs')], { logFile: join(ctx.scratch, 'webhooks-blast.log') });
   const body = JSON.stringify({ id: 'evt_' + '0'.repeat(24), type: 'message.received', created_at: new Date().toISOString(), data: { t: 0, seq: 1, from: '+14155550123', to: '+14155550199', channel: 'sms', text: 'Running about ten minutes late, see you at the usual place.' }, cursor: 'c1_MTIuMTIzNDU2' });
@@ -110,10 +134,12 @@ export async function run(ctx) {
       { id: 'webhooks.throughput', label: '5a webhook deliveries/s, all receivers healthy', value: healthy.deliveriesPerSec, unit: 'deliveries/s', reference: { label: `bare HTTPS client, ${CONCURRENCY} in flight`, value: ref.rps, unit: 'req/s' }, ratio: healthy.deliveriesPerSec / ref.rps, target: { valueAtLeast: 2000, unit: 'deliveries/s' } },
       { id: 'webhooks.mixed.throughput', label: '5b healthy deliveries/s, 20% of subscriptions hanging', value: mixed.deliveriesPerSec, unit: 'deliveries/s', reference: { label: '5a (all healthy)', value: healthy.deliveriesPerSec, unit: 'deliveries/s' }, ratio: mixed.deliveriesPerSec / healthy.deliveriesPerSec, target: { ratioAtLeast: 0.8 } },
       { id: 'webhooks.storeOps', label: '5d store operations per delivery, all healthy (burst)', value: healthy.storeOpsPerDelivery, unit: 'ops/delivery', reference: { label: '20% hanging', value: mixed.storeOpsPerDelivery, unit: 'ops/delivery' }, target: { valueAtMost: 1 } },
+      { id: 'webhooks.retry.throughput', label: '5e retried deliveries/s through the retry store (500 then 200, retry after 100 ms)', value: retry.retriesPerSec, unit: 'deliveries/s', reference: { label: 'store operations per retried delivery', value: retry.storeOpsPerRetry, unit: 'ops/delivery' } },
       { id: 'webhooks.mixed.p99', label: `5c healthy delivery p99 @${RATE} events/s, 20% hanging`, value: mixed.p99, unit: 'ms', reference: { label: 'all healthy p99', value: healthy.p99, unit: 'ms' }, ratio: mixed.p99 / healthy.p99 },
     ],
     healthy,
     mixed,
+    retry,
     reference: ref,
     notes: { subscriptions: SUBS, hanging: HANGING, burst, rate: RATE, concurrency: CONCURRENCY },
   };

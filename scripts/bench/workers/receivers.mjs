@@ -1,7 +1,9 @@
 // Scenario 5's webhook receivers, HTTPS on 127.0.0.1 with a self-signed
 // certificate (its PEM handed back for WEBHOOK_CA_FILE): `fast` answers 200 at
 // once; `hang` reads the request and never answers (the sender's 4 s timeout
-// ends each attempt). Records when each delivery arrived and its data.t.
+// ends each attempt); `flaky` answers 500 to the first request of each
+// delivery id and 200 to the next (scenario 5e: every delivery goes through
+// one retry). Records when each delivery arrived (answered 200) and its data.t.
 import https from 'node:https';
 import { writeFileSync } from 'node:fs';
 import { generate } from 'selfsigned';
@@ -9,7 +11,9 @@ import { serve } from './serve.mjs';
 
 const now = () => performance.timeOrigin + performance.now();
 let received = [];
-const counts = { fast: 0, hang: 0 };
+const counts = { fast: 0, hang: 0, flaky: 0, flakyFailed: 0 };
+/** Delivery ids the flaky receiver has failed once. */
+const failedOnce = new Set();
 const servers = [];
 
 async function listen(kind, cert, key) {
@@ -19,6 +23,14 @@ async function listen(kind, cert, key) {
     req.on('end', () => {
       counts[kind]++;
       if (kind === 'hang') return; // never answered
+      const delivery = req.headers['x-service-delivery'];
+      if (kind === 'flaky' && !failedOnce.has(delivery)) {
+        failedOnce.add(delivery);
+        counts.flakyFailed++;
+        res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('try again');
+        return;
+      }
       const t = now();
       let body = null;
       try {
@@ -52,7 +64,7 @@ serve({
       ],
     });
     writeFileSync(caFile, pems.cert);
-    return { fast: await listen('fast', pems.cert, pems.private), hang: await listen('hang', pems.cert, pems.private) };
+    return { fast: await listen('fast', pems.cert, pems.private), hang: await listen('hang', pems.cert, pems.private), flaky: await listen('flaky', pems.cert, pems.private) };
   },
   /** Deliveries received by the fast receiver since the last call: [path, eventId, data.t, receivedAt]. */
   take() {

@@ -4,10 +4,29 @@
  * (resend, recover, replay) queue deliveries here too. How due work is found
  * again (the retry store's layout) is this module's business: callers only
  * insert complete DeliveryDoc records through insertDeliveries.
+ *
+ * The layout: a pending delivery is its DeliveryDoc (found by `_id`) plus an
+ * entry in a time bucket of the `delivery_due` collection. Bucket b holds
+ * what is due in [b * DUE_BUCKET_MS, (b + 1) * DUE_BUCKET_MS), as slot
+ * documents `due:<b>:<n>`, n = 0, 1, ..., each one writer's batch. On our
+ * FerretDB only `_id` equality reads and unique inserts are fast and atomic
+ * (an `_id` range or `$in` reads the whole collection), so both sides use
+ * nothing else:
+ * - a writer inserts its batch at the first free n (a duplicate key: n + 1),
+ *   never above a slot it has not seen taken (no holes: see nextSlot);
+ * - a reader of a bucket that is wholly in the past reads n = 0, 1, ... by
+ *   `_id` until one is missing and inserts a seal there. A duplicate key on
+ *   the seal means a writer got that n first: read it and go on. Once sealed
+ *   a bucket never changes, so every reader gets the same list;
+ * - a writer whose insert meets a seal moves its batch to a bucket that is
+ *   not due yet. Nothing is lost between a writer and a late reader.
+ * Entries never go into a bucket that is already over (their due time is
+ * clamped to the writer's current bucket), so a reader that starts at a
+ * bucket slightly in the past finds everything written since.
  */
 import { createHash } from 'node:crypto';
 import { MongoBulkWriteError, type Collection } from 'mongodb';
-import type { DeliveryDoc } from './documents.js';
+import type { DeliveryDoc, DueCursorDoc, DueEntry, DueSlotDoc } from './documents.js';
 
 /** Deterministic, so consuming the same event twice finds the existing delivery. */
 export function deliveryId(eventId: string, subscriptionId: string): string {
@@ -18,10 +37,157 @@ const DUPLICATE_KEY = 11000;
 const INSERT_CHUNK = 1000;
 
 /**
- * Inserts new deliveries; returns the ids that were really new (a re-consumed
- * batch finds its deliveries already there and leaves them to their holder).
+ * Width of a due bucket. A constant, not a setting: writers (the API too) and
+ * readers must cut time the same way. A retry is picked up within about one
+ * width after its due time; an idle scheduler reads (and seals) one bucket per
+ * width: two requests.
  */
-export async function insertDeliveries(c: { deliveries: Collection<DeliveryDoc> }, docs: DeliveryDoc[]): Promise<Set<string>> {
+export const DUE_BUCKET_MS = 1000;
+
+type DueCollection = Collection<DueSlotDoc | DueCursorDoc>;
+interface QueueCollections {
+  deliveries: Collection<DeliveryDoc>;
+  retryDue: DueCollection;
+}
+
+export function bucketOf(ms: number): number {
+  return Math.floor(ms / DUE_BUCKET_MS);
+}
+
+/** Test hooks: force rare interleavings (a writer that meets a bucket sealed under it). */
+export const dueStoreHooks: { beforeSlotInsert?: (bucket: number, n: number) => Promise<void> } = {};
+
+/**
+ * Per bucket and collection, this process's next n to try, and its writes in
+ * order: a process inserts slot n only after it saw slots 0..n-1 taken (its
+ * own insert, or a duplicate key), so no writer leaves a hole below a slot it
+ * wrote. That is what lets a reader stop (and seal) at the first missing n: a
+ * slot above a hole would be missed by every reader.
+ */
+const nextSlot = new Map<string, number>();
+const writing = new Map<string, Promise<unknown>>();
+
+function slotKey(coll: DueCollection, b: number): string {
+  return `${coll.dbName}.${coll.collectionName}:${b}`;
+}
+
+/** One write per bucket at a time in this process. */
+function inOrder<T>(key: string, write: () => Promise<T>): Promise<T> {
+  const run = (writing.get(key) ?? Promise.resolve()).then(write, write);
+  const tail = run.catch(() => undefined);
+  writing.set(key, tail);
+  void tail.then(() => {
+    if (writing.get(key) === tail) writing.delete(key);
+  });
+  return run;
+}
+
+function isDuplicate(err: unknown): boolean {
+  return (err as { code?: number }).code === DUPLICATE_KEY;
+}
+
+/**
+ * Writes entries into their buckets, one slot insert per bucket. An entry due
+ * before the current bucket goes into the current one. Resolves once every
+ * entry is stored.
+ */
+export async function scheduleDue(coll: DueCollection, entries: DueEntry[], nowMs = Date.now()): Promise<void> {
+  const byBucket = new Map<number, DueEntry[]>();
+  const current = bucketOf(nowMs);
+  for (const e of entries) {
+    const b = Math.max(bucketOf(e.t), current);
+    const list = byBucket.get(b) ?? [];
+    list.push(e);
+    byBucket.set(b, list);
+  }
+  await Promise.all([...byBucket].map(([b, list]) => writeSlot(coll, b, list)));
+}
+
+/** Largest batch in one slot document (a document stays far below the 16 MB limit). */
+const SLOT_ENTRIES = 5000;
+
+async function writeSlot(coll: DueCollection, bucket: number, entries: DueEntry[]): Promise<void> {
+  for (let i = 0; i < entries.length; i += SLOT_ENTRIES) {
+    const chunk = entries.slice(i, i + SLOT_ENTRIES);
+    // Sealed: the bucket is read already. Into one that is not due yet (readers only seal past buckets).
+    for (let b = bucket; !(await inOrder(slotKey(coll, b), () => insertSlot(coll, b, chunk))); ) b = Math.max(b + 1, bucketOf(Date.now()) + 1);
+  }
+}
+
+/** Inserts at the first free slot of bucket b; false when the bucket is sealed. */
+async function insertSlot(coll: DueCollection, b: number, entries: DueEntry[]): Promise<boolean> {
+  const key = slotKey(coll, b);
+  for (let n = nextSlot.get(key) ?? 0; ; n++) {
+    const _id = `due:${b}:${n}`;
+    await dueStoreHooks.beforeSlotInsert?.(b, n);
+    try {
+      await coll.insertOne({ _id, b, entries, at: new Date() });
+      nextSlot.set(key, n + 1);
+      if (nextSlot.size > 10_000) nextSlot.clear(); // hints only: a lost one costs a duplicate key
+      return true;
+    } catch (err) {
+      if (!isDuplicate(err)) throw err;
+    }
+    const taken = (await coll.findOne({ _id })) as DueSlotDoc | null;
+    if (taken?.sealed) return false;
+    nextSlot.set(key, n + 1);
+  }
+}
+
+/**
+ * Every entry of bucket b, sealing it: call only once the bucket is over.
+ * Every reader of a bucket gets the same entries.
+ */
+export async function readBucket(coll: DueCollection, b: number): Promise<DueEntry[]> {
+  const out: DueEntry[] = [];
+  for (let n = 0; ; n++) {
+    const _id = `due:${b}:${n}`;
+    let slot = (await coll.findOne({ _id })) as DueSlotDoc | null;
+    if (!slot) {
+      try {
+        await coll.insertOne({ _id, b, sealed: true, at: new Date() });
+        return out;
+      } catch (err) {
+        if (!isDuplicate(err)) throw err;
+      }
+      // A writer (or another reader's seal) got there first.
+      slot = (await coll.findOne({ _id })) as DueSlotDoc | null;
+      if (!slot) throw new Error(`due slot ${_id} exists and cannot be read`);
+    }
+    if (slot.sealed) return out;
+    out.push(...(slot.entries ?? []));
+  }
+}
+
+/** The first bucket not yet handed out by any scheduler, or null before the first one ran. */
+export async function readDueCursor(coll: DueCollection): Promise<number | null> {
+  const doc = (await coll.findOne({ _id: 'cursor' })) as DueCursorDoc | null;
+  return doc ? doc.next : null;
+}
+
+/**
+ * Records that every bucket below `next` was handed out. Not atomic across
+ * processes (FerretDB's updates are read-then-write): two writers may leave
+ * the lower of their values, which only makes a restart read a few buckets
+ * again; neither ever writes a bucket it has not handled itself.
+ */
+export async function saveDueCursor(coll: DueCollection, next: number): Promise<void> {
+  await coll.updateOne({ _id: 'cursor' }, { $set: { next, at: new Date() } }, { upsert: true });
+}
+
+/** When a stored delivery is next to be looked at: its next attempt, or when its holder's lease runs out. */
+export function dueAt(d: Pick<DeliveryDoc, 'next_attempt_at' | 'lease_until'>): number {
+  return Math.max(d.next_attempt_at?.getTime() ?? 0, d.lease_until?.getTime() ?? 0);
+}
+
+/**
+ * Inserts new deliveries, then puts every pending one (new, or already there
+ * from an earlier try) into its due bucket; returns the ids that were really
+ * new (a re-consumed batch finds its deliveries already there and leaves them
+ * to their holder). The delivery goes first: a scheduler that reads an entry
+ * always finds its delivery.
+ */
+export async function insertDeliveries(c: QueueCollections, docs: DeliveryDoc[]): Promise<Set<string>> {
   const inserted = new Set<string>();
   for (let i = 0; i < docs.length; i += INSERT_CHUNK) {
     const chunk = docs.slice(i, i + INSERT_CHUNK);
@@ -37,7 +203,8 @@ export async function insertDeliveries(c: { deliveries: Collection<DeliveryDoc> 
         if (!failed.has(index)) inserted.add(d._id);
       });
     }
+    const due = chunk.filter((d) => d.state === 'pending').map((d) => ({ d: d._id, s: d.subscription_id, t: dueAt(d) }));
+    if (due.length > 0) await scheduleDue(c.retryDue, due);
   }
   return inserted;
 }
-

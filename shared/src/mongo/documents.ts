@@ -375,6 +375,44 @@ export interface ClaimDoc {
   at: Date;
 }
 
+/**
+ * The retry store's time buckets (shared/src/mongo/delivery-queue.ts): bucket
+ * b holds the deliveries due in [b * DUE_BUCKET_MS, (b + 1) * DUE_BUCKET_MS),
+ * written as slot documents `due:<b>:<n>` (n = 0, 1, ...), each one writer's
+ * batch. The first reader to find slot n missing inserts a seal there: the
+ * bucket is complete from then on, and a writer that meets the seal puts its
+ * entries in a later bucket. Found by `_id` only.
+ */
+export interface DueSlotDoc {
+  _id: string; // `due:${b}:${n}`
+  b: number;
+  /** A writer's batch; absent on a seal. */
+  entries?: DueEntry[];
+  sealed?: true;
+  at: Date;
+}
+
+/** One due delivery in a bucket: what the scheduler needs before it reads the delivery by `_id`. */
+export interface DueEntry {
+  /** Delivery id. */
+  d: string;
+  /** Subscription id (the scheduler's per-subscription room is checked before any read). */
+  s: string;
+  /** Due time, epoch ms. */
+  t: number;
+}
+
+/**
+ * Where the retry schedulers resume after a restart: every bucket below
+ * `next` was read and handed out by some delivery process. Written by any
+ * process after it handled a bucket; a lost update only moves it back.
+ */
+export interface DueCursorDoc {
+  _id: 'cursor';
+  next: number;
+  at: Date;
+}
+
 export type AttemptOutcome = 'ok' | 'timeout' | 'dns' | 'connect' | 'tls' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'blocked_address';
 
 export interface AttemptDoc {

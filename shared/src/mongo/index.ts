@@ -16,6 +16,8 @@ import type {
   DeadEventDoc,
   DeliveryDoc,
   DeliveryProgressDoc,
+  DueCursorDoc,
+  DueSlotDoc,
   EventDoc,
   EventPageDirDoc,
   EventPageDoc,
@@ -59,6 +61,8 @@ export const COLLECTION_NAMES = {
   claims: 'delivery_claims',
   /** Idempotency keys of the webhook operations (resend, recover, replay). */
   webhookOpKeys: 'webhook_op_keys',
+  /** The retry store's time buckets and its cursor (delivery-queue.ts); found by _id only. */
+  retryDue: 'delivery_due',
   deliveryProgress: 'delivery_progress',
   /** Owned by rate-limiter-flexible's Mongo store. */
   rateLimits: 'rate_limits',
@@ -84,6 +88,7 @@ export interface Collections {
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
   webhookOpKeys: Collection<WebhookOpKeyDoc>;
+  retryDue: Collection<DueSlotDoc | DueCursorDoc>;
   deliveryProgress: Collection<DeliveryProgressDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }
@@ -129,6 +134,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     attempts: db.collection(COLLECTION_NAMES.attempts),
     claims: db.collection(COLLECTION_NAMES.claims),
     webhookOpKeys: db.collection(COLLECTION_NAMES.webhookOpKeys),
+    retryDue: db.collection(COLLECTION_NAMES.retryDue),
     deliveryProgress: db.collection(COLLECTION_NAMES.deliveryProgress),
     rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
   };
@@ -184,6 +190,8 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   claims: [{ key: { at: 1 }, name: 'at' }],
   // Kept 24 h (readers also check expires_at; the API sweeps where there are no TTL indexes).
   webhookOpKeys: [{ key: { expires_at: 1 }, name: 'expires_ttl', expireAfterSeconds: 0 }],
+  // Only the retention sweep filters on b (below the cursor); everything else is by _id.
+  retryDue: [{ key: { b: 1 }, name: 'bucket' }],
   deliveryProgress: [],
   // Each window is its own document found by _id (limits/window-store.ts);
   // the TTL index removes ended windows where the server has TTL indexes.

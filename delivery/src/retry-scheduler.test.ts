@@ -1,0 +1,113 @@
+/**
+ * The retry scheduler reaches the store only by `_id`: on FerretDB every
+ * other filter (a range, `$in`, state and due time) reads the whole
+ * collection. The collections here are in-memory stand-ins that record every
+ * filter they are sent (the real store is exercised by delivery/test).
+ */
+import { expect } from 'chai';
+import { pino } from 'pino';
+import { bucketOf, DUE_BUCKET_MS } from '../../shared/src/mongo/delivery-queue.js';
+import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
+import type { DeliveryCollections } from './deliveries.js';
+import type { Job } from './dispatch.js';
+import { RetryScheduler } from './retry-scheduler.js';
+
+type Doc = { _id: string } & Record<string, unknown>;
+
+class RecordingCollection {
+  readonly docs = new Map<string, Doc>();
+  constructor(
+    readonly collectionName: string,
+    private readonly filters: { collection: string; op: string; filter: unknown }[],
+  ) {}
+  readonly dbName = 'unit';
+  private seen(op: string, filter: unknown): void {
+    this.filters.push({ collection: this.collectionName, op, filter });
+  }
+  private match(filter: Record<string, unknown>): Doc[] {
+    return [...this.docs.values()].filter((d) => Object.entries(filter).every(([k, v]) => typeof v !== 'object' || v === null ? d[k] === v : true));
+  }
+  async findOne(filter: Record<string, unknown>): Promise<Doc | null> {
+    this.seen('findOne', filter);
+    return this.match(filter)[0] ?? null;
+  }
+  find(filter: Record<string, unknown>) {
+    this.seen('find', filter);
+    const rows = this.match(filter);
+    const chain = { sort: () => chain, limit: () => chain, project: () => chain, toArray: async () => rows, [Symbol.asyncIterator]: async function* () { yield* rows; } };
+    return chain;
+  }
+  async countDocuments(filter: Record<string, unknown>): Promise<number> {
+    this.seen('countDocuments', filter);
+    return this.match(filter).length;
+  }
+  async insertOne(doc: Doc): Promise<void> {
+    if (this.docs.has(doc._id)) throw Object.assign(new Error('E11000 duplicate key'), { code: 11000 });
+    this.docs.set(doc._id, structuredClone(doc));
+  }
+  async insertMany(docs: Doc[]): Promise<void> {
+    for (const d of docs) await this.insertOne(d);
+  }
+  async updateOne(filter: Record<string, unknown>, update: { $set: Record<string, unknown> }, opts: { upsert?: boolean } = {}): Promise<{ matchedCount: number }> {
+    this.seen('updateOne', filter);
+    const [doc] = this.match(filter);
+    if (doc) Object.assign(doc, update.$set);
+    else if (opts.upsert) this.docs.set(filter._id as string, { ...(filter as Doc), ...update.$set });
+    return { matchedCount: doc ? 1 : 0 };
+  }
+  async updateMany(filter: Record<string, unknown>): Promise<void> {
+    this.seen('updateMany', filter);
+  }
+  async deleteOne(filter: Record<string, unknown>): Promise<void> {
+    this.seen('deleteOne', filter);
+  }
+}
+
+function pending(id: string, sub: string, over: Partial<DeliveryDoc>): DeliveryDoc {
+  const at = new Date(0);
+  return {
+    _id: id, account_id: 'acc', subscription_id: sub, event_id: 'evt_' + id, event_type: 'call.started', body: '{}', state: 'pending', attempts: 1,
+    next_attempt_at: at, claim_seq: 1, lease_owner: null, lease_until: null, last_status: 500, last_outcome: 'http_5xx', created_at: at, updated_at: at, ...over,
+  };
+}
+
+describe('retry scheduler', () => {
+  it('finds and claims due retries through _id-equality reads and inserts only', async () => {
+    const filters: { collection: string; op: string; filter: unknown }[] = [];
+    const coll = (name: string) => new RecordingCollection(name, filters);
+    const c = { deliveries: coll('deliveries'), attempts: coll('attempts'), webhooks: coll('webhooks'), webhookStatus: coll('webhook_status'), claims: coll('claims'), retryDue: coll(`due_${Date.now()}`) };
+    const now = Date.now();
+    const b = bucketOf(now) - 3;
+    // A scheduler ran before: the cursor is stored, a few buckets back.
+    c.retryDue.docs.set('cursor', { _id: 'cursor', next: b - 2, at: new Date() });
+    const due = new Date(b * DUE_BUCKET_MS);
+    for (const d of [
+      pending('dlv_due', 'wh_a', { next_attempt_at: due }),
+      pending('dlv_done', 'wh_a', { state: 'succeeded', next_attempt_at: null }),
+      pending('dlv_held', 'wh_b', { next_attempt_at: due, lease_owner: 'other', lease_until: new Date(now + 60_000) }),
+      pending('dlv_later', 'wh_b', { next_attempt_at: new Date(now + 600_000) }),
+    ]) c.deliveries.docs.set(d._id, d as unknown as Doc);
+    const t = due.getTime();
+    c.retryDue.docs.set(`due:${b}:0`, { _id: `due:${b}:0`, b, at: new Date(), entries: ['dlv_due', 'dlv_done', 'dlv_held', 'dlv_later'].map((d) => ({ d, s: d === 'dlv_due' || d === 'dlv_done' ? 'wh_a' : 'wh_b', t })) });
+
+    const enqueued: Job[] = [];
+    const dispatcher = { room: 10, holds: () => false, roomFor: () => 10, enqueue: (j: Job) => (enqueued.push(j), 'queued' as const) };
+    const scheduler = new RetryScheduler({ log: pino({ level: 'silent' }), collections: c as unknown as DeliveryCollections, dispatcher, owner: 'me', leaseMs: 30_000, intervalMs: 100, clock: () => new Date(now) });
+    const claimed = await scheduler.tick();
+    for (const f of filters) {
+      expect(f.filter, `${f.collection}.${f.op}`).to.be.an('object');
+      expect(Object.keys(f.filter as object), `${f.collection}.${f.op} filters on _id alone`).to.deep.equal(['_id']);
+      expect(typeof (f.filter as { _id: unknown })._id, `${f.collection}.${f.op} is an _id equality`).to.equal('string');
+    }
+    expect(filters.length).to.be.greaterThan(5);
+    expect(claimed).to.equal(1);
+
+    expect(enqueued.map((j) => j.delivery._id)).to.deep.equal(['dlv_due']);
+    expect(c.claims.docs.has('dlv_due:2'), 'claimed with the next claim number').to.equal(true);
+    // Every bucket up to the current one was read and sealed.
+    expect(c.retryDue.docs.get(`due:${b}:1`)).to.include({ sealed: true });
+    // The held one comes back at its lease's end; the claimed one gets its lease check.
+    const written = [...c.retryDue.docs.values()].filter((d) => d._id.startsWith('due:') && Array.isArray(d.entries) && d.b !== b).flatMap((d) => d.entries as { d: string; t: number }[]);
+    expect(written.map((e) => e.d).sort()).to.deep.equal(['dlv_due', 'dlv_held']);
+  });
+});
