@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { encodeCursor } from '../../../shared/src/cursor.js';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
-import { dirId, headId, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
+import { dirId, headId, pageEvents, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
 import { readAfter, readRange } from './store.js';
 import { backfillPages } from './backfill.js';
 import type { Collection } from 'mongodb';
@@ -245,6 +245,30 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     expect((fake.docs.get(dirId(stream, 0)) as EventPageDirDoc).starts).to.deep.equal([0, 4, 5]);
     for (const n of [0, 2]) expect((fake.docs.get(pageId(stream, n)) as EventPageDoc).bytes).to.be.at.most(4096);
     expect(offsets(await readAfter(fake.asCollection(), after(2, { limit: 4 })))).to.deep.equal([3, 4, 5, 6]);
+  });
+
+  it('stores a page\'s events packed in one binary field, and still reads and extends pages stored nested (the layout before it)', async () => {
+    const fake = new FakePages();
+    const docs = range(0, 24).map((o) => ev('acc_a', o, 'message.received', { n: o, at: new Date(o * 1000), nested: { list: [o, String(o)] } }));
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 10 }), docs.slice(0, 15));
+    const stream = streamId('acc_a', PARTITION, null);
+    const stored = fake.docs.get(pageId(stream, 0)) as EventPageDoc;
+    expect(stored.events, 'no nested events in a packed page').to.equal(undefined);
+    expect(stored).to.deep.include({ first: 0, last: 9, count: 10 });
+    expect(pageEvents(stored)).to.deep.equal(docs.slice(0, 10));
+    // The store as an earlier version wrote it: every page's events nested.
+    for (const [id, doc] of fake.docs) {
+      if (!('first' in doc)) continue;
+      const { packed: _packed, count: _count, ...rest } = doc;
+      fake.docs.set(id, { ...rest, events: pageEvents(doc) });
+    }
+    expect(await readAfter(fake.asCollection(), after(null))).to.deep.equal(docs.slice(0, 15));
+    expect(offsets(await readAfter(fake.asCollection(), after(7, { limit: 4 })))).to.deep.equal([8, 9, 10, 11]);
+    // A writer of this version extends the nested newest page (rewritten packed) and adds packed pages.
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 10 }), docs.slice(15));
+    expect((fake.docs.get(pageId(stream, 0)) as EventPageDoc).events, 'a full page is left as it is').to.have.length(10);
+    expect((fake.docs.get(pageId(stream, 1)) as EventPageDoc).events).to.equal(undefined);
+    expect(await readAfter(fake.asCollection(), after(null))).to.deep.equal(docs);
   });
 
   it('backfills the streams of a store written before them: the same pages as the materializer writes, and again adds nothing', async () => {
