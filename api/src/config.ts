@@ -93,6 +93,8 @@ export interface ApiConfig extends BaseConfig {
     /** The tail window kept by each process, per partition: most events and bytes (0 turns it off). */
     tailWindowEvents: number;
     tailWindowBytes: number;
+    /** Heap each process may give to copies of full history pages and directories (0: none kept). */
+    historyCacheBytes: number;
   };
   streams: {
     durationMs: number;
@@ -177,6 +179,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
       tailWindowEvents: read.int(env, 'TAIL_WINDOW_EVENTS', 10_000, 0, 1_000_000),
       tailWindowBytes: read.int(env, 'TAIL_WINDOW_BYTES', 2 * 1024 * 1024, 0, 1024 * 1024 * 1024),
+      historyCacheBytes: read.int(env, 'HISTORY_CACHE_BYTES', 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
     },
     streams: {
       durationMs: read.int(env, 'STREAM_DURATION_MS', 50_000, 1000, 55_000),

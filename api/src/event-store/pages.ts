@@ -34,6 +34,7 @@
 import { Binary, BSON, type Collection } from 'mongodb';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
+import type { PageCache } from './page-cache.js';
 
 export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
 type PageWrite = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
@@ -273,8 +274,11 @@ function partitionOf(stream: string): number {
  * Events of a stream with offsets in (after, upTo], oldest first, at most
  * `limit`: the head, then the page holding the first offset after `after`
  * and the ones following it, each by `_id`. `after` null: from the oldest.
+ * With a cache, a full directory or page (below the stream's newest: it never
+ * changes again) is read from memory when it is there, and kept once read;
+ * the head and the newest page and directory are always read from the store.
  */
-export async function readStream(pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number): Promise<EventDoc[]> {
+export async function readStream(pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number, cache?: PageCache): Promise<EventDoc[]> {
   if (limit <= 0 || (after !== null && after >= upTo)) return [];
   const head = (await pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
   if (!head || head.pages === 0) return [];
@@ -282,18 +286,49 @@ export async function readStream(pages: PagesCollection, stream: string, after: 
   const low = after === null ? -Infinity : Number(after);
   const high = Number(upTo);
   const k = Math.max(0, lastAtOrBelow(head.dirs, low));
-  const dir = (await pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
-  if (!dir) return out; // listed but not there: never the case (directories are written before their head)
-  for (let n = k * head.per_dir + Math.max(0, lastAtOrBelow(dir.starts, low)); n < head.pages && out.length < limit; n++) {
-    const page = (await pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
-    if (!page || page.first > high) break; // a page listed is always there (written before the head); stop rather than skip
-    for (const doc of pageEvents(page)) {
+  const starts = await readDir(pages, head, stream, k, cache);
+  if (!starts) return out; // listed but not there: never the case (directories are written before their head)
+  for (let n = k * head.per_dir + Math.max(0, lastAtOrBelow(starts, low)); n < head.pages && out.length < limit; n++) {
+    const events = await readPage(pages, head, stream, n, cache);
+    if (!events || (events[0] !== undefined && events[0].offset > high)) break; // a page listed is always there (written before the head); stop rather than skip
+    for (const doc of events) {
       if (doc.offset <= low) continue;
       if (doc.offset > high || out.length >= limit) return out;
       out.push(doc);
     }
   }
   return out;
+}
+
+/** Where the pages of directory k start: from the cache when it is full and there, else by `_id` (and kept when full). */
+async function readDir(pages: PagesCollection, head: EventPageHeadDoc, stream: string, k: number, cache?: PageCache): Promise<readonly number[] | null> {
+  const id = dirId(stream, k);
+  const full = cache?.enabled === true && k < head.dirs.length - 1;
+  const topic = head.topic_id ?? '';
+  if (full) {
+    const kept = cache.dir(topic, id);
+    if (kept) return kept.starts;
+  }
+  const dir = (await pages.findOne({ _id: id })) as EventPageDirDoc | null;
+  if (!dir) return null;
+  if (full && dir.starts.length >= head.per_dir) cache.keepDir(topic, id, dir.starts);
+  return dir.starts;
+}
+
+/** The events of page n: from the cache when it is full and there, else by `_id` (and kept when full). */
+async function readPage(pages: PagesCollection, head: EventPageHeadDoc, stream: string, n: number, cache?: PageCache): Promise<readonly EventDoc[] | null> {
+  const id = pageId(stream, n);
+  const full = cache?.enabled === true && n < head.pages - 1;
+  const topic = head.topic_id ?? '';
+  if (full) {
+    const kept = cache.page(topic, id);
+    if (kept) return kept.events;
+  }
+  const page = (await pages.findOne({ _id: id })) as EventPageDoc | null;
+  if (!page) return null;
+  const events = pageEvents(page);
+  if (full && events.length > 0) cache.keepPage(topic, id, events, page.bytes);
+  return events;
 }
 
 /** Index of the last start <= offset (-1 when none): the page that may hold the first event after it. */
