@@ -6,15 +6,17 @@
  * exact for as long as the stream's topic lives. Keyed by `_id` and the
  * head's topic id (a topic deleted and created again rewrites its streams
  * from offset 0 under the same `_id`s). Least recently used first out,
- * bounded by bytes.
+ * bounded by bytes. A page is kept packed (the BSON of its events, as
+ * stored): a third of the heap its decoded events take, and unpacked again
+ * in ~0.3 ms for 100 events, against a lookup of several ms.
  */
-import type { EventDoc } from '../../../shared/src/mongo/documents.js';
 
-/** What one cached document is charged: its events' BSON bytes twice (their heap size, roughly) plus a fixed part. */
+/** What one cached document is charged besides its bytes. */
 const ENTRY_OVERHEAD = 256;
 
 export interface CachedPage {
-  events: readonly EventDoc[];
+  /** The BSON of `{events}`. */
+  packed: Uint8Array;
 }
 
 export interface CachedDir {
@@ -91,9 +93,9 @@ export class PageCache {
     return this.lru.get(`${topicId}|${id}`) as CachedPage | undefined;
   }
 
-  /** A full page (below its stream's newest): never changes again. */
-  keepPage(topicId: string, id: string, events: readonly EventDoc[], bytes: number): void {
-    this.lru.set(`${topicId}|${id}`, { events }, 2 * bytes + ENTRY_OVERHEAD);
+  /** A full page (below its stream's newest), packed: never changes again. */
+  keepPage(topicId: string, id: string, packed: Uint8Array): void {
+    this.lru.set(`${topicId}|${id}`, { packed }, packed.byteLength + ENTRY_OVERHEAD);
   }
 
   dir(topicId: string, id: string): CachedDir | undefined {

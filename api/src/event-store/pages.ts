@@ -81,8 +81,12 @@ export function packPage(page: OpenPage): EventPageDoc {
 
 /** The events a stored page holds, oldest first: packed (current layout) or nested (pages written before it). */
 export function pageEvents(page: EventPageDoc): EventDoc[] {
-  if (page.packed) return (BSON.deserialize(binaryBytes(page.packed)) as { events: EventDoc[] }).events;
+  if (page.packed) return unpack(binaryBytes(page.packed));
   return page.events ?? [];
+}
+
+function unpack(packed: Uint8Array): EventDoc[] {
+  return (BSON.deserialize(packed) as { events: EventDoc[] }).events;
 }
 
 function binaryBytes(value: Binary): Uint8Array {
@@ -322,12 +326,12 @@ async function readPage(pages: PagesCollection, head: EventPageHeadDoc, stream: 
   const topic = head.topic_id ?? '';
   if (full) {
     const kept = cache.page(topic, id);
-    if (kept) return kept.events;
+    if (kept) return unpack(kept.packed);
   }
   const page = (await pages.findOne({ _id: id })) as EventPageDoc | null;
   if (!page) return null;
   const events = pageEvents(page);
-  if (full && events.length > 0) cache.keepPage(topic, id, events, page.bytes);
+  if (full && events.length > 0) cache.keepPage(topic, id, page.packed ? binaryBytes(page.packed).slice() : BSON.serialize({ events })); // a copy: the driver's value is a view of the whole reply
   return events;
 }
 
