@@ -76,7 +76,11 @@ export interface ApiConfig extends BaseConfig {
     ingestMaxDataBytes: number;
     /** 1 in this many successful ingest requests is logged at info (1: every one). */
     ingestLogEvery: number;
-    /** How long the producer lets the first waiting event wait for company. */
+    /**
+     * How long the producer lets the first waiting event wait for company. 0 (the default):
+     * an event goes at once when no send is in flight, and those that arrive during a send
+     * go together right after it (batches form under load, no timer at low rates).
+     */
     producerLingerMs: number;
     /** How long an ingest may wait for Kafka's acknowledgement before it is answered 503. */
     produceTimeoutMs: number;
@@ -93,6 +97,8 @@ export interface ApiConfig extends BaseConfig {
     /** The tail window kept by each process, per partition: most events and bytes (0 turns it off). */
     tailWindowEvents: number;
     tailWindowBytes: number;
+    /** Heap each process may give to copies of full history pages and directories (0: none kept). */
+    historyCacheBytes: number;
   };
   streams: {
     durationMs: number;
@@ -164,7 +170,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       ingestMaxBatch: read.int(env, 'INGEST_MAX_BATCH', 1000, 1, 10_000),
       ingestMaxDataBytes: read.int(env, 'INGEST_MAX_DATA_BYTES', 64 * 1024, 1024, 512 * 1024),
       ingestLogEvery: read.int(env, 'INGEST_LOG_EVERY', 100, 1, 1_000_000),
-      producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 2, 0, 100),
+      producerLingerMs: read.int(env, 'PRODUCER_LINGER_MS', 0, 0, 100),
       produceTimeoutMs: read.int(env, 'PRODUCE_TIMEOUT_MS', 10_000, 1000, 120_000),
       longPollMaxMs: read.int(env, 'LONG_POLL_MAX_MS', 55_000, 1000, 55_000),
       maxLongPollsPerAccount: read.int(env, 'MAX_LONG_POLLS_PER_ACCOUNT', 50, 1, 1_000_000),
@@ -177,6 +183,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
       tailWindowEvents: read.int(env, 'TAIL_WINDOW_EVENTS', 10_000, 0, 1_000_000),
       tailWindowBytes: read.int(env, 'TAIL_WINDOW_BYTES', 2 * 1024 * 1024, 0, 1024 * 1024 * 1024),
+      historyCacheBytes: read.int(env, 'HISTORY_CACHE_BYTES', 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
     },
     streams: {
       durationMs: read.int(env, 'STREAM_DURATION_MS', 50_000, 1000, 55_000),

@@ -8,6 +8,7 @@ import { createLogger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Materializer, type MaterializerOptions } from '../src/event-store/materializer.js';
+import { PageCache } from '../src/event-store/page-cache.js';
 import { readAfter } from '../src/event-store/store.js';
 import { testApiConfig } from './support/api.js';
 import { eventually, fakeAccountId, sleep } from './support/events.js';
@@ -57,17 +58,53 @@ describe('history pages: the materializer\'s account streams on the real store',
   });
 
   /** An account's whole stream (or one type's), paged by `limit` from the oldest, as offsets. */
-  async function pageThrough(accountId: string, partition: number, limit: number, types: EventType[] | null = null): Promise<number[]> {
+  async function pageThrough(accountId: string, partition: number, limit: number, types: EventType[] | null = null, cache?: PageCache, from: number | null = null): Promise<number[]> {
     const through = BigInt(Number.MAX_SAFE_INTEGER);
     const seen: number[] = [];
-    let since: Position | null = null;
+    let since: Position | null = from === null ? null : { partition, offset: BigInt(from) };
     for (;;) {
-      const page = await readAfter(mongo.collections.eventPages, { accountId, partition, since, through, types, limit });
+      const page = await readAfter(mongo.collections.eventPages, { accountId, partition, since, through, types, limit }, cache);
       if (page.length === 0) return seen;
       seen.push(...page.map((d) => d.offset));
       since = { partition, offset: BigInt(page.at(-1)!.offset) };
     }
   }
+
+  /** Waits until the materializer has stored every published position. */
+  async function materialized(positions: Position[]): Promise<void> {
+    const ends = new Map<number, number>();
+    for (const p of positions) ends.set(p.partition, Math.max(ends.get(p.partition) ?? -1, Number(p.offset)));
+    await eventually(async () => {
+      const marks = new Map((await mongo.collections.watermarks.find({ topic }).toArray()).map((w) => [w.partition, w.offset]));
+      return [...ends].every(([p, end]) => (marks.get(p) ?? -1) >= end) ? true : undefined;
+    }, 60_000, 50);
+  }
+
+  it('reads through the process\'s page cache: the newest page as it grows and right after it fills, full pages from memory, the same answers as the store', async () => {
+    const accountId = fakeAccountId();
+    const cache = new PageCache(1 << 20);
+    const m = materializer();
+    await m.start();
+    const sent: Position[] = [];
+    const publish = async (n: number): Promise<void> => {
+      const batch = Array.from({ length: n }, (_, i) => buildEnvelope({ account_id: accountId, type: 'message.received', data: { i: sent.length + i } }, new Date()));
+      sent.push(...(await eventLog.publish(batch)));
+      await materialized(sent);
+    };
+    const all = (): number[] => sent.map((p) => Number(p.offset));
+    const partition = (): number => sent[0]!.partition;
+    // Pages of 5: 12 events are two full pages and a newest one of 2.
+    await publish(12);
+    expect(await pageThrough(accountId, partition(), 3, null, cache)).to.deep.equal(all());
+    // The newest page fills (5) and the next begins: read from a cursor inside the page that was the newest.
+    await publish(4);
+    expect(await pageThrough(accountId, partition(), 100, null, cache, all()[10]!)).to.deep.equal(all().slice(11));
+    expect(await pageThrough(accountId, partition(), 4, null, cache)).to.deep.equal(all());
+    const hits = cache.stats.hits;
+    expect(hits, 'full pages were read from the cache').to.be.greaterThan(0);
+    expect(await pageThrough(accountId, partition(), 2, null, cache)).to.deep.equal(await pageThrough(accountId, partition(), 2));
+    expect(cache.stats.hits).to.be.greaterThan(hits);
+  });
 
   for (const stage of ['pages', 'between pages and heads'] as const) {
     it(`holds each event once, in order, in every account stream after a crash (${stage}) and a successor writing the same batches again; pages crossed with cursors mid-page`, async () => {

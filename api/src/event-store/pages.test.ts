@@ -2,9 +2,10 @@ import { expect } from 'chai';
 import { encodeCursor } from '../../../shared/src/cursor.js';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
-import { dirId, headId, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
+import { dirId, headId, pageEvents, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
 import { readAfter, readRange } from './store.js';
 import { backfillPages } from './backfill.js';
+import { PageCache } from './page-cache.js';
 import type { Collection } from 'mongodb';
 
 type Doc = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
@@ -245,6 +246,71 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     expect((fake.docs.get(dirId(stream, 0)) as EventPageDirDoc).starts).to.deep.equal([0, 4, 5]);
     for (const n of [0, 2]) expect((fake.docs.get(pageId(stream, n)) as EventPageDoc).bytes).to.be.at.most(4096);
     expect(offsets(await readAfter(fake.asCollection(), after(2, { limit: 4 })))).to.deep.equal([3, 4, 5, 6]);
+  });
+
+  it('stores a page\'s events packed in one binary field, and still reads and extends pages stored nested (the layout before it)', async () => {
+    const fake = new FakePages();
+    const docs = range(0, 24).map((o) => ev('acc_a', o, 'message.received', { n: o, at: new Date(o * 1000), nested: { list: [o, String(o)] } }));
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 10 }), docs.slice(0, 15));
+    const stream = streamId('acc_a', PARTITION, null);
+    const stored = fake.docs.get(pageId(stream, 0)) as EventPageDoc;
+    expect(stored.events, 'no nested events in a packed page').to.equal(undefined);
+    expect(stored).to.deep.include({ first: 0, last: 9, count: 10 });
+    expect(pageEvents(stored)).to.deep.equal(docs.slice(0, 10));
+    // The store as an earlier version wrote it: every page's events nested.
+    for (const [id, doc] of fake.docs) {
+      if (!('first' in doc)) continue;
+      const { packed: _packed, count: _count, ...rest } = doc;
+      fake.docs.set(id, { ...rest, events: pageEvents(doc) });
+    }
+    expect(await readAfter(fake.asCollection(), after(null))).to.deep.equal(docs.slice(0, 15));
+    expect(offsets(await readAfter(fake.asCollection(), after(7, { limit: 4 })))).to.deep.equal([8, 9, 10, 11]);
+    // A writer of this version extends the nested newest page (rewritten packed) and adds packed pages.
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 10 }), docs.slice(15));
+    expect((fake.docs.get(pageId(stream, 0)) as EventPageDoc).events, 'a full page is left as it is').to.have.length(10);
+    expect((fake.docs.get(pageId(stream, 1)) as EventPageDoc).events).to.equal(undefined);
+    expect(await readAfter(fake.asCollection(), after(null))).to.deep.equal(docs);
+  });
+
+  it('with a cache: full pages and directories are read once, the head and the newest page every time; answers equal the uncached ones', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 10, dirPages: 4, topicId: () => 'topic-1' });
+    await write(writer, range(0, 94).map((o) => ev('acc_a', o)));
+    const cache = new PageCache(1 << 20);
+    for (const since of [null, 3, 9, 10, 37, 55, 80, 89, 93]) {
+      for (const limit of [1, 7, 25]) {
+        const plain = await readAfter(fake.asCollection(), after(since, { limit }));
+        expect(await readAfter(fake.asCollection(), after(since, { limit }), cache), `since ${since} limit ${limit}`).to.deep.equal(plain);
+        expect(await readAfter(fake.asCollection(), after(since, { limit }), cache), `again: since ${since} limit ${limit}`).to.deep.equal(plain);
+      }
+    }
+    // Pages 0..8 are full (cached), page 9 (90..94) is the newest; directories 0 and 1 are full, 2 is the newest.
+    fake.reads.length = 0;
+    expect(offsets(await readAfter(fake.asCollection(), after(15, { limit: 10 }), cache))).to.deep.equal(range(16, 25));
+    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(streamId('acc_a', PARTITION, null))]);
+    fake.reads.length = 0;
+    expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 94));
+    const stream = streamId('acc_a', PARTITION, null);
+    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(stream), dirId(stream, 2), pageId(stream, 9)]);
+    // The newest page grows, then fills and is followed: a read right after sees every event, from the cache once it is full.
+    await write(writer, range(95, 99).map((o) => ev('acc_a', o)));
+    expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 99));
+    await write(writer, range(100, 104).map((o) => ev('acc_a', o)));
+    expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 104));
+    fake.reads.length = 0;
+    expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 104));
+    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(stream), dirId(stream, 2), pageId(stream, 10)]);
+    expect(cache.stats.hits).to.be.greaterThan(0);
+  });
+
+  it('with a cache: a stream written again under a new topic id (topic created again) is read from the store, not from the old copies', async () => {
+    const fake = new FakePages();
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 4, topicId: () => 'topic-1' }), range(0, 9).map((o) => ev('acc_a', o)));
+    const cache = new PageCache(1 << 20);
+    expect(offsets(await readAfter(fake.asCollection(), after(null), cache))).to.deep.equal(range(0, 9));
+    const reborn = range(0, 9).map((o) => ({ ...ev('acc_a', o), _id: `evt_new_life_${o}` }));
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 4, topicId: () => 'topic-2' }), reborn);
+    expect((await readAfter(fake.asCollection(), after(null), cache)).map((d) => d._id)).to.deep.equal(reborn.map((d) => d._id));
   });
 
   it('backfills the streams of a store written before them: the same pages as the materializer writes, and again adds nothing', async () => {

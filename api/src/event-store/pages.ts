@@ -24,18 +24,25 @@
  * Consequence: a page is not protected against a late write of a writer that
  * lost the partition mid-chunk (one writer per partition is the consumer
  * group's, checked before every chunk; see docs/architecture.md).
+ *
+ * A page's events are stored packed: one binary field holding the BSON of
+ * `{events}` (FerretDB converts each nested field on every read, so a page of
+ * 100 nested events cost about four times as much to fetch). Pages stored
+ * before that, with `events` as nested documents, are read as they are and
+ * packed when next rewritten.
  */
-import { BSON, type Collection } from 'mongodb';
+import { Binary, BSON, type Collection } from 'mongodb';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
+import type { PageCache } from './page-cache.js';
 
 export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
 type PageWrite = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
 
 /** Events per page: a page of 100 spans at most two pages. */
-export const PAGE_EVENTS = 100;
+const PAGE_EVENTS = 100;
 /** Bytes of events per page (BSON); a bigger event gets a page of its own (16 MB is the document limit). */
-export const PAGE_BYTES = 512 * 1024;
+const PAGE_BYTES = 512 * 1024;
 
 /** The stream of an account on a partition: all its events (type null), or those of one type. */
 export function streamId(accountId: string, partition: number, type: EventType | null): string {
@@ -56,7 +63,35 @@ export function dirId(stream: string, k: number): string {
 }
 
 /** Pages listed per directory document. */
-export const DIR_PAGES = 256;
+const DIR_PAGES = 256;
+
+/** A page as the writer builds it: its events unpacked. */
+interface OpenPage {
+  _id: string;
+  first: number;
+  last: number;
+  bytes: number;
+  events: EventDoc[];
+}
+
+/** The page as stored: its events packed into one binary field. */
+function packPage(page: OpenPage): EventPageDoc {
+  return { _id: page._id, first: page.first, last: page.last, bytes: page.bytes, count: page.events.length, packed: new Binary(BSON.serialize({ events: page.events })) };
+}
+
+/** The events a stored page holds, oldest first: packed (current layout) or nested (pages written before it). */
+export function pageEvents(page: EventPageDoc): EventDoc[] {
+  if (page.packed) return unpack(binaryBytes(page.packed));
+  return page.events ?? [];
+}
+
+function unpack(packed: Uint8Array): EventDoc[] {
+  return (BSON.deserialize(packed) as { events: EventDoc[] }).events;
+}
+
+function binaryBytes(value: Binary): Uint8Array {
+  return value.buffer.subarray(0, value.position);
+}
 
 /** What the writer knows of a stream: where its pages start and the newest page. */
 interface StreamState {
@@ -66,13 +101,13 @@ interface StreamState {
   /** Where each page of the newest directory starts. */
   dir: number[];
   /** The newest page (null: the stream has none yet). */
-  page: EventPageDoc | null;
+  page: OpenPage | null;
 }
 
 /** Streams whose state the writer keeps between chunks (each holds at most one page). */
 const CACHED_STREAMS = 2000;
 
-export interface PageWriterOptions {
+interface PageWriterOptions {
   pageEvents?: number;
   pageBytes?: number;
   dirPages?: number;
@@ -168,7 +203,7 @@ export class PageWriter {
     const dirs = [...state.dirs];
     let dir = [...state.dir]; // the kept state stays as stored until the writes succeed
     let page = state.page;
-    const changed = new Map<number, EventPageDoc>();
+    const changed = new Map<number, OpenPage>();
     const changedDirs = new Map<number, number[]>();
     for (const doc of events) {
       if (page && doc.offset <= page.last) continue;
@@ -191,7 +226,7 @@ export class PageWriter {
       page.bytes += size;
       changed.set(pages - 1, page);
     }
-    for (const p of changed.values()) writes.push(p);
+    for (const p of changed.values()) writes.push(packPage(p));
     for (const [k, starts] of changedDirs) writes.push({ _id: dirId(stream, k), starts });
     return { pages, dirs, dir, page };
   }
@@ -209,8 +244,9 @@ export class PageWriter {
     // Pages and directories are written before the head: what lies beyond the head's count (a crash in between) is dropped and rewritten.
     const dirDoc = (await this.pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
     const dir = (dirDoc?.starts ?? []).slice(0, n - k * head.per_dir + 1);
-    const page = (await this.pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
-    return { pages: head.pages, dirs: head.dirs.slice(0, k + 1), dir, page: page ?? { _id: pageId(stream, n), first: dir.at(-1) ?? 0, last: -1, bytes: 0, events: [] } };
+    const stored = (await this.pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
+    const page = stored ? { _id: stored._id, first: stored.first, last: stored.last, bytes: stored.bytes, events: pageEvents(stored) } : { _id: pageId(stream, n), first: dir.at(-1) ?? 0, last: -1, bytes: 0, events: [] };
+    return { pages: head.pages, dirs: head.dirs.slice(0, k + 1), dir, page };
   }
 
   /**
@@ -242,8 +278,11 @@ function partitionOf(stream: string): number {
  * Events of a stream with offsets in (after, upTo], oldest first, at most
  * `limit`: the head, then the page holding the first offset after `after`
  * and the ones following it, each by `_id`. `after` null: from the oldest.
+ * With a cache, a full directory or page (below the stream's newest: it never
+ * changes again) is read from memory when it is there, and kept once read;
+ * the head and the newest page and directory are always read from the store.
  */
-export async function readStream(pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number): Promise<EventDoc[]> {
+export async function readStream(pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number, cache?: PageCache): Promise<EventDoc[]> {
   if (limit <= 0 || (after !== null && after >= upTo)) return [];
   const head = (await pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
   if (!head || head.pages === 0) return [];
@@ -251,18 +290,49 @@ export async function readStream(pages: PagesCollection, stream: string, after: 
   const low = after === null ? -Infinity : Number(after);
   const high = Number(upTo);
   const k = Math.max(0, lastAtOrBelow(head.dirs, low));
-  const dir = (await pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
-  if (!dir) return out; // listed but not there: never the case (directories are written before their head)
-  for (let n = k * head.per_dir + Math.max(0, lastAtOrBelow(dir.starts, low)); n < head.pages && out.length < limit; n++) {
-    const page = (await pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
-    if (!page || page.first > high) break; // a page listed is always there (written before the head); stop rather than skip
-    for (const doc of page.events) {
+  const starts = await readDir(pages, head, stream, k, cache);
+  if (!starts) return out; // listed but not there: never the case (directories are written before their head)
+  for (let n = k * head.per_dir + Math.max(0, lastAtOrBelow(starts, low)); n < head.pages && out.length < limit; n++) {
+    const events = await readPage(pages, head, stream, n, cache);
+    if (!events || (events[0] !== undefined && events[0].offset > high)) break; // a page listed is always there (written before the head); stop rather than skip
+    for (const doc of events) {
       if (doc.offset <= low) continue;
       if (doc.offset > high || out.length >= limit) return out;
       out.push(doc);
     }
   }
   return out;
+}
+
+/** Where the pages of directory k start: from the cache when it is full and there, else by `_id` (and kept when full). */
+async function readDir(pages: PagesCollection, head: EventPageHeadDoc, stream: string, k: number, cache?: PageCache): Promise<readonly number[] | null> {
+  const id = dirId(stream, k);
+  const full = cache?.enabled === true && k < head.dirs.length - 1;
+  const topic = head.topic_id ?? '';
+  if (full) {
+    const kept = cache.dir(topic, id);
+    if (kept) return kept.starts;
+  }
+  const dir = (await pages.findOne({ _id: id })) as EventPageDirDoc | null;
+  if (!dir) return null;
+  if (full && dir.starts.length >= head.per_dir) cache.keepDir(topic, id, dir.starts);
+  return dir.starts;
+}
+
+/** The events of page n: from the cache when it is full and there, else by `_id` (and kept when full). */
+async function readPage(pages: PagesCollection, head: EventPageHeadDoc, stream: string, n: number, cache?: PageCache): Promise<readonly EventDoc[] | null> {
+  const id = pageId(stream, n);
+  const full = cache?.enabled === true && n < head.pages - 1;
+  const topic = head.topic_id ?? '';
+  if (full) {
+    const kept = cache.page(topic, id);
+    if (kept) return unpack(kept.packed);
+  }
+  const page = (await pages.findOne({ _id: id })) as EventPageDoc | null;
+  if (!page) return null;
+  const events = pageEvents(page);
+  if (full && events.length > 0) cache.keepPage(topic, id, page.packed ? binaryBytes(page.packed).slice() : BSON.serialize({ events })); // a copy: the driver's value is a view of the whole reply
+  return events;
 }
 
 /** Index of the last start <= offset (-1 when none): the page that may hold the first event after it. */

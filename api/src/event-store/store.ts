@@ -10,6 +10,7 @@ import type { Position } from '../../../shared/src/cursor.js';
 import { docToRecord } from '../../../shared/src/eventlog/envelope.js';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc } from '../../../shared/src/mongo/documents.js';
+import type { PageCache } from './page-cache.js';
 import { readStream, streamId, type PagesCollection } from './pages.js';
 import type { LiveEvent, RangeQuery, StoredEvent } from './types.js';
 
@@ -21,9 +22,9 @@ const SORT = { partition: 1, offset: 1 } as const;
  * streams (pages.ts) by `_id` only. Several types: each type's stream, merged
  * by offset (at most one per event type).
  */
-async function readStreams(pages: PagesCollection, q: { accountId: string; partition: number; after: bigint | null; upTo: bigint; types: readonly EventType[] | null; limit: number }): Promise<EventDoc[]> {
+async function readStreams(pages: PagesCollection, q: { accountId: string; partition: number; after: bigint | null; upTo: bigint; types: readonly EventType[] | null; limit: number }, cache?: PageCache): Promise<EventDoc[]> {
   const types = q.types && q.types.length > 0 ? [...new Set(q.types)] : [null];
-  const runs = await Promise.all(types.map((type) => readStream(pages, streamId(q.accountId, q.partition, type), q.after, q.upTo, q.limit)));
+  const runs = await Promise.all(types.map((type) => readStream(pages, streamId(q.accountId, q.partition, type), q.after, q.upTo, q.limit, cache)));
   if (runs.length === 1) return runs[0] as EventDoc[];
   return runs
     .flat()
@@ -37,19 +38,21 @@ async function readStreams(pages: PagesCollection, q: { accountId: string; parti
  * Bounding by the watermark means every event returned had all its
  * predecessors stored before this read began, so a read racing the
  * materializer can never return an event while missing an earlier one.
+ * `cache`: this process's copies of full pages and directories (page-cache.ts).
  */
 export async function readAfter(
   pages: PagesCollection,
   q: { accountId: string; partition: number; since: Position | null; through: bigint; types: readonly EventType[] | null; limit: number },
+  cache?: PageCache,
 ): Promise<EventDoc[]> {
   if (q.since && q.since.offset >= q.through) return [];
-  return readStreams(pages, { accountId: q.accountId, partition: q.partition, after: q.since?.offset ?? null, upTo: q.through, types: q.types, limit: q.limit });
+  return readStreams(pages, { accountId: q.accountId, partition: q.partition, after: q.since?.offset ?? null, upTo: q.through, types: q.types, limit: q.limit }, cache);
 }
 
 /** Events of an account in (after, before) of one partition, oldest first: a Feed's catch-up read. */
-export async function readRange(pages: PagesCollection, q: RangeQuery): Promise<LiveEvent[]> {
+export async function readRange(pages: PagesCollection, q: RangeQuery, cache?: PageCache): Promise<LiveEvent[]> {
   if (q.before - q.after <= 1n) return [];
-  const docs = await readStreams(pages, { accountId: q.accountId, partition: q.partition, after: q.after, upTo: q.before - 1n, types: q.types, limit: q.limit });
+  const docs = await readStreams(pages, { accountId: q.accountId, partition: q.partition, after: q.after, upTo: q.before - 1n, types: q.types, limit: q.limit }, cache);
   return docs.map((doc) => ({ position: { partition: doc.partition, offset: BigInt(doc.offset) }, record: docToRecord(doc) }));
 }
 

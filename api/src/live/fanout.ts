@@ -28,9 +28,6 @@ import { TailWindow } from './tail-window.js';
 import type { WaiterRegistry } from './waiters.js';
 import type { StoredEvent } from '../event-store/types.js';
 
-/** A stored event of any account, for filling a gap the broker can no longer serve. */
-export type { StoredEvent };
-
 /** What the fan-out reads from MongoDB to fill a gap below the broker's low watermark. */
 export interface FanOutHistory {
   /** Resolves true once the partition's materialized offset is at least `offset`, false after `timeoutMs`. */

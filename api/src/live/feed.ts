@@ -39,7 +39,7 @@ export interface FeedPorts {
   handoffTimeoutMs: number;
 }
 
-export interface FeedOptions {
+interface FeedOptions {
   accountId: string;
   types: readonly EventType[] | null;
   /** Resume strictly after this position (already checked to be in the account's partition). */

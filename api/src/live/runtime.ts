@@ -18,6 +18,7 @@ import { readPartition, readRange } from '../event-store/store.js';
 import { TailWindow, type TailRead } from './tail-window.js';
 import { WaiterRegistry, type LiveEvent } from './waiters.js';
 import { WatermarkReader } from '../event-store/watermarks.js';
+import { PageCache } from '../event-store/page-cache.js';
 
 export interface EventsRuntime {
   /** The producer of the event log (the logger is `deps.log`). */
@@ -31,6 +32,8 @@ export interface EventsRuntime {
   fanout: FanOut;
   /** Recent events per partition, kept by the fan-out (shared with it). */
   tail: TailWindow;
+  /** Copies of full history pages and directories (immutable), shared by every history read of the process. */
+  pageCache: PageCache;
 }
 
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
@@ -95,7 +98,8 @@ export function createEventsRuntime(
     await guardTopic(mongo.collections, { topic, partitions: producer.partitionCount, topicId: producer.topicId }, guardLog);
     topicChecked = producer.topicId;
   };
-  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail };
+  const pageCache = new PageCache(config.events.historyCacheBytes);
+  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache };
 }
 
 /**
@@ -168,7 +172,7 @@ function newFeedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs: num
     position: (partition) => events.fanout.position(partition),
     partitionOf: (accountId) => events.producer.partitionOf(accountId),
     waitForWatermark: (partition, offset, timeoutMs) => events.watermarks.waitFor(partition, offset, timeoutMs),
-    readRange: (query) => readRange(mongo.collections.eventPages, query),
+    readRange: (query) => readRange(mongo.collections.eventPages, query, events.pageCache),
     readWindow: (query) => readTail(events, query),
     windowCovers: (partition, after, before) => events.fanout.tailUsable() && events.tail.covers(partition, after, before),
     nothingAfter: (partition, accountId, after) => events.fanout.recent.nothingAfter(partition, accountId, after),

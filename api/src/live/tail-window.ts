@@ -26,13 +26,13 @@ import type { LiveEvent } from './waiters.js';
  * strings and objects) plus this (the entry and its two queue slots).
  * Measured: a 194-byte event holds 545 bytes of heap; charged 548.
  */
-export const ENTRY_OVERHEAD_BYTES = 160;
+const ENTRY_OVERHEAD_BYTES = 160;
 
 export function chargedBytes(size: number): number {
   return 2 * size + ENTRY_OVERHEAD_BYTES;
 }
 
-export interface TailLimits {
+interface TailLimits {
   /** Events per partition; 0 turns the window off. */
   events: number;
   /** Bytes per partition (chargedBytes of each event); 0 turns the window off. */
@@ -88,7 +88,7 @@ interface PartitionTail {
   bytes: number;
 }
 
-export interface TailStats {
+interface TailStats {
   partition: number;
   events: number;
   bytes: number;

@@ -57,7 +57,7 @@ for (let i = 0; i < total; i += CHUNK) {
   await events.insertMany(docs, { ordered: false });
   await writer.write(Number(partition), docs, BigInt(start + i), BigInt(start + i + docs.length - 1));
   // Full pages go now; the newest page of each stream and the heads wait for the end (they change again).
-  const full = [...collected.values()].filter((d) => 'events' in d && d.events.length >= 100);
+  const full = [...collected.values()].filter((d) => 'first' in d && (d.count ?? d.events?.length ?? 0) >= 100);
   if (full.length > 0) await insertOrReplace(pages, full);
   for (const d of full) collected.delete(d._id);
 }

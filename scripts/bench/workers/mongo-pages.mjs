@@ -1,8 +1,8 @@
 // Scenario 6's reference: the page query itself, straight through the MongoDB
 // driver (the lookups the API's readAfter makes: the account stream's head,
-// its directory, then the page holding the cursor and the next one, each by _id), at the
+// its directory, then the page holding the cursor and the next one, each by _id, unpacked), at the
 // same concurrency: the storage ceiling under GET /api/v1/events.
-import { MongoClient } from 'mongodb';
+import { BSON, MongoClient } from 'mongodb';
 import { serve } from './serve.mjs';
 
 serve({
@@ -26,7 +26,7 @@ serve({
           let got = 0;
           for (let p = at; p < (head?.pages ?? 0) && got < 100; p++) {
             const page = await pages.findOne({ _id: `${stream}:${p}` });
-            got += (page?.events ?? []).filter((e) => e.offset > k0).length;
+            got += eventsOf(page).filter((e) => e.offset > k0).length;
           }
           if (got >= 100) done++;
         }
@@ -37,6 +37,12 @@ serve({
     return { pages: done, seconds: elapsed, rps: done / elapsed };
   },
 });
+
+/** A page's events: packed (the BSON of {events} in one binary field) or, written before that, nested. */
+function eventsOf(page) {
+  if (page?.packed) return BSON.deserialize(page.packed.buffer.subarray(0, page.packed.position)).events;
+  return page?.events ?? [];
+}
 
 /** Index of the last start <= offset (-1 when none). */
 function lastAtOrBelow(starts, offset) {

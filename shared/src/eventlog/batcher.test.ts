@@ -66,6 +66,20 @@ describe('Batcher', () => {
     expect(r.sends).to.deep.equal([[1], [2, 3]]);
   });
 
+  it('with lingerMs 0, sends the first item at once (no timer) and batches what arrives while that send is in flight', async () => {
+    const r = recorder({ lingerMs: 0 });
+    r.holdNext();
+    const first = r.batcher.submit([1]);
+    expect(r.sends, 'sent in the same tick').to.deep.equal([[1]]);
+    const second = r.batcher.submit([2]);
+    const third = r.batcher.submit([3, 4]);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(r.sends).to.deep.equal([[1]]);
+    r.release();
+    expect(await Promise.all([first, second, third])).to.deep.equal([['ok:1'], ['ok:2'], ['ok:3', 'ok:4']]);
+    expect(r.sends).to.deep.equal([[1], [2, 3, 4]]);
+  });
+
   it('rejects every submission of a failed send and keeps working afterwards', async () => {
     const { batcher } = recorder({ fail: (items) => items.includes(13) });
     const results = await Promise.allSettled([batcher.submit([12]), batcher.submit([13])]);

@@ -1,5 +1,6 @@
 /** The shape of every stored document, by collection. */
 import type { EventType } from '../eventlog/types.js';
+import type { Binary } from 'mongodb';
 
 export interface PasswordHash {
   algo: 'scrypt';
@@ -103,7 +104,17 @@ export interface EventPageDoc {
   last: number;
   /** BSON bytes of the events held (bounded with their count). */
   bytes: number;
-  events: EventDoc[];
+  /** Events held (absent in a packed page). */
+  count?: number;
+  /**
+   * The events, packed: the BSON of `{events: EventDoc[]}` as one binary value
+   * (pages written since issue 15's read work). FerretDB converts every nested
+   * field of a document on each read (a page of 100 nested events cost ~13 ms
+   * to fetch, packed ~3 ms); the reader unpacks it in ~0.3 ms.
+   */
+  packed?: Binary;
+  /** The events as nested documents: pages written before `packed` (still read). */
+  events?: EventDoc[];
 }
 
 /**

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import jwt from 'jsonwebtoken';
-import { issueSessionToken, verifySessionToken } from './tokens.js';
+import { issueSessionToken, secretKey, verifySessionToken } from './tokens.js';
 
 const auth = { jwtSecret: 'unit-test-secret-0123456789abcdefghij', sessionTtlSeconds: 30 * 24 * 3600 };
 const userId = 'usr_0123456789abcdef01234567';
@@ -30,6 +30,17 @@ describe('session tokens', () => {
     const justAfter = new Date(now.getTime() + 30 * 24 * 3600 * 1000);
     expect(verifySessionToken(auth, token, justBefore)).to.equal(userId);
     expect(verifySessionToken(auth, token, justAfter)).to.equal(null);
+  });
+
+  it('verifies with a key object made once per secret: tokens signed with the secret string are accepted, and a change of secret takes effect', () => {
+    expect(secretKey(auth.jwtSecret)).to.equal(secretKey(auth.jwtSecret));
+    expect(secretKey(auth.jwtSecret).type).to.equal('secret');
+    const byString = jwt.sign(claims, auth.jwtSecret, { algorithm: 'HS256' });
+    expect(verifySessionToken(auth, byString, now)).to.equal(userId);
+    const rotated = { ...auth, jwtSecret: 'rotated-secret-0123456789abcdefghijkl' };
+    expect(verifySessionToken(rotated, byString, now)).to.equal(null);
+    expect(verifySessionToken(rotated, issueSessionToken(rotated, userId, now), now)).to.equal(userId);
+    expect(jwt.verify(issueSessionToken(auth, userId, now), auth.jwtSecret, { algorithms: ['HS256'], clockTimestamp: nowSec })).to.have.property('sub', userId);
   });
 
   it('refuses a token signed with another secret', () => {

@@ -52,7 +52,7 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
     return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
   }
   const through = await deps.events.watermarks.current(partition);
-  const docs = await readAfter(deps.mongo.collections.eventPages, { accountId, partition, since, through, types, limit });
+  const docs = await readAfter(deps.mongo.collections.eventPages, { accountId, partition, since, through, types, limit }, deps.events.pageCache);
   const events = docs.map(docToRecord);
   return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
 }
@@ -74,7 +74,7 @@ async function storedBeyondHead(deps: ApiDeps, q: { accountId: string; partition
     const through = await deps.events.watermarks.recent(q.partition);
     if (deps.events.tail.behindFor(q.partition, through >= q.head) < BEHIND_GRACE_MS) return [];
     const since = { partition: q.partition, offset: q.head - 1n };
-    return (await readAfter(deps.mongo.collections.eventPages, { accountId: q.accountId, partition: q.partition, since, through, types: q.types, limit: q.limit })).map(docToRecord);
+    return (await readAfter(deps.mongo.collections.eventPages, { accountId: q.accountId, partition: q.partition, since, through, types: q.types, limit: q.limit }, deps.events.pageCache)).map(docToRecord);
   } catch (err) {
     deps.log.warn({ err, partition: q.partition }, 'could not read the events beyond the tail window from MongoDB; answering from the window');
     return [];
