@@ -377,23 +377,28 @@ export class Dispatcher {
    * PATCH that returned before this point stops or changes the send).
    */
   private async runFresh(job: Job, freeSlot: () => void, gated: boolean): Promise<void> {
-    const { deps } = this;
     const delivery = job.delivery;
     const tried = await this.attempt(delivery, gated);
     // Deleted or disabled: nothing is sent and nothing was stored.
     if (tried.kind !== 'sent') return;
-    const outcome = tried.outcome;
+    // If this cannot be written, the job is still finished only when it rejects: the
+    // offsets stay below it and a restart sends it again.
+    await this.afterSend(tried.outcome, freeSlot, true);
+  }
+
+  /** After an attempt: the subscription's pace, the slot freed, the attempt recorded. */
+  private async afterSend(outcome: AttemptRecord, freeSlot: () => void, fresh = false): Promise<void> {
+    const { deps } = this;
+    const subscriptionId = outcome.delivery.subscription_id;
     const slow = SLOW_OUTCOMES.has(outcome.outcome);
-    this.queue.observe(delivery.subscription_id, slow);
-    this.activity.set(delivery.subscription_id, Date.now());
-    if (slow) this.handBack(this.queue.trim(delivery.subscription_id));
+    this.queue.observe(subscriptionId, slow);
+    this.activity.set(subscriptionId, Date.now());
+    if (slow) this.handBack(this.queue.trim(subscriptionId));
     freeSlot();
     deps.onAttempt?.(outcome);
     await deps.hooks?.beforeRecord?.(outcome);
-    // If this cannot be written, the job is still finished only when it rejects: the
-    // offsets stay below it and a restart sends it again.
-    await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'), true);
-    deps.log.debug({ delivery: delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
+    await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'), fresh);
+    deps.log.debug({ delivery: outcome.delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
   }
 
   private async run(job: Job, freeSlot: () => void, gated: boolean): Promise<void> {
@@ -425,16 +430,7 @@ export class Dispatcher {
         deps.log.debug({ delivery: held._id, subscription: held.subscription_id }, 'delivery given up: its subscription is disabled');
         return;
       }
-      const outcome = tried.outcome;
-      const slow = SLOW_OUTCOMES.has(outcome.outcome);
-      this.queue.observe(held.subscription_id, slow);
-      this.activity.set(held.subscription_id, Date.now());
-      if (slow) this.handBack(this.queue.trim(held.subscription_id));
-      freeSlot();
-      deps.onAttempt?.(outcome);
-      await deps.hooks?.beforeRecord?.(outcome);
-      await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'));
-      deps.log.debug({ delivery: held._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
+      await this.afterSend(tried.outcome, freeSlot);
     } finally {
       this.active.delete(held._id);
     }
