@@ -224,14 +224,19 @@ export async function deleteWebhook(deps: WebhookDeps, accountId: string, id: st
   const { webhooks, webhookStatus, deliveries, attempts, secretRotations } = deps.mongo.collections;
   const res = await webhooks.deleteOne({ _id: id, account_id: accountId });
   if (res.deletedCount === 0) throw notFound('Webhook');
-  // Best effort: the delivery process also drops deliveries whose subscription is gone.
-  await Promise.all([
-    deliveries.deleteMany({ subscription_id: id }),
-    attempts.deleteMany({ subscription_id: id }),
-    webhookStatus.deleteOne({ _id: id }),
-    secretRotations.deleteMany({ subscription_id: id }),
-    fence(),
-  ]);
+  // Best effort: the delivery process also drops deliveries whose subscription is gone. The
+  // answer (an error included) waits for the fence all the same: the subscription is gone.
+  const fenced = fence();
+  try {
+    await Promise.all([
+      deliveries.deleteMany({ subscription_id: id }),
+      attempts.deleteMany({ subscription_id: id }),
+      webhookStatus.deleteOne({ _id: id }),
+      secretRotations.deleteMany({ subscription_id: id }),
+    ]);
+  } finally {
+    await fenced;
+  }
 }
 
 /**
