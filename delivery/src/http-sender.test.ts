@@ -55,6 +55,17 @@ describe('http sender (real HTTPS receiver)', () => {
     expect(seen.map((x) => x.connected)).to.deep.equal([0, 0, 1, 1]);
   });
 
+  it('rejects, writing nothing, when the gate throws (its store read failed): no attempt to report', async () => {
+    const s = make();
+    const failing = async (): Promise<boolean> => {
+      throw new Error('store down');
+    };
+    let caught: unknown = null;
+    await s.send(receiver.url('/gate-throws'), '{"n":1}', {}, {}, failing).catch((err: unknown) => (caught = err));
+    expect((caught as Error | null)?.message).to.equal('store down');
+    expect(receiver.received('/gate-throws')).to.have.length(0);
+  });
+
   it('classifies 3xx (not followed), 4xx and 5xx, and reads Retry-After', async () => {
     receiver.on('/moved', status(302, { location: 'https://127.0.0.1:1/elsewhere' }));
     receiver.on('/gone', status(410));

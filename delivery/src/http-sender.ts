@@ -19,7 +19,8 @@
  * request is dropped unwritten and send() resolves null. The dispatcher uses
  * it to check, after DNS, connect and handshake took however long they took,
  * that the subscription it signs for is still as read (see
- * shared/src/subscription-fence.ts).
+ * shared/src/subscription-fence.ts). A gate that throws rejects send(): no
+ * request was written, so no attempt is reported.
  */
 import https from 'node:https';
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
@@ -145,7 +146,7 @@ export function createSender(opts: SenderOptions): Sender {
     const elapsed = (): number => Math.round(performance.now() - started);
     const blocked = precheck(url, opts.policy);
     if (blocked) return { status: null, outcome: 'blocked_address', error: blocked, retryAfterMs: null, durationMs: elapsed() };
-    return new Promise<SendResult | null>((resolve) => {
+    return new Promise<SendResult | null>((resolve, reject) => {
       let settled = false;
       // No body option: Node writes the request line and headers with the body's first
       // write, so nothing leaves this process before write() below (after the gate).
@@ -163,7 +164,14 @@ export function createSender(opts: SenderOptions): Sender {
             stream.destroy();
             resolve(null);
           },
-          (err: unknown) => stream.destroy(err as Error),
+          (err: unknown) => {
+            // The gate could not tell (its store read failed): nothing was sent, so this is no
+            // attempt of the receiver's; the caller's error path hands the delivery back.
+            if (settled) return;
+            settled = true;
+            stream.destroy();
+            reject(err as Error);
+          },
         );
       };
       stream.once('request', (req: ClientRequest) => {
