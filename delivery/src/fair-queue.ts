@@ -105,11 +105,6 @@ export class FairQueue<T> {
     return this.queues.get(key)?.length ?? 0;
   }
 
-  /** Keys with items waiting. */
-  waitingKeys(): IterableIterator<string> {
-    return this.queues.keys();
-  }
-
   /** Items of `key` running now. */
   runningOf(key: string): number {
     return this.running.get(key) ?? 0;
@@ -146,17 +141,6 @@ export class FairQueue<T> {
     const extra = q.splice(limit);
     this.queued -= extra.length;
     return extra;
-  }
-
-  /**
-   * Keys whose due work is not worth claiming now: running at their cap with
-   * a full waiting room, or slowed down (cap cut by hangs or connect
-   * failures) and running at that cap. A hung receiver's backlog so stays in
-   * the store instead of being claimed and handed back again and again ahead
-   * of healthy subscriptions' work.
-   */
-  busyKeys(): string[] {
-    return [...this.running].filter(([key, n]) => n >= this.runCapOf(key) && (!this.hasRoom(key) || this.capOf(key) < this.perKeyRunning)).map(([key]) => key);
   }
 
   /** Removes and returns everything waiting. */
