@@ -141,8 +141,7 @@ describe('endpoint health: disabling a failing subscription', function () {
     await log.publish([envelope(account, 'call.started')]);
     await disabled(sub._id);
     // What PATCH enabled:true writes (api/src/features/webhooks/service.ts).
-    const enabledAt = new Date();
-    await db.db.collection<WebhookDoc>('webhooks').updateOne({ _id: sub._id }, { $set: { enabled: true, enabled_at: enabledAt }, $unset: { disabled_reason: '', disabled_at: '' } });
+    const enabledAt = await db.reenable(sub._id);
     const before = receiver.received('/again').length;
     await log.publish([envelope(account, 'message.sent')]);
     await receiver.waitFor('/again', before + 3);
