@@ -348,8 +348,9 @@ export class Dispatcher {
    * SEND_READ_MAX_AGE_MS before (shared/src/subscription-fence.ts): after a
    * slow DNS answer, connect or handshake the subscription is read again,
    * and a request prepared under a state that changed meanwhile (deleted,
-   * disabled, another URL or secret) is dropped unwritten and, unless the
-   * subscription is gone or disabled, prepared again under the new state.
+   * disabled, another URL or secret, an events list without this type) is
+   * dropped unwritten and, unless the subscription is gone, disabled or no
+   * longer takes the type, prepared again under the new state.
    */
   private async attempt(delivery: DeliveryDoc, gated: boolean): Promise<{ kind: 'gone' } | { kind: 'disabled' } | { kind: 'sent'; outcome: AttemptRecord }> {
     for (let admitted = false; ; ) {
@@ -367,7 +368,7 @@ export class Dispatcher {
         while (performance.now() - asked > SEND_READ_MAX_AGE_MS) {
           const again = await this.readForSend(delivery.subscription_id);
           asked = again.asked;
-          if (!again.sub || sendingState(again.sub) !== state) return false;
+          if (!again.sub || sendingState(again.sub) !== state || !takesEventType(again.sub, delivery.event_type)) return false;
         }
         return true;
       };
