@@ -28,7 +28,7 @@ import type { WebhookDoc } from '../../shared/src/mongo/index.js';
 import { ACTIVATION_SLACK_MS, SEND_READ_MAX_AGE_MS } from '../../shared/src/subscription-fence.js';
 
 /** How often the table is reloaded (one load at a time: a slow load delays the next). */
-export const REFRESH_MS = 250;
+const REFRESH_MS = 250;
 
 /** What matching and sending read of a subscription. */
 const PROJECTION = {
