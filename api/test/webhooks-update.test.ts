@@ -172,7 +172,9 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     expect(ok.body.url).to.equal('https://1.1.1.1:8443/out');
   });
 
-  it('is never undone by the delivery process recording an attempt at the same moment (FerretDB writes whole documents)', async () => {
+  it('is never undone by the delivery process recording an attempt at the same moment (FerretDB writes whole documents)', async function () {
+    // 30 PATCHes of enabled, each answering 1 s after the change (the subscription fence).
+    this.timeout(90_000);
     const acct = await createAccount(api.url);
     const { body } = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/race', events: ['*'] });
     const recorder = new AttemptRecorder(api.deps.mongo.collections);
