@@ -2,10 +2,12 @@
  * Turns each consumed batch of events into deliveries, sent straight from
  * the log: the happy path never waits on the store.
  *
- * Per batch: decode the events, load the subscriptions of the batch's
- * accounts in one query, and hand one delivery per (event, matching
- * subscription) to the dispatcher, in memory. Nothing is written for a
- * delivery that succeeds at once but its attempt (batched with others).
+ * Per batch: decode the events, take the subscriptions of the batch's
+ * accounts from the in-memory table when it is fresh enough for the batch's
+ * newest event (subscription-table.ts), else load them in one query, and
+ * hand one delivery per (event, matching subscription) to the dispatcher,
+ * in memory. Nothing is written for a delivery that succeeds at once but
+ * its attempt (batched with others).
  * The partition's offset is committed up to the lowest offset with an
  * unfinished delivery (offsets.ts): a delivery is finished once it
  * succeeded and its attempt is recorded, or once it is in the retry store
@@ -31,9 +33,10 @@ import type { EventEnvelope, EventRecord } from '../../shared/src/eventlog/types
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
-import { newDelivery, type DeliveryCollections } from './deliveries.js';
+import { newDelivery, takesEventType, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 import { PartitionProgress } from './offsets.js';
+import type { SubscriptionTable } from './subscription-table.js';
 
 interface ConsumerDeps {
   log: Logger;
@@ -42,6 +45,8 @@ interface ConsumerDeps {
   owner: string;
   leaseMs: number;
   clock: () => Date;
+  /** Subscriptions in memory (subscription-table.ts): used for a batch when fresh enough for it, else the store is queried. */
+  table?: SubscriptionTable;
 }
 
 interface Decoded {
@@ -75,7 +80,7 @@ export function matches(sub: WebhookDoc, envelope: EventEnvelope): boolean {
   if (sub.enabled === false) return false;
   if (occurredBefore(envelope, sub)) return false;
   if (envelope.type === 'webhook.ping') return envelope.target_subscription_id === sub._id;
-  return sub.events.includes('*') || sub.events.includes(envelope.type);
+  return takesEventType(sub, envelope.type);
 }
 
 function occurredBefore(envelope: EventEnvelope, sub: WebhookDoc): boolean {
@@ -94,6 +99,17 @@ async function subscriptionsByAccount(c: DeliveryCollections, accounts: string[]
     byAccount.set(sub.account_id, list);
   }
   return byAccount;
+}
+
+/** The latest `created_at` of the batch's events (ms); Infinity when one has none readable (the store is queried then). */
+function newestCreatedAt(events: Decoded[]): number {
+  let newest = -Infinity;
+  for (const e of events) {
+    const at = Date.parse(e.envelope.created_at);
+    if (Number.isNaN(at)) return Infinity;
+    if (at > newest) newest = at;
+  }
+  return newest;
 }
 
 /** Called after each step with the last event handed over; false stops the batch there (rebalance, shutdown). */
@@ -117,7 +133,7 @@ interface Planned {
  */
 export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepDone: StepDone = async () => true, progress = new PartitionProgress()): Promise<number> {
   const accounts = [...new Set(events.map((e) => e.envelope.account_id))];
-  const subs = await subscriptionsByAccount(deps.collections, accounts);
+  const subs = deps.table?.forEvents(accounts, newestCreatedAt(events)) ?? (await subscriptionsByAccount(deps.collections, accounts));
   let created = 0;
   let planned: Planned[] = [];
   for (let i = 0; i < events.length; i++) {

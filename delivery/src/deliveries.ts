@@ -111,7 +111,19 @@ export interface AttemptRecord {
   nextAttemptAt: Date | null;
 }
 
-/** A delivery whose subscription was deleted is dropped rather than sent. */
+/**
+ * Whether the subscription takes events of this type: `["*"]` takes every
+ * type; a ping (which names its subscription) is always taken. The type part
+ * of the consumer's matching, checked again right before each send: a
+ * delivery of a type the subscription no longer takes (PATCH events) is
+ * dropped unsent.
+ */
+export function takesEventType(sub: Pick<WebhookDoc, 'events'>, type: string): boolean {
+  if (type === 'webhook.ping') return true;
+  return sub.events.includes('*') || sub.events.includes(type);
+}
+
+/** A delivery whose subscription was deleted (or no longer takes its event type) is dropped rather than sent. */
 export async function dropDelivery(c: DeliveryCollections, held: DeliveryDoc): Promise<void> {
   await c.deliveries.deleteOne({ _id: held._id, claim_seq: held.claim_seq });
 }

@@ -21,7 +21,7 @@ import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { claim, dropDelivery, giveUpDisabled, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { claim, dropDelivery, giveUpDisabled, releaseLeases, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
@@ -30,6 +30,7 @@ import { FairQueue } from './fair-queue.js';
 import { LIMITED_ROOM_S, RateLimiter } from './rate-limit.js';
 import { isPermanentFailure, nextDelay } from './retry-policy.js';
 import { SubscriptionReads } from './subscription-reads.js';
+import type { SubscriptionTable } from './subscription-table.js';
 
 interface DispatchDeps {
   log: Logger;
@@ -45,6 +46,8 @@ interface DispatchDeps {
   /** Disables subscriptions whose attempts all fail for its period (fed by the recorder's status writes). */
   health?: EndpointHealth;
   hooks?: DispatchHooks;
+  /** Subscriptions in memory: the pre-send read comes from it while its latest load is recent enough (subscription-table.ts). */
+  table?: SubscriptionTable;
 }
 
 export interface Job {
@@ -345,14 +348,17 @@ export class Dispatcher {
    * SEND_READ_MAX_AGE_MS before (shared/src/subscription-fence.ts): after a
    * slow DNS answer, connect or handshake the subscription is read again,
    * and a request prepared under a state that changed meanwhile (deleted,
-   * disabled, another URL or secret) is dropped unwritten and, unless the
-   * subscription is gone or disabled, prepared again under the new state.
+   * disabled, another URL or secret, an events list without this type) is
+   * dropped unwritten and, unless the subscription is gone, disabled or no
+   * longer takes the type, prepared again under the new state.
    */
   private async attempt(delivery: DeliveryDoc, gated: boolean): Promise<{ kind: 'gone' } | { kind: 'disabled' } | { kind: 'sent'; outcome: AttemptRecord }> {
     for (let admitted = false; ; ) {
-      let asked = performance.now();
-      const sub = await this.subscriptions.read(delivery.subscription_id);
-      if (!sub) return { kind: 'gone' };
+      const read = await this.readForSend(delivery.subscription_id);
+      let asked = read.asked;
+      const sub = read.sub;
+      // Deleted, or no longer taking this event type (PATCH events): dropped unsent.
+      if (!sub || !takesEventType(sub, delivery.event_type)) return { kind: 'gone' };
       if (sub.enabled === false) return { kind: 'disabled' };
       // Its rate limit (a token, waited for if need be) once per delivery, not per re-prepared request.
       if (!admitted) await this.admit(sub, gated);
@@ -360,15 +366,27 @@ export class Dispatcher {
       const state = sendingState(sub);
       const gate = async (): Promise<boolean> => {
         while (performance.now() - asked > SEND_READ_MAX_AGE_MS) {
-          asked = performance.now();
-          const now = await this.subscriptions.read(delivery.subscription_id);
-          if (!now || sendingState(now) !== state) return false;
+          const again = await this.readForSend(delivery.subscription_id);
+          asked = again.asked;
+          if (!again.sub || sendingState(again.sub) !== state || !takesEventType(again.sub, delivery.event_type)) return false;
         }
         return true;
       };
       const outcome = await send(this.deps, delivery, sub, gate);
       if (outcome) return { kind: 'sent', outcome };
     }
+  }
+
+  /**
+   * The subscription as read by a query that started at `asked` (monotonic
+   * ms; null: deleted): from the table when its latest load started at most
+   * SEND_READ_MAX_AGE_MS ago, else from the store, by a read started now.
+   */
+  private async readForSend(id: string): Promise<{ sub: WebhookDoc | null; asked: number }> {
+    const cached = this.deps.table?.forSend(id);
+    if (cached) return cached;
+    const asked = performance.now();
+    return { sub: await this.subscriptions.read(id), asked };
   }
 
   /**

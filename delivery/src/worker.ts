@@ -11,6 +11,7 @@ import { DnsResolver } from '../../shared/src/dns.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
+import { collectionSource, SubscriptionTable } from './subscription-table.js';
 import { mongoProgressStore, OffsetTracker } from './offsets.js';
 import { countQueue, type AttemptRecord } from './deliveries.js';
 import { Dispatcher, type DispatchHooks } from './dispatch.js';
@@ -135,7 +136,12 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   });
   lifecycle.onStop('sender', () => sender.close());
   const clock = (): Date => new Date();
-  const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock };
+  // Every subscription in memory, reloaded every 250 ms: matching and the pre-send read skip the
+  // store while it is fresh enough (subscription-table.ts). Stopped after the dispatcher.
+  const table = new SubscriptionTable(collectionSource(mongo.collections.webhooks), log.child({ component: 'subscription-table' }));
+  table.start();
+  lifecycle.onStop('subscription-table', () => table.stop());
+  const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock, table };
   const metrics = createDeliveryMetrics();
   const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
   const health = wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, () => metrics.endpointsDisabled.inc());

@@ -147,6 +147,41 @@ describe('delivery guarantees', function () {
     expect(oldSigned, 'attempts after the rotation signed with the old secret').to.have.length(0);
   });
 
+  it('delivers to a new subscription an event published right after its creation returned, and none that occurred before its created_at', async () => {
+    const account = newAccountId();
+    const path = '/activation';
+    // Created as the API does: created_at a fence ahead, returned once it has come.
+    const creating = db.subscribe(account, receiver.url(path), ['*']);
+    await sleep(300);
+    const during = envelope(account, 'call.started', { n: 'during the create' });
+    await log.publish([during]);
+    const sub = await creating;
+    expect(Date.parse(during.created_at)).to.be.below(sub.created_at.getTime());
+    const justBefore = envelope(account, 'call.started', { n: 'just before' }, { created_at: new Date(sub.created_at.getTime() - 1).toISOString() });
+    const after = envelope(account, 'call.started', { n: 'right after' });
+    await log.publishAtOnce([justBefore, after]);
+    await receiver.waitFor(path, 1, 20_000);
+    await sleep(1500);
+    expect(receiver.received(path).map((r) => r.body.data.n)).to.deep.equal(['right after']);
+  });
+
+  it('writes no request of an event type the subscription stopped taking before the send, though it was connecting', async () => {
+    const account = newAccountId();
+    const host = 'fence-events.webhooks.test';
+    const sub = await db.subscribe(account, receiver.url('/fence-events', host), ['call.started', 'message.sent']);
+    const held = holdLookup(host);
+    await log.publish([envelope(account, 'call.started')]);
+    // The send has read the subscription (it takes call.started) and waits for DNS: PATCH events now.
+    await held.reached;
+    await db.change(sub._id, { events: ['message.sent'] });
+    held.release();
+    const kept = envelope(account, 'message.sent');
+    await log.publish([kept]);
+    await receiver.waitFor('/fence-events', 1, 20_000);
+    await sleep(1500);
+    expect(receiver.received('/fence-events').map((r) => r.body.id), 'only the type it still takes').to.deep.equal([kept.id]);
+  });
+
   it('delivers to a subscription only the events that occurred at or after its creation', async () => {
     const account = newAccountId();
     const path = '/since-creation';

@@ -9,7 +9,6 @@
  * (another group on the shared topic) would send these events too.
  */
 import { expect } from 'chai';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
 import { uniqueName } from '../../shared/test/support/env.js';
 import { Receiver, type Received } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
@@ -45,7 +44,7 @@ describe('per-subscription rate limit', function () {
   it('sends a limited subscription its deliveries in order at no more than its rate, without holding back an unlimited one', async () => {
     const account = newAccountId();
     const limited = await db.subscribe(account, receiver.url('/limited'), ['*']);
-    await db.db.collection<WebhookDoc>('webhooks').updateOne({ _id: limited._id }, { $set: { rate_limit: 5 } });
+    await db.change(limited._id, { rate_limit: 5 });
     await db.subscribe(account, receiver.url('/free'), ['*']);
     const events = Array.from({ length: 20 }, (_, i) => envelope(account, 'message.sent', { n: i }));
     await log.publishAtOnce(events);
@@ -74,7 +73,7 @@ describe('per-subscription rate limit', function () {
     const sub = await db.subscribe(account, receiver.url('/retried'), ['*']);
     await log.publishAtOnce(Array.from({ length: 10 }, () => envelope(account, 'message.received')));
     await receiver.waitFor('/retried', 10);
-    await db.db.collection<WebhookDoc>('webhooks').updateOne({ _id: sub._id }, { $set: { rate_limit: 4 } });
+    await db.change(sub._id, { rate_limit: 4 });
     const all = await receiver.waitFor('/retried', 20, 30_000);
     const retries = all.slice(10);
     // Unlimited, the 10 retries come within the schedule's jitter (±20 % of 1 s); at 4/s, 9 gaps of 250 ms.
@@ -84,14 +83,13 @@ describe('per-subscription rate limit', function () {
   it('applies a changed limit from the next send (the pre-send read), and none once it is null', async () => {
     const account = newAccountId();
     const sub = await db.subscribe(account, receiver.url('/changed'), ['*']);
-    const webhooks = db.db.collection<WebhookDoc>('webhooks');
-    await webhooks.updateOne({ _id: sub._id }, { $set: { rate_limit: 2 } });
+    await db.change(sub._id, { rate_limit: 2 });
     const first = Array.from({ length: 6 }, () => envelope(account, 'call.started'));
     await log.publishAtOnce(first);
     const limitedRun = await receiver.waitFor('/changed', 6, 30_000);
     // 2/s: 5 gaps of 500 ms.
     expect(limitedRun[5]!.at - limitedRun[0]!.at).to.be.at.least(2000);
-    await webhooks.updateOne({ _id: sub._id }, { $set: { rate_limit: null } });
+    await db.change(sub._id, { rate_limit: null });
     const second = Array.from({ length: 10 }, () => envelope(account, 'call.ended'));
     await log.publishAtOnce(second);
     const all = await receiver.waitFor('/changed', 16, 30_000);

@@ -22,6 +22,34 @@
 export const SUBSCRIPTION_FENCE_MS = 1000;
 export const SEND_READ_MAX_AGE_MS = 750;
 
+/**
+ * Activation, so that a delivery process may match events against a table of
+ * subscriptions loaded a little earlier (delivery/src/subscription-table.ts)
+ * and never miss a new one.
+ *
+ * A create stores `created_at = now + SUBSCRIPTION_FENCE_MS` (now: before the
+ * insert) and returns only once that time has come; a re-enable stores
+ * `enabled_at` the same way. Should the write itself take longer than half
+ * the fence, the time is pushed to (now after the write) + fence with one
+ * more update before waiting. So a subscription active for an event
+ * (created_at, enabled_at <= the event's created_at) was stored at least
+ * SUBSCRIPTION_FENCE_MS / 2 before the event's created_at, and any load of
+ * the table that started at or after `event.created_at - ACTIVATION_SLACK_MS`
+ * contains it. The slack stays below half the fence by 100 ms: room for the
+ * clocks of the API and the delivery hosts to differ by that much. A load
+ * older than that (slow store, failed loads) is not used for the event: the
+ * batch's subscriptions are queried instead.
+ *
+ * An event published after the create returned has created_at >= the
+ * subscription's created_at, so it is delivered; one that occurred before is not.
+ */
+export const ACTIVATION_SLACK_MS = 400;
+
+/** Waits until the wall clock reaches `at` (an activation time stored as created_at or enabled_at). */
+export async function waitUntilTime(at: Date, now: () => number = Date.now): Promise<void> {
+  for (let left = at.getTime() - now(); left > 0; left = at.getTime() - now()) await new Promise((r) => setTimeout(r, left));
+}
+
 /** What a send signs for and where it goes: a change to any of it withholds a request prepared under the old state. */
 export function sendingState(sub: {
   url: string;

@@ -10,6 +10,7 @@ import { loadWebhookConfig } from '../../../shared/src/config/webhooks.js';
 import type { EventEnvelope, EventType } from '../../../shared/src/eventlog/types.js';
 import type { WebhookDoc } from '../../../shared/src/mongo/index.js';
 import { SecretBox } from '../../../shared/src/secrets.js';
+import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '../../../shared/src/subscription-fence.js';
 import { newWebhookSecret } from '../../../shared/src/signing.js';
 import type { Resolver } from '../../../shared/src/url-safety.js';
 import { atRunEnd } from '../../../shared/test/support/cleanup.js';
@@ -112,7 +113,11 @@ export class TestDb {
     return this.db.collection<any>(name);
   }
 
-  /** A subscription as the API would store it; returns it with its plain secret. */
+  /**
+   * A subscription as the API would store it, returned (like the API's create)
+   * once its created_at, a fence ahead, has come (shared/src/subscription-fence.ts);
+   * returns it with its plain secret.
+   */
   async subscribe(accountId: string, url: string, events: string[]): Promise<WebhookDoc & { secret: string }> {
     const id = 'wh_' + randomBytes(12).toString('hex');
     const secret = newWebhookSecret();
@@ -124,13 +129,32 @@ export class TestDb {
       description: '',
       secret_enc: this.box.seal(secret, id),
       slot: Math.floor(Math.random() * 1e9),
-      created_at: new Date(),
+      created_at: new Date(Date.now() + SUBSCRIPTION_FENCE_MS),
       last_status: null,
       last_delivery_at: null,
       last_error: null,
     };
     await this.db.collection<WebhookDoc>('webhooks').insertOne(doc);
+    await waitUntilTime(doc.created_at);
     return { ...doc, secret };
+  }
+
+  /**
+   * Changes a subscription as a PATCH would: returns SUBSCRIPTION_FENCE_MS
+   * after the change was stored (delivery processes see it from then on).
+   * A re-enabling is `reenable`.
+   */
+  async change(id: string, set: Partial<WebhookDoc>): Promise<void> {
+    await this.db.collection<WebhookDoc>('webhooks').updateOne({ _id: id }, { $set: set });
+    await new Promise((r) => setTimeout(r, SUBSCRIPTION_FENCE_MS));
+  }
+
+  /** Enables a disabled subscription as PATCH enabled:true does: active from enabled_at, a fence ahead; returns once it has come. */
+  async reenable(id: string): Promise<Date> {
+    const enabledAt = new Date(Date.now() + SUBSCRIPTION_FENCE_MS);
+    await this.db.collection<WebhookDoc>('webhooks').updateOne({ _id: id }, { $set: { enabled: true, enabled_at: enabledAt }, $unset: { disabled_reason: '', disabled_at: '' } });
+    await waitUntilTime(enabledAt);
+    return enabledAt;
   }
 
   /** Replaces a subscription's secret as a rotation would; returns the new plain secret. */

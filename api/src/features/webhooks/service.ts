@@ -8,7 +8,7 @@ import { AppError, notFound, unavailable, validationFailed } from '../../../../s
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
 import type { AttemptDoc, DeliveryTrigger, DisabledReason, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
 import { newWebhookSecret } from '../../../../shared/src/signing.js';
-import { SUBSCRIPTION_FENCE_MS } from '../../../../shared/src/subscription-fence.js';
+import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '../../../../shared/src/subscription-fence.js';
 import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
 import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '../../../../shared/src/url-safety.js';
 import type { ApiDeps } from '../../deps.js';
@@ -157,6 +157,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
   const used = new Set(taken.map((d) => d.slot));
   for (let slot = 0; slot < cap; slot++) {
     if (used.has(slot)) continue;
+    const before = deps.clock().getTime();
     const doc: WebhookDoc = {
       _id: id,
       account_id: accountId,
@@ -165,7 +166,9 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
       description: input.description ?? '',
       secret_enc: deps.secretBox.seal(secret, id),
       slot,
-      created_at: deps.clock(),
+      // Active from a fence ahead (shared/src/subscription-fence.ts): delivery processes match
+      // events against a table of subscriptions loaded a moment ago, which then holds it.
+      created_at: new Date(before + SUBSCRIPTION_FENCE_MS),
       last_status: null,
       last_delivery_at: null,
       last_error: null,
@@ -174,13 +177,33 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
     };
     try {
       await webhooks.insertOne(doc);
-      return { ...toWebhook(doc), secret };
     } catch (err) {
       if ((err as { code?: number }).code !== DUPLICATE_KEY) throw err;
       // A concurrent create took this slot first: try the next one.
+      continue;
     }
+    doc.created_at = await activateAt(deps, id, 'created_at', before, doc.created_at);
+    return { ...toWebhook(doc), secret };
   }
   throw full();
+}
+
+/**
+ * After the write that stored `field` (created_at or enabled_at) as `at`
+ * (the write began at `before`): when the write took longer than half the
+ * fence, pushes the time to now + fence with one more update; then waits
+ * until that time has come (shared/src/subscription-fence.ts: stored at least
+ * half a fence before it becomes active). Returns the time stored.
+ */
+async function activateAt(deps: WebhookDeps, id: string, field: 'created_at' | 'enabled_at', before: number, at: Date): Promise<Date> {
+  let active = at;
+  const after = deps.clock().getTime();
+  if (after - before > SUBSCRIPTION_FENCE_MS / 2) {
+    active = new Date(after + SUBSCRIPTION_FENCE_MS);
+    await deps.mongo.collections.webhooks.updateOne({ _id: id }, { $set: { [field]: active } });
+  }
+  await waitUntilTime(active, () => deps.clock().getTime());
+  return active;
 }
 
 /**
@@ -194,7 +217,8 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
  *   events that occur from now on (`enabled_at`), not those of the time it
  *   was disabled.
  * - a new url or events list applies to every send from now on (a retry of
- *   an older delivery goes to the new url).
+ *   an older delivery goes to the new url; one of an event type no longer
+ *   taken is dropped unsent).
  */
 export async function updateWebhook(deps: WebhookDeps, accountId: string, id: string, input: UpdateWebhookInput): Promise<Webhook> {
   const current = await findOwned(deps, accountId, id);
@@ -207,14 +231,21 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
   let unset: { disabled_reason: ''; disabled_at: '' } | undefined;
   if (input.enabled !== undefined) {
     set.enabled = input.enabled;
-    if (input.enabled && current.enabled === false) set.enabled_at = deps.clock();
     // Why and since when: kept as they are when it was disabled already (by the delivery process, say).
     if (!input.enabled && current.enabled !== false) Object.assign(set, { disabled_reason: 'manual', disabled_at: deps.clock() });
     if (input.enabled) unset = { disabled_reason: '', disabled_at: '' };
   }
+  const before = deps.clock().getTime();
+  // Re-enabled: like a new subscription, active from a fence ahead (shared/src/subscription-fence.ts).
+  if (input.enabled && current.enabled === false) set.enabled_at = new Date(before + SUBSCRIPTION_FENCE_MS);
   const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, unset ? { $set: set, $unset: unset } : { $set: set });
   if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
-  if (set.url !== undefined || set.enabled !== undefined) await fence();
+  const stored = deps.clock().getTime();
+  // Re-enabled: returned once enabled_at has come (pushed if the write was slow).
+  if (set.enabled_at) await activateAt(deps, id, 'enabled_at', before, set.enabled_at);
+  // A changed url, enabled, events list or rate limit: nothing is sent under the old one once
+  // this returns (a fence after the change was stored; the wait for enabled_at may have covered it).
+  if (set.url !== undefined || set.enabled !== undefined || set.events !== undefined || set.rate_limit !== undefined) await waitUntilTime(new Date(stored + SUBSCRIPTION_FENCE_MS), () => deps.clock().getTime());
   return getWebhook(deps, accountId, id);
 }
 

@@ -1,0 +1,164 @@
+/**
+ * Every subscription, in memory, reloaded in full every REFRESH_MS, so the
+ * hot path (matching a batch's events, the read right before a send) needs no
+ * store query while the table is fresh enough for it.
+ *
+ * A load is one `webhooks.find({})` (the fields matching and sending need);
+ * one load at a time. For the latest completed load the table remembers when
+ * it STARTED, on the wall clock (`loadedFrom`, compared with events'
+ * `created_at`) and on the monotonic clock (compared with the send fence):
+ * everything stored before that moment is in it. A failed load keeps the
+ * previous table, which then ages out of both freshness rules below and the
+ * callers fall back to their store queries (correct, slower).
+ *
+ * - Fresh for a batch of events: `loadedFrom >= newest created_at -
+ *   ACTIVATION_SLACK_MS`. A subscription active for an event was stored at
+ *   least SUBSCRIPTION_FENCE_MS / 2 before the event's `created_at`
+ *   (shared/src/subscription-fence.ts), so such a load contains it.
+ * - Fresh for a send: the load started at most SEND_READ_MAX_AGE_MS ago
+ *   (monotonic): it is then as good as the pre-send read it replaces.
+ *
+ * Scaling: a scan of N subscriptions per REFRESH_MS per process. Beyond some N
+ * the scan takes long, the table is seldom fresh and every batch falls back to
+ * its queries (docs/architecture.md; the next step is a change log).
+ */
+import type { Collection, Document } from 'mongodb';
+import type { Logger } from '../../shared/src/log.js';
+import type { WebhookDoc } from '../../shared/src/mongo/index.js';
+import { ACTIVATION_SLACK_MS, SEND_READ_MAX_AGE_MS } from '../../shared/src/subscription-fence.js';
+
+/** How often the table is reloaded (one load at a time: a slow load delays the next). */
+const REFRESH_MS = 250;
+
+/** What matching and sending read of a subscription. */
+const PROJECTION = {
+  _id: 1,
+  account_id: 1,
+  url: 1,
+  events: 1,
+  enabled: 1,
+  enabled_at: 1,
+  created_at: 1,
+  rate_limit: 1,
+  secret_enc: 1,
+  secret_gen: 1,
+  previous_secret_enc: 1,
+  previous_secret_expires_at: 1,
+} as const;
+
+/** The part of the collection the table uses (an in-memory stand-in in unit tests). */
+export interface SubscriptionSource {
+  loadAll(): Promise<WebhookDoc[]>;
+}
+
+export function collectionSource(webhooks: Collection<WebhookDoc>): SubscriptionSource {
+  return { loadAll: () => webhooks.find({}, { projection: PROJECTION as Document }).toArray() as Promise<WebhookDoc[]> };
+}
+
+interface Clocks {
+  /** Wall clock, ms (compared with events' created_at). */
+  wall: () => number;
+  /** Monotonic, ms (compared with the send fence). */
+  mono: () => number;
+}
+
+const realClocks: Clocks = { wall: () => Date.now(), mono: () => performance.now() };
+
+export class SubscriptionTable {
+  private byId = new Map<string, WebhookDoc>();
+  private byAccount = new Map<string, WebhookDoc[]>();
+  /** Wall-clock start of the latest completed load (-Infinity: none yet). */
+  loadedFrom = -Infinity;
+  /** Monotonic start of the latest completed load. */
+  private loadedMono = -Infinity;
+  private timer: NodeJS.Timeout | null = null;
+  private loading: Promise<void> | null = null;
+  private stopped = false;
+  /** Loads completed / failed (tests, metrics). */
+  loads = 0;
+  failures = 0;
+
+  constructor(
+    private readonly source: SubscriptionSource,
+    private readonly log?: Logger,
+    private readonly clocks: Clocks = realClocks,
+  ) {}
+
+  /** Loads once, then every REFRESH_MS until stop(). */
+  start(): void {
+    this.stopped = false;
+    void this.tick();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.loading?.catch(() => undefined);
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    await this.load();
+    if (this.stopped) return;
+    this.timer = setTimeout(() => void this.tick(), REFRESH_MS);
+    this.timer.unref();
+  }
+
+  /** One load (shared by concurrent callers); a failure keeps the previous table. */
+  load(): Promise<void> {
+    if (this.loading) return this.loading;
+    const wall = this.clocks.wall();
+    const mono = this.clocks.mono();
+    this.loading = this.source
+      .loadAll()
+      .then((docs) => {
+        const byId = new Map<string, WebhookDoc>();
+        const byAccount = new Map<string, WebhookDoc[]>();
+        for (const d of docs) {
+          byId.set(d._id, d);
+          const list = byAccount.get(d.account_id);
+          if (list) list.push(d);
+          else byAccount.set(d.account_id, [d]);
+        }
+        this.byId = byId;
+        this.byAccount = byAccount;
+        this.loadedFrom = wall;
+        this.loadedMono = mono;
+        this.loads++;
+      })
+      .catch((err: unknown) => {
+        this.failures++;
+        this.log?.info({ err }, 'could not reload the subscription table; keeping the previous one (queries meanwhile)');
+      })
+      .finally(() => {
+        this.loading = null;
+      });
+    return this.loading;
+  }
+
+  /**
+   * The subscriptions of `accounts` when the table holds every subscription
+   * active for an event created at or before `newestEventAt` (ms); null when
+   * it is not fresh enough (query the store instead).
+   */
+  forEvents(accounts: string[], newestEventAt: number): Map<string, WebhookDoc[]> | null {
+    if (!(this.loadedFrom >= newestEventAt - ACTIVATION_SLACK_MS)) return null;
+    const out = new Map<string, WebhookDoc[]>();
+    for (const a of accounts) {
+      const list = this.byAccount.get(a);
+      if (list) out.set(a, list);
+    }
+    return out;
+  }
+
+  /**
+   * The subscription as of a load that started at most SEND_READ_MAX_AGE_MS
+   * ago, with that start (monotonic ms; `sub` null: deleted); null when the
+   * table is older (read the store instead).
+   */
+  forSend(id: string): { sub: WebhookDoc | null; asked: number } | null {
+    if (this.clocks.mono() - this.loadedMono > SEND_READ_MAX_AGE_MS) return null;
+    return { sub: this.byId.get(id) ?? null, asked: this.loadedMono };
+  }
+}
