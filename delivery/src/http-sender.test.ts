@@ -66,6 +66,22 @@ describe('http sender (real HTTPS receiver)', () => {
     expect(receiver.received('/gate-throws')).to.have.length(0);
   });
 
+  it('tells a gate still checking when the attempt timed out without it, so it can stop', async () => {
+    const s = make({ timeoutMs: 300 });
+    let stoppedAt = 0;
+    const slowGate = async (pending: () => boolean): Promise<boolean> => {
+      while (pending()) await new Promise((r) => setTimeout(r, 20));
+      stoppedAt = Date.now();
+      return true;
+    };
+    const res = await s.send(receiver.url('/gate-slow'), '{}', {}, {}, slowGate);
+    const settledAt = Date.now();
+    expect(res).to.include({ outcome: 'timeout' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(stoppedAt, 'the gate saw the send end').to.be.within(settledAt - 50, settledAt + 100);
+    expect(receiver.received('/gate-slow')).to.have.length(0);
+  });
+
   it('classifies 3xx (not followed), 4xx and 5xx, and reads Retry-After', async () => {
     receiver.on('/moved', status(302, { location: 'https://127.0.0.1:1/elsewhere' }));
     receiver.on('/gone', status(410));

@@ -50,8 +50,12 @@ interface SenderOptions {
   userAgent: string;
 }
 
-/** Answers whether the request may be written now; false drops it unwritten. */
-export type SendGate = () => Promise<boolean>;
+/**
+ * Answers whether the request may be written now; false drops it unwritten.
+ * `pending()` turns false once the send is over without it (the attempt's
+ * timeout): a gate still checking can stop.
+ */
+export type SendGate = (pending: () => boolean) => Promise<boolean>;
 
 export interface Sender {
   /**
@@ -156,7 +160,7 @@ export function createSender(opts: SenderOptions): Sender {
       });
       const write = (): void => {
         if (!gate) return void stream.end(body);
-        gate().then(
+        gate(() => !settled && !stream.destroyed).then(
           (open) => {
             if (stream.destroyed || settled) return;
             if (open) return void stream.end(body);
