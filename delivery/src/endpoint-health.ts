@@ -126,10 +126,10 @@ export class EndpointHealth {
     const hint = status?.failing_since?.getTime();
     if (hint === undefined) return;
     if (hint + this.periodMs > now) return this.later(id, hint + this.periodMs);
-    const sub = await webhooks.findOne({ _id: id }, { projection: { enabled: 1, created_at: 1, enabled_at: 1 } });
+    const sub = await webhooks.findOne({ _id: id }, { projection: { enabled: 1, created_at: 1, enabled_at: 1, url: 1, url_changed_at: 1 } });
     if (!sub || sub.enabled === false) return this.later(id, now + this.periodMs);
-    // Counted from the subscription's creation or re-enabling at the earliest.
-    const floor = Math.max(sub.created_at?.getTime() ?? 0, sub.enabled_at?.getTime() ?? 0);
+    // Counted from the subscription's creation, re-enabling or change of URL at the earliest.
+    const floor = Math.max(sub.created_at?.getTime() ?? 0, sub.enabled_at?.getTime() ?? 0, sub.url_changed_at?.getTime() ?? 0);
     if (floor + this.periodMs > now) return this.later(id, floor + this.periodMs);
     // The truth is the attempt log: a success after the hint (a removal lost to a race) moves
     // the start to the first failure after it.
@@ -142,7 +142,8 @@ export class EndpointHealth {
     if (start + this.periodMs > now) return this.later(id, start + this.periodMs);
     const at = new Date(now);
     // The same write as PATCH enabled:false (plus why and since when); every process's pre-send read sees it.
-    const res = await webhooks.updateOne({ _id: id, enabled: { $ne: false } }, { $set: { enabled: false, disabled_reason: ENDPOINT_FAILING, disabled_at: at } });
+    // Only the endpoint judged: a PATCH of the URL meanwhile leaves it enabled.
+    const res = await webhooks.updateOne({ _id: id, url: sub.url, enabled: { $ne: false } }, { $set: { enabled: false, disabled_reason: ENDPOINT_FAILING, disabled_at: at } });
     this.later(id, now + this.periodMs);
     if (res.modifiedCount === 0) return;
     this.log?.warn({ subscription: id, failing_since: new Date(start), period_ms: this.periodMs }, 'subscription disabled: every attempt failed for the disabling period');

@@ -264,9 +264,12 @@ describe('endpoint health: the decision is taken on the attempt log, not on a st
   });
 
   /** A subscription created an hour ago whose stored failing_since says "an hour ago" (a success's removal lost to a race), with these attempts. */
-  async function scenario(attempts: [minutesAgo: number, outcome: 'ok' | 'http_5xx'][]): Promise<string> {
+  async function scenario(attempts: [minutesAgo: number, outcome: 'ok' | 'http_5xx'][], urlChangedMinutesAgo?: number): Promise<string> {
     const sub = await db.subscribe(newAccountId(), 'https://127.0.0.1/x', ['*']);
-    await db.db.collection<WebhookDoc>('webhooks').updateOne({ _id: sub._id }, { $set: { created_at: new Date(now - 60 * MIN) } });
+    await db.db.collection<WebhookDoc>('webhooks').updateOne(
+      { _id: sub._id },
+      { $set: { created_at: new Date(now - 60 * MIN), ...(urlChangedMinutesAgo === undefined ? {} : { url: 'https://127.0.0.1/new', url_changed_at: new Date(now - urlChangedMinutesAgo * MIN) }) } },
+    );
     await db.db.collection<WebhookStatusDoc>('webhook_status').insertOne({ _id: sub._id, last_status: 500, last_delivery_at: new Date(now), last_error: null, failing_since: new Date(now - 60 * MIN) });
     await db.collection('delivery_attempts').insertMany(
       attempts.map(([ago, outcome], i) => ({ _id: `att_${sub._id}_${i}`, subscription_id: sub._id, delivery_id: `dlv_${i}`, outcome, status: outcome === 'ok' ? 200 : 500, at: new Date(now - ago * MIN) })),
@@ -282,6 +285,10 @@ describe('endpoint health: the decision is taken on the attempt log, not on a st
 
   it('counts from the first failure after the last success: idle in between is not failing', async () => {
     expect(await enabledOf(await scenario([[50, 'http_5xx'], [10, 'ok'], [0.5, 'http_5xx'], [0.1, 'http_5xx']]))).to.equal(true);
+  });
+
+  it('counts from a change of URL: the new endpoint gets the whole period (its old failures do not count)', async () => {
+    expect(await enabledOf(await scenario([[50, 'http_5xx'], [20, 'http_5xx'], [0.1, 'http_5xx']], 0.5))).to.equal(true);
   });
 
   it('disables once the failures after the last success span the period', async () => {

@@ -262,6 +262,8 @@ export interface WebhookDoc {
   enabled?: boolean;
   /** Set when re-enabled: like created_at, events that occurred before it are not delivered. */
   enabled_at?: Date;
+  /** Set when a PATCH changes the URL: the new endpoint's failures are counted from here (endpoint health). */
+  url_changed_at?: Date;
   /**
    * Why and since when it is disabled (both absent while enabled): `manual`
    * (PATCH enabled:false) or `endpoint_failing` (the delivery process, after

@@ -225,6 +225,8 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
   if (input.events) assertEvents(input.events);
   const set: Partial<WebhookDoc> = {};
   if (input.url !== undefined) set.url = await assertSafeUrl(deps, accountId, input.url);
+  // Another endpoint: its health is counted afresh (delivery/src/endpoint-health.ts).
+  if (set.url !== undefined && set.url !== current.url) set.url_changed_at = deps.clock();
   if (input.events !== undefined) set.events = input.events;
   if (input.description !== undefined) set.description = input.description;
   if (input.rate_limit !== undefined) set.rate_limit = input.rate_limit;
