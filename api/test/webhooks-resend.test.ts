@@ -7,7 +7,7 @@
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
 import { tryDecodeCursor } from '../../shared/src/cursor.js';
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+import { deliveryId, insertHooks } from '../../shared/src/mongo/delivery-queue.js';
 import type { DeliveryDoc, WatermarkDoc, WebhookOpKeyDoc } from '../../shared/src/mongo/index.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
@@ -134,6 +134,32 @@ describe('webhook resend, recover and replay (delivery process, HTTPS receiver)'
     expect(got.map((r) => r.body.id)).to.deep.equal([event.id, event.id]);
     expect(got[1]!.raw.toString()).to.equal(got[0]!.raw.toString()); // the same body, byte for byte
     expect(got[1]!.headers['x-service-delivery']).to.equal(res.body.delivery_id);
+  });
+
+  it('a resend whose API call dies between storing the delivery and its due entry is still sent (its safety entry, written first)', async () => {
+    const acct = await createAccount(api.url);
+    const path = '/rs-crash';
+    const sub = await subscribe(acct, path, ['*']);
+    const event = await ingest(acct, 'call.started');
+    await receiver.waitFor(path, 1);
+    const original = deliveryId(event.id, sub);
+    await recorded(acct, sub, original);
+    const safetyMs = insertHooks.safetyMs;
+    insertHooks.safetyMs = 2000; // the scheduler reads the safety entry a moment later, not a minute
+    insertHooks.afterInsert = async (docs) => {
+      if (docs.some((d) => d.subscription_id === sub && d.trigger === 'resend')) throw new Error('the API died here');
+    };
+    try {
+      const res = await post(acct, `/${sub}/deliveries/${original}/resend`);
+      expect(res.status, JSON.stringify(res.body)).to.equal(500);
+    } finally {
+      insertHooks.afterInsert = undefined;
+      insertHooks.safetyMs = safetyMs;
+    }
+    const resent = await until('the resend stored', () => deliveries().findOne({ origin_delivery_id: original }), (d) => d !== null);
+    const got = await receiver.waitFor(path, 2);
+    expect(got[1]!.body.id).to.equal(event.id);
+    expect(got[1]!.headers['x-service-delivery']).to.equal(resent!._id);
   });
 
   it('recover queues exactly the failed deliveries created since the time, once per event, and continues from next_since when cut', async () => {
