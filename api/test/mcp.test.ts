@@ -219,7 +219,7 @@ describe('MCP with the official SDK client', function () {
     expect(replayed).to.have.all.keys('queued', 'cursor', 'truncated');
     expect(structured(await c.callTool({ name: 'replay_events_to_webhook', arguments: replayArgs }))).to.deep.equal(replayed);
     const recovered = structured(await c.callTool({ name: 'recover_webhook_deliveries', arguments: { id: created.id, since: new Date(Date.now() - 60_000).toISOString() } }));
-    expect(recovered).to.deep.equal({ queued: 0, truncated: false, next_since: null });
+    expect(recovered).to.deep.equal({ queued: 0, truncated: false, next_since: null, next_after_id: null });
     const unknown = await c.callTool({ name: 'resend_delivery', arguments: { id: created.id, delivery_id: `dlv_${'0'.repeat(24)}` } });
     expect(unknown.isError).to.equal(true);
     expect((unknown.content as Array<{ text: string }>)[0]!.text).to.match(/Delivery not found/);

@@ -7,14 +7,14 @@
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
 import { tryDecodeCursor } from '../../shared/src/cursor.js';
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+import { deliveryId, insertHooks } from '../../shared/src/mongo/delivery-queue.js';
 import type { DeliveryDoc, WatermarkDoc, WebhookOpKeyDoc } from '../../shared/src/mongo/index.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver, type Behaviour } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import { opKeyId } from '../src/features/webhooks/op-keys.js';
-import { operationDeliveryId, recoverDeliveries, replayEvents } from '../src/features/webhooks/operations.js';
+import { operationDeliveryId, recoverDeliveries, recoverHooks, recoveryId, replayEvents } from '../src/features/webhooks/operations.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call } from './support/api.js';
@@ -136,6 +136,32 @@ describe('webhook resend, recover and replay (delivery process, HTTPS receiver)'
     expect(got[1]!.headers['x-service-delivery']).to.equal(res.body.delivery_id);
   });
 
+  it('a resend whose API call dies between storing the delivery and its due entry is still sent (its safety entry, written first)', async () => {
+    const acct = await createAccount(api.url);
+    const path = '/rs-crash';
+    const sub = await subscribe(acct, path, ['*']);
+    const event = await ingest(acct, 'call.started');
+    await receiver.waitFor(path, 1);
+    const original = deliveryId(event.id, sub);
+    await recorded(acct, sub, original);
+    const safetyMs = insertHooks.safetyMs;
+    insertHooks.safetyMs = 2000; // the scheduler reads the safety entry a moment later, not a minute
+    insertHooks.afterInsert = async (docs) => {
+      if (docs.some((d) => d.subscription_id === sub && d.trigger === 'resend')) throw new Error('the API died here');
+    };
+    try {
+      const res = await post(acct, `/${sub}/deliveries/${original}/resend`);
+      expect(res.status, JSON.stringify(res.body)).to.equal(500);
+    } finally {
+      insertHooks.afterInsert = undefined;
+      insertHooks.safetyMs = safetyMs;
+    }
+    const resent = await until('the resend stored', () => deliveries().findOne({ origin_delivery_id: original }), (d) => d !== null);
+    const got = await receiver.waitFor(path, 2);
+    expect(got[1]!.body.id).to.equal(event.id);
+    expect(got[1]!.headers['x-service-delivery']).to.equal(resent!._id);
+  });
+
   it('recover queues exactly the failed deliveries created since the time, once per event, and continues from next_since when cut', async () => {
     const acct = await createAccount(api.url);
     const path = '/rs-recover';
@@ -152,12 +178,12 @@ describe('webhook resend, recover and replay (delivery process, HTTPS receiver)'
     const tries = receiver.received(path).length;
 
     // The bound, reached with a bound of 1 (the route's is 1,000): cut short, next_since to continue.
-    const first = await recoverDeliveries(api.deps, acct.userId, sub, { since }, 'test-seed', 1);
+    const first = await recoverDeliveries(api.deps, acct.userId, sub, { since }, 1);
     const storedWanted = await Promise.all(wanted.map((e) => deliveries().findOne({ _id: deliveryId(e.id, sub) })));
-    expect(first).to.deep.equal({ queued: 1, truncated: true, next_since: storedWanted[1]!.created_at.toISOString() });
-    const rest = await post(acct, `/${sub}/recover`, { since: first.next_since });
+    expect(first).to.deep.equal({ queued: 1, truncated: true, next_since: storedWanted[0]!.created_at.toISOString(), next_after_id: storedWanted[0]!._id });
+    const rest = await post(acct, `/${sub}/recover`, { since: first.next_since, after_id: first.next_after_id });
     expect(rest.status, JSON.stringify(rest.body)).to.equal(202);
-    expect(rest.body).to.deep.equal({ queued: 1, truncated: false, next_since: null });
+    expect(rest.body).to.deep.equal({ queued: 1, truncated: false, next_since: null, next_after_id: null });
 
     await receiver.waitFor(path, tries + 2);
     const recovered = await until(
@@ -171,9 +197,107 @@ describe('webhook resend, recover and replay (delivery process, HTTPS receiver)'
 
     // Recovering again sends nothing: each of those events has been delivered since.
     const again = await post(acct, `/${sub}/recover`, { since });
-    expect(again.body).to.deep.equal({ queued: 0, truncated: false, next_since: null });
+    expect(again.body).to.deep.equal({ queued: 0, truncated: false, next_since: null, next_after_id: null });
     const attempts = (await call(api.url, 'GET', `/api/v1/webhooks/${sub}/deliveries`, { headers: bearer(acct.apiKey) })).body.attempts as { event_id: string; trigger: string; outcome: string }[];
     expect(attempts.filter((a) => a.trigger === 'recover').map((a) => [a.event_id, a.outcome]).sort()).to.deep.equal(wanted.map((e) => [e.id, 'ok']).sort());
+  });
+
+  it('two recovers at once (a double click: other keys, or none) queue each failed event once; a recover after that recovery failed too queues it again', async () => {
+    const acct = await createAccount(api.url);
+    const path = '/rs-recover-twice';
+    receiver.on(path, switchable(path));
+    failing.add(path);
+    const sub = await subscribe(acct, path, ['*']);
+    const since = new Date(Date.now() - 1000).toISOString();
+    const events = [await ingest(acct, 'call.started'), await ingest(acct, 'call.ended')];
+    const originals = events.map((e) => deliveryId(e.id, sub));
+    for (const id of originals) await failedFor(id);
+
+    // Both read (nothing live for either event) before either inserts.
+    let arrived = 0;
+    let open!: () => void;
+    const bothRead = new Promise<void>((r) => (open = r));
+    recoverHooks.beforeInsert = async (s) => {
+      if (s !== sub) return;
+      if (++arrived === 2) open();
+      await bothRead;
+    };
+    let both: Awaited<ReturnType<typeof post>>[];
+    try {
+      both = await Promise.all([post(acct, `/${sub}/recover`, { since }), post(acct, `/${sub}/recover`, { since }, `click-${Math.random()}`)]);
+    } finally {
+      recoverHooks.beforeInsert = undefined;
+    }
+    expect(arrived).to.equal(2);
+    for (const r of both) expect(r.status, JSON.stringify(r.body)).to.equal(202);
+    expect(both.map((r) => r.body.queued as number).reduce((a, b) => a + b)).to.equal(2);
+    const firstRound = await deliveries().find({ subscription_id: sub, trigger: 'recover' }).toArray();
+    expect(firstRound.map((d) => d._id).sort()).to.deep.equal(originals.map(recoveryId).sort());
+
+    // Those recoveries fail too: now they are each event's newest failure, and a recover queues each event again, under new ids.
+    for (const id of originals) await failedFor(recoveryId(id));
+    failing.delete(path);
+    const tries = receiver.received(path).length;
+    const again = await post(acct, `/${sub}/recover`, { since });
+    expect(again.body).to.deep.include({ queued: 2, truncated: false });
+    await receiver.waitFor(path, tries + 2);
+    const secondRound = originals.map((id) => recoveryId(recoveryId(id)));
+    await until(
+      'the second recoveries succeeded',
+      () => deliveries().find({ _id: { $in: secondRound } }).toArray(),
+      (list) => list.length === 2 && list.every((d) => d.state === 'succeeded'),
+    );
+    expect(await deliveries().countDocuments({ subscription_id: sub, trigger: 'recover' })).to.equal(4);
+    expect(idsAt(path).slice(tries).sort()).to.deep.equal(events.map((e) => e.id).sort());
+  });
+
+  it('recover pages through more failed deliveries than its bound sharing one created_at (since + after_id), each looked at once', async () => {
+    const acct = await createAccount(api.url);
+    const path = '/rs-recover-same-ms';
+    const sub = await subscribe(acct, path, ['*']);
+    const at = new Date(Date.now() - 60_000);
+    // Five failed deliveries created at the same millisecond (as a replay's or a recovery's are), of five events.
+    const made = [0, 1, 2, 3, 4].map((i) => ({
+      _id: operationDeliveryId('same-ms', 'replay', `${sub}:${i}`),
+      account_id: acct.userId,
+      subscription_id: sub,
+      event_id: `evt_samems${i}${sub.slice(-8)}`,
+      event_type: 'call.started' as const,
+      body: JSON.stringify({ id: `evt_samems${i}`, n: i }),
+      state: 'failed' as const,
+      attempts: 1,
+      next_attempt_at: null,
+      claim_seq: 1,
+      lease_owner: null,
+      lease_until: null,
+      last_status: 500,
+      last_outcome: 'http_5xx' as const,
+      created_at: at,
+      updated_at: at,
+      trigger: 'replay' as const,
+    }));
+    await deliveries().insertMany(made);
+    const seen: string[] = [];
+    let input: { since: string; after_id?: string } = { since: at.toISOString() };
+    for (let call = 0; call < 10; call++) {
+      const before = new Set((await deliveries().find({ subscription_id: sub, trigger: 'recover' }).toArray()).map((d) => d.origin_delivery_id!));
+      const page = await recoverDeliveries(api.deps, acct.userId, sub, input, 2);
+      const after = (await deliveries().find({ subscription_id: sub, trigger: 'recover' }).toArray()).map((d) => d.origin_delivery_id!);
+      seen.push(...after.filter((id) => !before.has(id)));
+      if (!page.truncated) {
+        expect(page).to.include({ next_since: null, next_after_id: null });
+        break;
+      }
+      expect(page.next_since).to.equal(at.toISOString());
+      input = { since: page.next_since!, after_id: page.next_after_id! };
+    }
+    expect(seen.sort()).to.deep.equal(made.map((d) => d._id).sort());
+    // The route takes after_id (and checks it).
+    const bad = await post(acct, `/${sub}/recover`, { since: at.toISOString(), after_id: 'nope' });
+    expect(bad.status).to.equal(400);
+    expect(bad.body.error.details.map((d: { path: string }) => d.path)).to.include('after_id');
+    const none = await post(acct, `/${sub}/recover`, { since: at.toISOString(), after_id: made.map((d) => d._id).sort().at(-1) });
+    expect(none.status, JSON.stringify(none.body)).to.equal(202);
   });
 
   it('replay delivers exactly the matching events in (since, until], queued in log order, and the cut-off cursor continues it', async () => {

@@ -140,8 +140,8 @@ export class WebhooksApi {
   resend(webhookId: string, deliveryId: string, opts: { idempotencyKey?: string } = {}): Promise<ResendResult> {
     return this.http.request('POST', `/api/v1/webhooks/${id(webhookId)}/deliveries/${id(deliveryId)}/resend`, operation(opts));
   }
-  /** `POST /api/v1/webhooks/{id}/recover`: every delivery that failed for good since `since` (ISO time), again. */
-  recover(webhookId: string, params: { since: string }, opts: { idempotencyKey?: string } = {}): Promise<RecoverResult> {
+  /** `POST /api/v1/webhooks/{id}/recover`: every delivery that failed for good since `since` (ISO time), again; `after_id` continues a truncated call. */
+  recover(webhookId: string, params: { since: string; after_id?: string }, opts: { idempotencyKey?: string } = {}): Promise<RecoverResult> {
     return this.http.request('POST', `/api/v1/webhooks/${id(webhookId)}/recover`, { body: params, ...operation(opts) });
   }
   /** `POST /api/v1/webhooks/{id}/replay`: the account's events in (since, until] (polling cursors) to this subscription; continue from `cursor` while `truncated`. */

@@ -160,7 +160,9 @@ export interface ResendResult {
 export interface RecoverResult {
   queued: number;
   truncated: boolean;
+  /** With next_after_id, where to continue when truncated: pass them as since and after_id. */
   next_since: string | null;
+  next_after_id: string | null;
 }
 
 /** `POST /api/v1/webhooks/{id}/replay`. */

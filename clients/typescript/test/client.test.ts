@@ -223,7 +223,7 @@ describe('client: every route, against the real API and delivery process', funct
     const [, again] = await receiver.waitFor('/client-e2e', 2);
     expect(again!.body.id).to.equal(event_id);
     expect(again!.headers['webhook-id']).to.equal(resent.delivery_id);
-    expect(await client.webhooks.recover(created.id, { since: new Date(Date.now() - 3_600_000).toISOString() })).to.deep.equal({ queued: 0, truncated: false, next_since: null });
+    expect(await client.webhooks.recover(created.id, { since: new Date(Date.now() - 3_600_000).toISOString() })).to.deep.equal({ queued: 0, truncated: false, next_since: null, next_after_id: null });
     const replayed = await client.webhooks.replay(created.id, { since: detail.event.cursor });
     expect(replayed).to.include({ queued: 0, truncated: false });
     const unknown = await client.webhooks.resend(created.id, `dlv_${'0'.repeat(24)}`).catch((x: unknown) => x);

@@ -181,16 +181,40 @@ export function dueAt(d: Pick<DeliveryDoc, 'next_attempt_at' | 'lease_until'>): 
 }
 
 /**
- * Inserts new deliveries, then puts every pending one (new, or already there
+ * insertDeliveries' test hooks and its safety delay: `afterInsert` runs between
+ * the delivery insert and its due entry (a test throws there to play a crash).
+ */
+export const insertHooks: { safetyMs: number; afterInsert?: (docs: DeliveryDoc[]) => Promise<void> } = { safetyMs: 60_000 };
+
+/**
+ * Inserts new deliveries and puts every pending one (new, or already there
  * from an earlier try) into its due bucket; returns the ids that were really
  * new (a re-consumed batch finds its deliveries already there and leaves them
- * to their holder). The delivery goes first: a scheduler that reads an entry
- * always finds its delivery.
+ * to their holder).
+ *
+ * The order of the writes is what keeps a crash from losing a delivery:
+ * 1. a safety entry per pending delivery, due at the later of its due time and
+ *    now + insertHooks.safetyMs (a minute), before the delivery exists;
+ * 2. the deliveries;
+ * 3. the entry at the due time itself, for those due before the safety entry.
+ * A crash after 1 leaves entries whose delivery does not exist: the scheduler
+ * drops them (it reads the delivery by `_id` and drops one that is gone). A
+ * crash after 2 leaves the delivery to its safety entry: sent a minute late,
+ * not never (an API call without an Idempotency-Key is not repeated by
+ * anyone). A scheduler reads an entry only once its bucket is over, so the
+ * safety entry is read before its delivery exists only if the insert took
+ * longer than the safety delay; then the entry of step 3, written after the
+ * insert, still finds it (losing it takes that and a crash). The cost: a
+ * delivery due within the minute has two entries; the later one finds it
+ * done (or due later) and is dropped.
  */
 export async function insertDeliveries(c: QueueCollections, docs: DeliveryDoc[]): Promise<Set<string>> {
   const inserted = new Set<string>();
   for (let i = 0; i < docs.length; i += INSERT_CHUNK) {
     const chunk = docs.slice(i, i + INSERT_CHUNK);
+    const pending = chunk.filter((d) => d.state === 'pending');
+    const safeFrom = Date.now() + insertHooks.safetyMs;
+    if (pending.length > 0) await scheduleDue(c.retryDue, pending.map((d) => ({ d: d._id, s: d.subscription_id, t: Math.max(dueAt(d), safeFrom) })));
     try {
       await c.deliveries.insertMany(chunk, { ordered: false });
       for (const d of chunk) inserted.add(d._id);
@@ -203,7 +227,8 @@ export async function insertDeliveries(c: QueueCollections, docs: DeliveryDoc[])
         if (!failed.has(index)) inserted.add(d._id);
       });
     }
-    const due = chunk.filter((d) => d.state === 'pending').map((d) => ({ d: d._id, s: d.subscription_id, t: dueAt(d) }));
+    await insertHooks.afterInsert?.(chunk);
+    const due = pending.filter((d) => dueAt(d) < safeFrom).map((d) => ({ d: d._id, s: d.subscription_id, t: dueAt(d) }));
     if (due.length > 0) await scheduleDue(c.retryDue, due);
   }
   return inserted;

@@ -187,13 +187,13 @@ const webhookTools: Tool[] = [
   }),
   tool<RecoverInput & { id: string; idempotency_key?: string }>('recover_webhook_deliveries', {
     title: 'Send again the failed deliveries of a webhook',
-    description: `Sends again every delivery to one subscription that failed for good since a time (e.g. after its receiver was down), once per event. Returns {queued, truncated, next_since}: at most ${MAX_RECOVER_DELIVERIES} failed deliveries per call; when truncated, call again with since = next_since.`,
+    description: `Sends again every delivery to one subscription that failed for good since a time (e.g. after its receiver was down), once per event. Returns {queued, truncated, next_since, next_after_id}: at most ${MAX_RECOVER_DELIVERIES} failed deliveries per call; when truncated, call again with since = next_since and after_id = next_after_id.`,
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     inputSchema: recoverDeliveriesInput,
     outputSchema: recoverDeliveriesOutput,
     run: async ({ deps, caller }, { id, idempotency_key: key, ...input }) => {
       const accountId = caller.accountId;
-      return (await runOnce(deps, { accountId, op: 'recover', key: checkOpKey(key), request: { id, input } }, (seed) => recoverDeliveries(deps, accountId, id, input, seed))).result;
+      return (await runOnce(deps, { accountId, op: 'recover', key: checkOpKey(key), request: { id, input } }, () => recoverDeliveries(deps, accountId, id, input))).result;
     },
   }),
   tool<ReplayInput & { id: string; idempotency_key?: string }>('replay_events_to_webhook', {

@@ -13,8 +13,9 @@
  * subscription, delivery or body) is refused with 409, as for ingest keys
  * (features/ingest/idempotency.ts, whose checks of the header this reuses).
  *
- * The delivery ids an operation queues are derived from the key's record id
- * (`seed`), so an operation run again after its first run died half-way
+ * The delivery ids resend and replay queue are derived from the key's record
+ * id (`seed`; recover's from the failed deliveries, whatever the key:
+ * operations.ts), so an operation run again after its first run died half-way
  * (its lease ran out) inserts the same ids: what the first run queued is not
  * queued twice (insertDeliveries keeps the existing document).
  */

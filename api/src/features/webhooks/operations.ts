@@ -6,10 +6,16 @@
  * becomes stored, pending work): pending, due now, unleased (claim_seq 0),
  * so the delivery process's scheduler claims and sends them like any
  * delivery handed to the retry store, with the full retry schedule. Each new
- * delivery has its own id (X-Service-Delivery, webhook-id), derived from the
- * request (its idempotency key, or a random seed) and what it sends again,
- * and carries its trigger (`resend`, `recover`, `replay`) into every attempt.
- * Why a new id and not the original's: docs/decisions.md.
+ * delivery has its own id (X-Service-Delivery, webhook-id) and carries its
+ * trigger (`resend`, `recover`, `replay`) into every attempt. Why a new id
+ * and not the original's: docs/decisions.md. Where the id comes from decides
+ * what two calls at once do:
+ * - resend, replay: from the request (its idempotency key, or a random seed)
+ *   and what it sends. Two calls without a key (or with two keys) are two
+ *   requests and send twice, as asked; a key makes a repeat queue nothing.
+ * - recover: from the failed delivery it recovers (recoveryId), whatever the
+ *   key: recovering is "send what failed", so two recovers at once queue each
+ *   event once (the unique `_id`), and only a failure since gets a new id.
  *
  * All three refuse a disabled subscription (409): the delivery process would
  * give the work up unsent.
@@ -106,18 +112,35 @@ interface RecoverResult {
   queued: number;
   truncated: boolean;
   next_since: string | null;
+  next_after_id: string | null;
+}
+
+/** Test hook: runs between recover's reads and its insert (two recovers made to read before either inserts). */
+export const recoverHooks: { beforeInsert?: (subscriptionId: string) => Promise<void> } = {};
+
+/** The id of the recovery of a failed delivery: from that delivery alone, so every recover of it queues the same id. */
+export function recoveryId(failedId: string): string {
+  return operationDeliveryId(failedId, 'recover', 'failed');
 }
 
 /**
  * Queues again every failed delivery of the subscription created at or
- * after `since`: one new delivery (trigger `recover`) per event whose
- * deliveries to it all failed; an event with a delivery to it still pending
- * or succeeded (an earlier recovery, a resend) is left alone, so recovering
- * twice does not send twice. Looks at most MAX_RECOVER_DELIVERIES failed
- * deliveries, oldest first; beyond that `truncated` is true and `next_since`
- * is where to continue.
+ * after `since` (after `after_id` among those created exactly at `since`):
+ * one new delivery (trigger `recover`) per event whose deliveries to it all
+ * failed; an event with a delivery to it still pending or succeeded (an
+ * earlier recovery, a resend) is left alone. The new delivery's id is
+ * derived from the event's newest failed delivery (recoveryId), not from the
+ * request: two recovers at once (a double click, two keys or none) see the
+ * same newest failure and insert the same id, of which one is stored (the
+ * unique `_id`; `queued` counts only what this call stored), so recovering
+ * twice does not send twice. Once that recovery has failed too, it is the
+ * event's newest failure and a later recover queues a new id. Looks at most
+ * MAX_RECOVER_DELIVERIES failed deliveries, in (created_at, _id) order;
+ * beyond that `truncated` is true and (`next_since`, `next_after_id`), the
+ * last one looked at, is where to continue: deliveries sharing one
+ * created_at (a replay's or a recovery's all do) never hold a page in place.
  */
-export async function recoverDeliveries(deps: OperationDeps, accountId: string, subscriptionId: string, input: RecoverInput, seed: string, bound = MAX_RECOVER_DELIVERIES): Promise<RecoverResult> {
+export async function recoverDeliveries(deps: OperationDeps, accountId: string, subscriptionId: string, input: RecoverInput, bound = MAX_RECOVER_DELIVERIES): Promise<RecoverResult> {
   const sub = await enabledSubscription(deps, accountId, subscriptionId);
   const now = deps.clock();
   const since = new Date(input.since);
@@ -126,28 +149,44 @@ export async function recoverDeliveries(deps: OperationDeps, accountId: string, 
     throw validationFailed([{ path: 'since', message: `must be within the last ${MAX_RECOVER_AGE_MS / 86_400_000} days (delivery records are kept no longer)` }]);
   }
   const { deliveries } = deps.mongo.collections;
+  const base = { subscription_id: sub._id, account_id: accountId, state: 'failed' as const };
+  const from = input.after_id === undefined ? { created_at: { $gte: since } } : { $or: [{ created_at: { $gt: since } }, { created_at: since, _id: { $gt: input.after_id } }] };
   const failed = await deliveries
-    .find({ subscription_id: sub._id, account_id: accountId, state: 'failed', created_at: { $gte: since } })
+    .find({ ...base, ...from })
     .sort({ created_at: 1, _id: 1 })
     .limit(bound + 1)
     .toArray();
   const truncated = failed.length > bound;
-  const nextSince = truncated ? (failed[bound] as DeliveryDoc).created_at.toISOString() : null;
   if (truncated) failed.length = bound;
+  const last = truncated ? failed.at(-1) : undefined;
   const eventIds = [...new Set(failed.map((d) => d.event_id))];
-  const live =
+  // Every delivery of those events to the subscription (within this page or not): live ones, and the newest failure.
+  const others =
     eventIds.length === 0
       ? []
-      : await deliveries.find({ subscription_id: sub._id, event_id: { $in: eventIds }, state: { $in: ['pending', 'succeeded'] } }, { projection: { event_id: 1 } }).toArray();
-  const skip = new Set(live.map((d) => d.event_id));
+      : await deliveries
+          .find({ subscription_id: sub._id, event_id: { $in: eventIds }, state: { $in: ['pending', 'succeeded', 'failed'] } }, { projection: { event_id: 1, state: 1, created_at: 1 } })
+          .toArray();
+  const skip = new Set<string>();
+  const newest = new Map<string, Pick<DeliveryDoc, '_id' | 'created_at'>>();
+  for (const d of [...failed, ...others]) {
+    if (d.state !== 'failed') {
+      skip.add(d.event_id);
+      continue;
+    }
+    const seen = newest.get(d.event_id);
+    if (!seen || d.created_at > seen.created_at || (d.created_at.getTime() === seen.created_at.getTime() && d._id > seen._id)) newest.set(d.event_id, d);
+  }
   const docs: DeliveryDoc[] = [];
   for (const d of failed) {
     if (skip.has(d.event_id)) continue;
     skip.add(d.event_id); // one per event
-    docs.push(queued({ id: operationDeliveryId(seed, 'recover', d._id), sub, eventId: d.event_id, eventType: d.event_type, body: d.body, trigger: 'recover', origin: d._id, now, due: now }));
+    const origin = (newest.get(d.event_id) as Pick<DeliveryDoc, '_id'>)._id;
+    docs.push(queued({ id: recoveryId(origin), sub, eventId: d.event_id, eventType: d.event_type, body: d.body, trigger: 'recover', origin, now, due: now }));
   }
-  if (docs.length > 0) await insertDeliveries(deps.mongo.collections, docs);
-  return { queued: docs.length, truncated, next_since: nextSince };
+  await recoverHooks.beforeInsert?.(sub._id);
+  const stored = docs.length > 0 ? await insertDeliveries(deps.mongo.collections, docs) : new Set<string>();
+  return { queued: stored.size, truncated, next_since: last ? last.created_at.toISOString() : null, next_after_id: last ? last._id : null };
 }
 
 interface ReplayResult {
@@ -165,8 +204,10 @@ function replayable(doc: EventDoc, subscriptionId: string): boolean {
 
 /**
  * Delivers to this subscription every event of the account in (since, until]
- * (polling's cursors) whose type it subscribes to, queued in log order (due
- * times increase with the log, so they are picked up oldest first). Reads
+ * (polling's cursors) whose type it subscribes to, due in log order (due
+ * times increase with the log). That is no order of arrival: the scheduler
+ * reads a due bucket (a second of due times) whole and tries its entries in
+ * shuffled order, and sends concurrently; each body carries its cursor. Reads
  * the account's stream pages by `_id` (never a scan), at most
  * MAX_REPLAY_EVENTS matching events per call: `cursor` is where it stopped
  * (pass it back as `since`), `truncated` says there is more before `until`.
@@ -199,7 +240,7 @@ export async function replayEvents(deps: OperationDeps, accountId: string, subsc
       body: JSON.stringify(docToRecord(doc)),
       trigger: 'replay',
       now,
-      // Due now, in log order: the scheduler takes the earliest due first.
+      // Due now, in log order (within one due bucket the scheduler shuffles: not an order of sending).
       due: new Date(now.getTime() - (events.length - i)),
     }),
   );

@@ -167,7 +167,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
 
   route(router, deps.config.http, { method: 'post', path: '/:id/recover', guard: auth,
     doc: one('recoverWebhookDeliveries', 'Send again every failed delivery since a time', {
-      description: `Queues again (trigger \`recover\`) every delivery of this subscription created at or after \`since\` (at most 30 days ago) that failed for good: one new delivery per event, none for an event already delivered or on its way (recovering twice does not send twice). Looks at ${MAX_RECOVER_DELIVERIES} failed deliveries per call at most, oldest first: \`truncated\` then says to call again with \`since\` = \`next_since\`. 409 when the subscription is disabled.`,
+      description: `Queues again (trigger \`recover\`) every delivery of this subscription created at or after \`since\` (at most 30 days ago) that failed for good: one new delivery per event, none for an event already delivered or on its way (recovering twice does not send twice). Looks at ${MAX_RECOVER_DELIVERIES} failed deliveries per call at most, oldest first: \`truncated\` then says to call again with \`since\` = \`next_since\` and \`after_id\` = \`next_after_id\`. The recovery of an event has an id derived from its newest failed delivery, so two recovers at once queue it once. 409 when the subscription is disabled.`,
       body: RecoverBody,
       headers: keyHeader,
       responses: { '202': { description: 'Queued', schema: RecoverResultSchema, headers: replayedHeader }, ...errors(400, 401, 404, 409, 413, 415, 429, 503) },
@@ -177,7 +177,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
     const id = ctx.params.id as string;
     const key = checkOpKey(ctx.headers['idempotency-key']);
     const input = recoverBody(ctx.request.body);
-    const { result, replayed } = await runOnce(deps, { accountId, op: 'recover', key, request: { id, input } }, (seed) => recoverDeliveries(deps, accountId, id, input, seed));
+    const { result, replayed } = await runOnce(deps, { accountId, op: 'recover', key, request: { id, input } }, () => recoverDeliveries(deps, accountId, id, input));
     if (replayed) ctx.set('Idempotent-Replayed', 'true');
     ctx.status = 202;
     ctx.body = result satisfies Static<typeof RecoverResultSchema>;

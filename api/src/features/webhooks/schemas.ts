@@ -154,7 +154,12 @@ export const MAX_RECOVER_DELIVERIES = 1000;
 export const MAX_REPLAY_EVENTS = 1000;
 
 export const RecoverBody = Type.Object(
-  { since: DateTime('Failed deliveries created at or after this time are queued again; at most 30 days ago') },
+  {
+    since: DateTime('Failed deliveries created at or after this time are queued again; at most 30 days ago'),
+    after_id: Type.Optional(
+      Type.String({ pattern: DELIVERY_ID.source, description: 'To continue a truncated recover: next_after_id of its answer (with since = its next_since); of the deliveries created exactly at since, only those with a greater id are looked at' }),
+    ),
+  },
   { additionalProperties: false },
 );
 export type RecoverInput = Static<typeof RecoverBody>;
@@ -186,8 +191,9 @@ export const RecoverResultSchema = component(
   'WebhookRecover',
   Type.Object({
     queued: Type.Integer({ minimum: 0, description: 'Deliveries queued (trigger `recover`): one per event whose deliveries all failed' }),
-    truncated: Type.Boolean({ description: `true when more than ${MAX_RECOVER_DELIVERIES} failed deliveries were found: call again with since = next_since` }),
-    next_since: Nullable(DateTime(), { description: 'Where to continue when truncated; null otherwise' }),
+    truncated: Type.Boolean({ description: `true when more than ${MAX_RECOVER_DELIVERIES} failed deliveries were found: call again with since = next_since and after_id = next_after_id` }),
+    next_since: Nullable(DateTime(), { description: 'Where to continue when truncated (the creation time of the last delivery looked at); null otherwise' }),
+    next_after_id: Nullable(Type.String({ pattern: DELIVERY_ID.source }), { description: 'With next_since, where to continue when truncated (the id of the last delivery looked at): pass it as after_id; null otherwise' }),
   }),
 );
 
