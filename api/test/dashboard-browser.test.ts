@@ -347,8 +347,11 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     await page.getByRole('button', { name: `Details of ${event.id}` }).click();
     const detail = page.locator('#event-detail');
     await detail.waitFor({ state: 'visible' });
-    await detail.getByRole('button', { name: `Resend delivery ${dlv._id}` }).click();
+    // A double click is one resend (the button is off while its request runs).
+    await detail.getByRole('button', { name: `Resend delivery ${dlv._id}` }).dblclick();
     await page.locator('#status', { hasText: 'Delivery resent as dlv_' }).waitFor();
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await store.collection<DeliveryDoc>('deliveries').countDocuments({ origin_delivery_id: dlv._id, trigger: 'resend' }), 'resends queued by a double click').to.equal(1);
     const resentId = (await page.locator('#status').textContent())!.match(/dlv_[0-9a-f]{24}/)![0];
     const resent = detail.locator(`article.delivery[data-delivery="${resentId}"]`);
     await resent.waitFor();

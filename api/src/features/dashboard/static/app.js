@@ -317,6 +317,16 @@ function idempotencyKey() {
   return crypto.randomUUID();
 }
 
+// A double click is one resend: the button is off while its request runs (two requests
+// with two keys would be two resends, as the API promises for two calls).
+function once(button, fn) {
+  if (button.disabled) return;
+  button.disabled = true;
+  return act(fn).finally(() => {
+    button.disabled = false;
+  });
+}
+
 async function operation(path, body) {
   const headers = { accept: 'application/json', authorization: `Bearer ${token}`, 'idempotency-key': idempotencyKey() };
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -328,7 +338,7 @@ async function operation(path, body) {
 
 function resendButton(eventId, d) {
   const button = el('button', 'Resend', { type: 'button', class: 'secondary', 'aria-label': `Resend delivery ${d.id}` });
-  button.onclick = () => act(async () => {
+  button.onclick = () => once(button, async () => {
     const res = await operation(`/api/v1/webhooks/${d.webhook_id}/deliveries/${d.id}/resend`);
     say(`Delivery resent as ${res.delivery_id}.`);
     await showEventDetail(eventId);
@@ -339,7 +349,7 @@ function resendButton(eventId, d) {
 /** Sends again what failed for good in the last 24 hours (POST …/recover). */
 function recoverButton(hook) {
   const button = el('button', 'Recover', { type: 'button', class: 'secondary', 'aria-label': `Recover failed deliveries of ${hook.url}` });
-  button.onclick = () => act(async () => {
+  button.onclick = () => once(button, async () => {
     const res = await operation(`/api/v1/webhooks/${hook.id}/recover`, { since: new Date(Date.now() - 24 * 3600 * 1000).toISOString() });
     say(`${res.queued} failed deliver${res.queued === 1 ? 'y' : 'ies'} of the last 24 hours queued again${res.truncated ? ' (more remain: recover again)' : ''}.`);
   });
