@@ -21,7 +21,7 @@ import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { claim, dropDelivery, giveUpDisabled, releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { dropDelivery, giveUpDisabled, releaseLeases, renewClaim, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
@@ -409,7 +409,7 @@ export class Dispatcher {
     if (!delivery.lease_until || delivery.lease_until.getTime() - now.getTime() < LEASE_MARGIN_MS) {
       // Waited long in the queue: take the next claim before sending. Losing it means
       // our lease ran out and another process has the delivery now.
-      const renewed = await claim(deps.collections, delivery, deps.owner, now, deps.leaseMs);
+      const renewed = await renewClaim(deps.collections, delivery, deps.owner, now, deps.leaseMs);
       if (!renewed) return;
       delivery = renewed;
     }
@@ -500,7 +500,7 @@ export class Dispatcher {
       if (this.extending.has(held._id) || !held.lease_until) continue;
       if (held.lease_until.getTime() - now.getTime() > deps.leaseMs / 2) continue;
       this.extending.add(held._id);
-      claim(deps.collections, held, deps.owner, now, deps.leaseMs)
+      renewClaim(deps.collections, held, deps.owner, now, deps.leaseMs)
         .then(async (renewed) => {
           if (renewed) {
             Object.assign(held, { claim_seq: renewed.claim_seq, lease_owner: renewed.lease_owner, lease_until: renewed.lease_until });

@@ -71,7 +71,47 @@ function pending(id: string, sub: string, over: Partial<DeliveryDoc>): DeliveryD
   };
 }
 
+type Filters = { collection: string; op: string; filter: unknown }[];
+
+/** An in-memory store; `retryDue` shared when given (two schedulers over one store). */
+function store(filters: Filters = [], shared?: RecordingCollection) {
+  const coll = (name: string) => new RecordingCollection(name, filters);
+  return { deliveries: coll('deliveries'), attempts: coll('attempts'), webhooks: coll('webhooks'), webhookStatus: coll('webhook_status'), claims: coll('claims'), retryDue: shared ?? coll(`due_${Date.now()}_${Math.random()}`) };
+}
+
+/** Every entry written into a bucket other than `b` (slot documents only). */
+function writtenOutside(c: ReturnType<typeof store>, b: number): { d: string; s: string; t: number }[] {
+  return [...c.retryDue.docs.values()].filter((d) => d._id.startsWith('due:') && Array.isArray(d.entries) && d.b !== b).flatMap((d) => d.entries as { d: string; s: string; t: number }[]);
+}
+
 describe('retry scheduler', () => {
+  it('puts back the entries of deliveries this process holds (at their lease end, a second ahead at least): none is dropped', async () => {
+    const c = store();
+    const now = Date.now();
+    const b = bucketOf(now) - 2;
+    c.retryDue.docs.set('cursor', { _id: 'cursor', next: b, at: new Date() });
+    const due = new Date(b * DUE_BUCKET_MS);
+    const leaseEnd = now + 20_000;
+    // A fresh delivery whose failure was just stored (no lease; its record is still being
+    // written here), and a stored one this process renewed (its lease check is this entry).
+    for (const d of [
+      pending('dlv_fresh', 'wh_a', { next_attempt_at: due }),
+      pending('dlv_renewed', 'wh_a', { next_attempt_at: due, lease_owner: 'me', lease_until: new Date(leaseEnd) }),
+      pending('dlv_finished', 'wh_a', { state: 'succeeded', next_attempt_at: null }),
+    ]) c.deliveries.docs.set(d._id, d as unknown as Doc);
+    c.retryDue.docs.set(`due:${b}:0`, { _id: `due:${b}:0`, b, at: new Date(), entries: ['dlv_fresh', 'dlv_renewed', 'dlv_finished'].map((d) => ({ d, s: 'wh_a', t: due.getTime() })) });
+    const enqueued: Job[] = [];
+    const dispatcher = { room: 10, holds: () => true, roomFor: () => 10, enqueue: (j: Job) => (enqueued.push(j), 'queued' as const) };
+    const scheduler = new RetryScheduler({ log: pino({ level: 'silent' }), collections: c as unknown as DeliveryCollections, dispatcher, owner: 'me', leaseMs: 30_000, intervalMs: 100, clock: () => new Date(now) });
+    expect(await scheduler.tick()).to.equal(0);
+    expect(enqueued).to.have.length(0);
+    const written = writtenOutside(c, b).sort((x, y) => x.d.localeCompare(y.d));
+    expect(written.map((e) => [e.d, e.t])).to.deep.equal([
+      ['dlv_fresh', now + 1000],
+      ['dlv_renewed', leaseEnd],
+    ]);
+  });
+
   it('finds and claims due retries through _id-equality reads and inserts only', async () => {
     const filters: { collection: string; op: string; filter: unknown }[] = [];
     const coll = (name: string) => new RecordingCollection(name, filters);

@@ -17,6 +17,12 @@
  *   to take, then the claim is tried. The check is stored before the claim,
  *   so a claimer that dies holding the claim is looked at again; a claim lost
  *   to another process costs a check that finds the delivery held or done.
+ * An entry of a delivery this process holds (queued, sending, or its record
+ * being written) is not claimed and not dropped: unless finished or due
+ * later, it is put back at max(its lease's end, DEFER_MS ahead). The record
+ * being written may be all that bucketed it (a fresh delivery's first retry
+ * is stored with its entry while the rest of its flush runs), and a holder's
+ * lease renewals bucket their own lease checks (deliveries.ts renewClaim).
  * An entry whose subscription has no room in this process is moved to a
  * bucket DEFER_MS ahead (fairness: it does not hold up the others); one that
  * finds no room at all stays where it is (the cursor waits at its bucket).
@@ -130,14 +136,20 @@ export class RetryScheduler {
     const { deps } = this;
     const { dispatcher } = deps;
     const take: DueEntry[] = [];
+    /** Held here (queued, sending, or its record being written): never claimed here, never dropped unread. */
+    const ours: DueEntry[] = [];
     const defer: DueEntry[] = [];
     const perSubscription = new Map<string, number>();
     const limit = Math.min(budget, dispatcher.room);
     let i = open.i;
     for (; i < open.entries.length && take.length < limit; i++) {
       const e = open.entries[i] as DueEntry;
-      // Ours already (queued, sending, or its record being written): its lease check is bucketed.
-      if (dispatcher.holds(e.d)) continue;
+      // Ours already: looked at again later (its record, still being written, may be all that
+      // bucketed it: a fresh delivery's first retry, or a lease this process renewed).
+      if (dispatcher.holds(e.d)) {
+        ours.push(e);
+        continue;
+      }
       const used = perSubscription.get(e.s) ?? 0;
       if (dispatcher.roomFor(e.s) - used <= 0) {
         defer.push(e);
@@ -148,11 +160,18 @@ export class RetryScheduler {
     }
     const now = deps.clock();
     const nowMs = now.getTime();
-    const docs = await readDeliveries(deps.collections, take.map((e) => e.d));
+    const docs = await readDeliveries(deps.collections, [...take, ...ours].map((e) => e.d));
     const claimable: DeliveryDoc[] = [];
     const later: DueEntry[] = defer.map((e) => ({ ...e, t: nowMs + DEFER_MS }));
-    for (const doc of docs) {
+    for (const [k, doc] of docs.entries()) {
       if (!doc || doc.state !== 'pending') continue;
+      if (k >= take.length) {
+        // Held here: back at its lease's end, DEFER_MS ahead at least (a fresh delivery has no lease).
+        const lease = doc.lease_until?.getTime() ?? 0;
+        if (lease <= nowMs && doc.next_attempt_at && doc.next_attempt_at.getTime() > nowMs) continue; // due later: bucketed then
+        later.push({ d: doc._id, s: doc.subscription_id, t: Math.max(lease, nowMs + DEFER_MS) });
+        continue;
+      }
       if (doc.lease_until && doc.lease_until.getTime() > nowMs) {
         later.push({ d: doc._id, s: doc.subscription_id, t: doc.lease_until.getTime() });
         continue;
