@@ -165,6 +165,16 @@ export class Dispatcher {
     return Math.min(room, Math.max(0, Math.max(1, Math.ceil(rate * LIMITED_ROOM_S)) - this.queue.queuedOf(subscriptionId)));
   }
 
+  /**
+   * About how many deliveries of the subscription this process takes per
+   * second: its rate limit, or else its waiting room. The retry scheduler
+   * spreads the subscription's deferred backlog by it.
+   */
+  paceOf(subscriptionId: string): number {
+    const rate = this.limiter.rateOf(subscriptionId);
+    return rate === null ? this.queue.queueLimitOf(subscriptionId) : Math.max(1, Math.ceil(rate));
+  }
+
   /** True when the subscription is rate-limited and its waiting room here is full (its overflow goes to the store at once). */
   isThrottled(subscriptionId: string): boolean {
     return this.limiter.rateOf(subscriptionId) !== null && this.roomFor(subscriptionId) === 0;
