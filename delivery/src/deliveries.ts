@@ -70,8 +70,13 @@ const MAX_ORPHANED_CLAIMS = 5;
  * delivery again.
  */
 export async function renewClaim(c: DeliveryCollections, seen: DeliveryDoc, owner: string, now: Date, leaseMs: number): Promise<DeliveryDoc | null> {
-  await scheduleDue(c.retryDue, [{ d: seen._id, s: seen.subscription_id, t: now.getTime() + leaseMs }], now.getTime());
+  await bucketLeaseChecks(c, [seen], now, leaseMs);
   return claim(c, seen, owner, now, leaseMs);
+}
+
+/** The lease checks of leases about to be taken at `now` (one slot per bucket for all): call before the claims. */
+export async function bucketLeaseChecks(c: DeliveryCollections, docs: DeliveryDoc[], now: Date, leaseMs: number): Promise<void> {
+  await scheduleDue(c.retryDue, docs.map((d) => ({ d: d._id, s: d.subscription_id, t: now.getTime() + leaseMs })), now.getTime());
 }
 
 async function insertClaim(c: DeliveryCollections, deliveryId: string, seq: number, owner: string, now: Date): Promise<boolean> {

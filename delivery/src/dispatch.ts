@@ -21,7 +21,7 @@ import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { dropDelivery, giveUpDisabled, releaseLeases, renewClaim, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, releaseLeases, renewClaim, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
@@ -506,23 +506,32 @@ export class Dispatcher {
       return;
     }
     const now = deps.clock();
-    for (const held of this.active.values()) {
-      if (this.extending.has(held._id) || !held.lease_until) continue;
-      if (held.lease_until.getTime() - now.getTime() > deps.leaseMs / 2) continue;
-      this.extending.add(held._id);
-      renewClaim(deps.collections, held, deps.owner, now, deps.leaseMs)
-        .then(async (renewed) => {
-          if (renewed) {
-            Object.assign(held, { claim_seq: renewed.claim_seq, lease_owner: renewed.lease_owner, lease_until: renewed.lease_until });
-            // The record finished while we extended: give the lease back so a due retry is not held up.
-            if (!this.active.has(held._id)) await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
-          } else {
-            held.lease_until = null; // lost: the record will be fenced out; stop trying
-            deps.log.warn({ delivery: held._id }, 'lost the lease of a delivery whose attempt is pending; its record will not overwrite the new holder');
-          }
-        })
-        .catch((err: unknown) => deps.log.warn({ err, delivery: held._id }, 'could not extend a delivery lease; will try again'))
-        .finally(() => this.extending.delete(held._id));
+    const due = [...this.active.values()].filter((held) => !this.extending.has(held._id) && held.lease_until && held.lease_until.getTime() - now.getTime() <= deps.leaseMs / 2);
+    if (due.length === 0) return;
+    for (const held of due) this.extending.add(held._id);
+    // Their lease checks at the new ends first (one slot for all, not one per delivery), then the claims.
+    bucketLeaseChecks(deps.collections, due, now, deps.leaseMs)
+      .then(() => Promise.all(due.map((held) => this.extendOne(held, now))))
+      .catch((err: unknown) => deps.log.warn({ err, deliveries: due.length }, 'could not extend delivery leases; will try again'))
+      .finally(() => {
+        for (const held of due) this.extending.delete(held._id);
+      });
+  }
+
+  private async extendOne(held: DeliveryDoc, now: Date): Promise<void> {
+    const { deps } = this;
+    try {
+      const renewed = await claim(deps.collections, held, deps.owner, now, deps.leaseMs);
+      if (renewed) {
+        Object.assign(held, { claim_seq: renewed.claim_seq, lease_owner: renewed.lease_owner, lease_until: renewed.lease_until });
+        // The record finished while we extended: give the lease back so a due retry is not held up.
+        if (!this.active.has(held._id)) await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
+      } else {
+        held.lease_until = null; // lost: the record will be fenced out; stop trying
+        deps.log.warn({ delivery: held._id }, 'lost the lease of a delivery whose attempt is pending; its record will not overwrite the new holder');
+      }
+    } catch (err) {
+      deps.log.warn({ err, delivery: held._id }, 'could not extend a delivery lease; will try again');
     }
   }
 }
