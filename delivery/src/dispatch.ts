@@ -65,6 +65,8 @@ export interface Job {
 export interface DispatchHooks {
   /** Awaited after an attempt is sent and before its record is handed to the recorder. */
   beforeRecord?: (attempt: AttemptRecord) => Promise<void>;
+  /** Awaited after its record is written, while the delivery is still held here (a flush whose other writes are slow). */
+  afterRecord?: (attempt: AttemptRecord) => Promise<void>;
 }
 
 /** Renew the lease before sending unless this much of it is left. */
@@ -408,6 +410,7 @@ export class Dispatcher {
     deps.onAttempt?.(outcome);
     await deps.hooks?.beforeRecord?.(outcome);
     await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'), fresh);
+    await deps.hooks?.afterRecord?.(outcome);
     deps.log.debug({ delivery: outcome.delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
   }
 
