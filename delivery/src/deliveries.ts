@@ -61,6 +61,24 @@ export async function claim(c: DeliveryCollections, seen: DeliveryDoc, owner: st
 
 const MAX_ORPHANED_CLAIMS = 5;
 
+/**
+ * A holder's renewal of its own lease (a queued delivery re-claimed before
+ * its attempt, the lease keeper's extensions): a lease check is bucketed at
+ * the new lease's end first, as the scheduler does before its claims. The
+ * scheduler does not hand out what its process holds, so without this a
+ * holder that dies after renewing would leave no entry that looks at the
+ * delivery again.
+ */
+export async function renewClaim(c: DeliveryCollections, seen: DeliveryDoc, owner: string, now: Date, leaseMs: number): Promise<DeliveryDoc | null> {
+  await bucketLeaseChecks(c, [seen], now, leaseMs);
+  return claim(c, seen, owner, now, leaseMs);
+}
+
+/** The lease checks of leases about to be taken at `now` (one slot per bucket for all): call before the claims. */
+export async function bucketLeaseChecks(c: DeliveryCollections, docs: DeliveryDoc[], now: Date, leaseMs: number): Promise<void> {
+  await scheduleDue(c.retryDue, docs.map((d) => ({ d: d._id, s: d.subscription_id, t: now.getTime() + leaseMs })), now.getTime());
+}
+
 async function insertClaim(c: DeliveryCollections, deliveryId: string, seq: number, owner: string, now: Date): Promise<boolean> {
   try {
     await c.claims.insertOne({ _id: `${deliveryId}:${seq}`, delivery_id: deliveryId, owner, at: now });

@@ -21,7 +21,7 @@ import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { claim, dropDelivery, giveUpDisabled, releaseLeases, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
@@ -68,6 +68,8 @@ export interface Job {
 export interface DispatchHooks {
   /** Awaited after an attempt is sent and before its record is handed to the recorder. */
   beforeRecord?: (attempt: AttemptRecord) => Promise<void>;
+  /** Awaited after its record is written, while the delivery is still held here (a flush whose other writes are slow). */
+  afterRecord?: (attempt: AttemptRecord) => Promise<void>;
 }
 
 /** Renew the lease before sending unless this much of it is left. */
@@ -166,6 +168,16 @@ export class Dispatcher {
     const rate = this.limiter.rateOf(subscriptionId);
     if (rate === null) return room;
     return Math.min(room, Math.max(0, Math.max(1, Math.ceil(rate * LIMITED_ROOM_S)) - this.queue.queuedOf(subscriptionId)));
+  }
+
+  /**
+   * About how many deliveries of the subscription this process takes per
+   * second: its rate limit, or else its waiting room. The retry scheduler
+   * spreads the subscription's deferred backlog by it.
+   */
+  paceOf(subscriptionId: string): number {
+    const rate = this.limiter.rateOf(subscriptionId);
+    return rate === null ? this.queue.queueLimitOf(subscriptionId) : Math.max(1, Math.ceil(rate));
   }
 
   /** True when the subscription is rate-limited and its waiting room here is full (its overflow goes to the store at once). */
@@ -418,6 +430,7 @@ export class Dispatcher {
     deps.onAttempt?.(outcome);
     await deps.hooks?.beforeRecord?.(outcome);
     await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'), fresh);
+    await deps.hooks?.afterRecord?.(outcome);
     deps.log.debug({ delivery: outcome.delivery._id, attempt: outcome.attempt, status: outcome.status, outcome: outcome.outcome, ms: outcome.durationMs }, 'delivery attempt');
   }
 
@@ -429,7 +442,7 @@ export class Dispatcher {
     if (!delivery.lease_until || delivery.lease_until.getTime() - now.getTime() < LEASE_MARGIN_MS) {
       // Waited long in the queue: take the next claim before sending. Losing it means
       // our lease ran out and another process has the delivery now.
-      const renewed = await claim(deps.collections, delivery, deps.owner, now, deps.leaseMs);
+      const renewed = await renewClaim(deps.collections, delivery, deps.owner, now, deps.leaseMs);
       if (!renewed) return;
       delivery = renewed;
     }
@@ -516,23 +529,32 @@ export class Dispatcher {
       return;
     }
     const now = deps.clock();
-    for (const held of this.active.values()) {
-      if (this.extending.has(held._id) || !held.lease_until) continue;
-      if (held.lease_until.getTime() - now.getTime() > deps.leaseMs / 2) continue;
-      this.extending.add(held._id);
-      claim(deps.collections, held, deps.owner, now, deps.leaseMs)
-        .then(async (renewed) => {
-          if (renewed) {
-            Object.assign(held, { claim_seq: renewed.claim_seq, lease_owner: renewed.lease_owner, lease_until: renewed.lease_until });
-            // The record finished while we extended: give the lease back so a due retry is not held up.
-            if (!this.active.has(held._id)) await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
-          } else {
-            held.lease_until = null; // lost: the record will be fenced out; stop trying
-            deps.log.warn({ delivery: held._id }, 'lost the lease of a delivery whose attempt is pending; its record will not overwrite the new holder');
-          }
-        })
-        .catch((err: unknown) => deps.log.warn({ err, delivery: held._id }, 'could not extend a delivery lease; will try again'))
-        .finally(() => this.extending.delete(held._id));
+    const due = [...this.active.values()].filter((held) => !this.extending.has(held._id) && held.lease_until && held.lease_until.getTime() - now.getTime() <= deps.leaseMs / 2);
+    if (due.length === 0) return;
+    for (const held of due) this.extending.add(held._id);
+    // Their lease checks at the new ends first (one slot for all, not one per delivery), then the claims.
+    bucketLeaseChecks(deps.collections, due, now, deps.leaseMs)
+      .then(() => Promise.all(due.map((held) => this.extendOne(held, now))))
+      .catch((err: unknown) => deps.log.warn({ err, deliveries: due.length }, 'could not extend delivery leases; will try again'))
+      .finally(() => {
+        for (const held of due) this.extending.delete(held._id);
+      });
+  }
+
+  private async extendOne(held: DeliveryDoc, now: Date): Promise<void> {
+    const { deps } = this;
+    try {
+      const renewed = await claim(deps.collections, held, deps.owner, now, deps.leaseMs);
+      if (renewed) {
+        Object.assign(held, { claim_seq: renewed.claim_seq, lease_owner: renewed.lease_owner, lease_until: renewed.lease_until });
+        // The record finished while we extended: give the lease back so a due retry is not held up.
+        if (!this.active.has(held._id)) await releaseLeases(deps.collections, [held._id], deps.owner, deps.clock());
+      } else {
+        held.lease_until = null; // lost: the record will be fenced out; stop trying
+        deps.log.warn({ delivery: held._id }, 'lost the lease of a delivery whose attempt is pending; its record will not overwrite the new holder');
+      }
+    } catch (err) {
+      deps.log.warn({ err, delivery: held._id }, 'could not extend a delivery lease; will try again');
     }
   }
 }

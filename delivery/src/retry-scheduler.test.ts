@@ -45,8 +45,14 @@ class RecordingCollection {
     if (this.docs.has(doc._id)) throw Object.assign(new Error('E11000 duplicate key'), { code: 11000 });
     this.docs.set(doc._id, structuredClone(doc));
   }
+  /** Unordered: every new document goes in; duplicates are reported as the driver does (writeErrors). */
   async insertMany(docs: Doc[]): Promise<void> {
-    for (const d of docs) await this.insertOne(d);
+    const writeErrors: { index: number; code: number }[] = [];
+    docs.forEach((d, index) => {
+      if (this.docs.has(d._id)) writeErrors.push({ index, code: 11000 });
+      else this.docs.set(d._id, structuredClone(d));
+    });
+    if (writeErrors.length > 0) throw Object.assign(new Error('E11000 duplicate key'), { code: 11000, writeErrors });
   }
   async updateOne(filter: Record<string, unknown>, update: { $set: Record<string, unknown> }, opts: { upsert?: boolean } = {}): Promise<{ matchedCount: number }> {
     this.seen('updateOne', filter);
@@ -71,7 +77,99 @@ function pending(id: string, sub: string, over: Partial<DeliveryDoc>): DeliveryD
   };
 }
 
+type Filters = { collection: string; op: string; filter: unknown }[];
+
+/** An in-memory store; `retryDue` shared when given (two schedulers over one store). */
+function store(filters: Filters = [], shared?: RecordingCollection) {
+  const coll = (name: string) => new RecordingCollection(name, filters);
+  return { deliveries: coll('deliveries'), attempts: coll('attempts'), webhooks: coll('webhooks'), webhookStatus: coll('webhook_status'), claims: coll('claims'), retryDue: shared ?? coll(`due_${Date.now()}_${Math.random()}`) };
+}
+
+/** Every entry written into a bucket other than `b` (slot documents only). */
+function writtenOutside(c: ReturnType<typeof store>, b: number): { d: string; s: string; t: number }[] {
+  return [...c.retryDue.docs.values()].filter((d) => d._id.startsWith('due:') && Array.isArray(d.entries) && d.b !== b).flatMap((d) => d.entries as { d: string; s: string; t: number }[]);
+}
+
 describe('retry scheduler', () => {
+  it('puts back the entries of deliveries this process holds (at their lease end, a second ahead at least): none is dropped', async () => {
+    const c = store();
+    const now = Date.now();
+    const b = bucketOf(now) - 2;
+    c.retryDue.docs.set('cursor', { _id: 'cursor', next: b, at: new Date() });
+    const due = new Date(b * DUE_BUCKET_MS);
+    const leaseEnd = now + 20_000;
+    // A fresh delivery whose failure was just stored (no lease; its record is still being
+    // written here), and a stored one this process renewed (its lease check is this entry).
+    for (const d of [
+      pending('dlv_fresh', 'wh_a', { next_attempt_at: due }),
+      pending('dlv_renewed', 'wh_a', { next_attempt_at: due, lease_owner: 'me', lease_until: new Date(leaseEnd) }),
+      pending('dlv_finished', 'wh_a', { state: 'succeeded', next_attempt_at: null }),
+    ]) c.deliveries.docs.set(d._id, d as unknown as Doc);
+    c.retryDue.docs.set(`due:${b}:0`, { _id: `due:${b}:0`, b, at: new Date(), entries: ['dlv_fresh', 'dlv_renewed', 'dlv_finished'].map((d) => ({ d, s: 'wh_a', t: due.getTime() })) });
+    const enqueued: Job[] = [];
+    const dispatcher = { room: 10, holds: () => true, roomFor: () => 10, paceOf: () => 10, enqueue: (j: Job) => (enqueued.push(j), 'queued' as const) };
+    const scheduler = new RetryScheduler({ log: pino({ level: 'silent' }), collections: c as unknown as DeliveryCollections, dispatcher, owner: 'me', leaseMs: 30_000, intervalMs: 100, clock: () => new Date(now) });
+    expect(await scheduler.tick()).to.equal(0);
+    expect(enqueued).to.have.length(0);
+    const written = writtenOutside(c, b).sort((x, y) => x.d.localeCompare(y.d));
+    expect(written.map((e) => [e.d, e.t])).to.deep.equal([
+      ['dlv_fresh', now + 1000],
+      ['dlv_renewed', leaseEnd],
+    ]);
+  });
+
+  it('two schedulers reading one bucket write each deferred delivery once, spread at its subscription\'s pace, duplicates merged', async () => {
+    const c = store();
+    const now = Date.now();
+    const b = bucketOf(now) - 2;
+    c.retryDue.docs.set('cursor', { _id: 'cursor', next: b, at: new Date() });
+    const due = new Date(b * DUE_BUCKET_MS);
+    // A burst of a rate-limited subscription with no room left in either process, each
+    // delivery bucketed twice (a writer's retry, a release): 100 distinct deliveries.
+    const ids = Array.from({ length: 100 }, (_, i) => `dlv_burst_${i}`);
+    for (const id of ids) c.deliveries.docs.set(id, pending(id, 'wh_slow', { next_attempt_at: due }) as unknown as Doc);
+    const entries = [...ids, ...ids].map((d) => ({ d, s: 'wh_slow', t: due.getTime() }));
+    c.retryDue.docs.set(`due:${b}:0`, { _id: `due:${b}:0`, b, at: new Date(), entries: entries.slice(0, 100) });
+    c.retryDue.docs.set(`due:${b}:1`, { _id: `due:${b}:1`, b, at: new Date(), entries: entries.slice(100) });
+    const pace = 5;
+    const schedulerOf = (owner: string) =>
+      new RetryScheduler({
+        log: pino({ level: 'silent' }),
+        collections: c as unknown as DeliveryCollections,
+        dispatcher: { room: 500, holds: () => false, roomFor: (s: string) => (s === 'wh_slow' ? 0 : 10), paceOf: () => pace, enqueue: () => 'queued' as const },
+        owner,
+        leaseMs: 30_000,
+        intervalMs: 100,
+        clock: () => new Date(now),
+      });
+    await Promise.all([schedulerOf('p1').tick(), schedulerOf('p2').tick()]);
+    const written = writtenOutside(c, b);
+    expect(written.length, 'one entry per distinct delivery, not one per copy and process').to.equal(100);
+    expect(new Set(written.map((e) => e.d)).size).to.equal(100);
+    // Spread: at most `pace` per second from now + 1 s on (not all 100 a second ahead).
+    const perSecond = new Map<number, number>();
+    for (const e of written) perSecond.set(e.t, (perSecond.get(e.t) ?? 0) + 1);
+    expect(Math.min(...perSecond.keys())).to.equal(now + 1000);
+    expect(Math.max(...perSecond.keys())).to.equal(now + 1000 + (100 / pace - 1) * 1000);
+  });
+
+  it('hands out a delivery bucketed twice in one bucket once (one lease check, one claim)', async () => {
+    const c = store();
+    const now = Date.now();
+    const b = bucketOf(now) - 2;
+    c.retryDue.docs.set('cursor', { _id: 'cursor', next: b, at: new Date() });
+    const due = new Date(b * DUE_BUCKET_MS);
+    c.deliveries.docs.set('dlv_twice', pending('dlv_twice', 'wh_a', { next_attempt_at: due }) as unknown as Doc);
+    c.retryDue.docs.set(`due:${b}:0`, { _id: `due:${b}:0`, b, at: new Date(), entries: [{ d: 'dlv_twice', s: 'wh_a', t: due.getTime() }] });
+    c.retryDue.docs.set(`due:${b}:1`, { _id: `due:${b}:1`, b, at: new Date(), entries: [{ d: 'dlv_twice', s: 'wh_a', t: due.getTime() }] });
+    const enqueued: Job[] = [];
+    const dispatcher = { room: 10, holds: () => false, roomFor: () => 10, paceOf: () => 10, enqueue: (j: Job) => (enqueued.push(j), 'queued' as const) };
+    const scheduler = new RetryScheduler({ log: pino({ level: 'silent' }), collections: c as unknown as DeliveryCollections, dispatcher, owner: 'me', leaseMs: 30_000, intervalMs: 100, clock: () => new Date(now) });
+    expect(await scheduler.tick()).to.equal(1);
+    expect(enqueued.map((j) => j.delivery._id)).to.deep.equal(['dlv_twice']);
+    expect(writtenOutside(c, b).map((e) => [e.d, e.t])).to.deep.equal([['dlv_twice', now + 30_000]]);
+  });
+
   it('finds and claims due retries through _id-equality reads and inserts only', async () => {
     const filters: { collection: string; op: string; filter: unknown }[] = [];
     const coll = (name: string) => new RecordingCollection(name, filters);
@@ -91,7 +189,7 @@ describe('retry scheduler', () => {
     c.retryDue.docs.set(`due:${b}:0`, { _id: `due:${b}:0`, b, at: new Date(), entries: ['dlv_due', 'dlv_done', 'dlv_held', 'dlv_later'].map((d) => ({ d, s: d === 'dlv_due' || d === 'dlv_done' ? 'wh_a' : 'wh_b', t })) });
 
     const enqueued: Job[] = [];
-    const dispatcher = { room: 10, holds: () => false, roomFor: () => 10, enqueue: (j: Job) => (enqueued.push(j), 'queued' as const) };
+    const dispatcher = { room: 10, holds: () => false, roomFor: () => 10, paceOf: () => 10, enqueue: (j: Job) => (enqueued.push(j), 'queued' as const) };
     const scheduler = new RetryScheduler({ log: pino({ level: 'silent' }), collections: c as unknown as DeliveryCollections, dispatcher, owner: 'me', leaseMs: 30_000, intervalMs: 100, clock: () => new Date(now) });
     const claimed = await scheduler.tick();
     for (const f of filters) {

@@ -17,20 +17,37 @@
  *   to take, then the claim is tried. The check is stored before the claim,
  *   so a claimer that dies holding the claim is looked at again; a claim lost
  *   to another process costs a check that finds the delivery held or done.
- * An entry whose subscription has no room in this process is moved to a
- * bucket DEFER_MS ahead (fairness: it does not hold up the others); one that
- * finds no room at all stays where it is (the cursor waits at its bucket).
+ * An entry of a delivery this process holds (queued, sending, or its record
+ * being written) is not claimed and not dropped: unless finished or due
+ * later, it is put back at max(its lease's end, DEFER_MS ahead). The record
+ * being written may be all that bucketed it (a fresh delivery's first retry
+ * is stored with its entry while the rest of its flush runs), and a holder's
+ * lease renewals bucket their own lease checks (deliveries.ts renewClaim).
+ * An entry whose subscription has no room in this process is moved ahead
+ * (fairness: it does not hold up the others): the subscription's i-th
+ * deferred entry of the bucket to now + DEFER_MS + floor(i / pace) *
+ * DEFER_MS, pace being what this process takes of it per second (its
+ * rate_limit, or its waiting room: Dispatcher.paceOf), so a big backlog is
+ * spread out, not read again whole every second. One that finds no room at
+ * all stays where it is (the cursor waits at its bucket).
+ *
+ * A bucket's entries are merged by delivery when read (one delivery may be
+ * bucketed more than once). Moves (deferrals, put-backs at a lease's end,
+ * held entries put back) are written by one process only, although every
+ * process reads every bucket: the first to insert the marker
+ * `mv:<delivery>:<bucket>` (claimMoves) writes the moved entry, the others
+ * none. Lease checks are written by each claimer (each may win its claim).
  */
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, DueEntry } from '../../shared/src/mongo/index.js';
-import { bucketOf, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
+import { bucketOf, claimMoves, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 
 interface SchedulerDeps {
   log: Logger;
   collections: DeliveryCollections;
-  dispatcher: Pick<Dispatcher, 'room' | 'holds' | 'roomFor' | 'enqueue'>;
+  dispatcher: Pick<Dispatcher, 'room' | 'holds' | 'roomFor' | 'paceOf' | 'enqueue'>;
   owner: string;
   leaseMs: number;
   intervalMs: number;
@@ -55,6 +72,10 @@ interface OpenBucket {
   entries: DueEntry[];
   /** Entries before this one are handed out. */
   i: number;
+  /** Deliveries whose move out of this bucket this process won (claimMoves). */
+  won: Set<string>;
+  /** Entries deferred per subscription so far from this bucket (their spread). */
+  deferred: Map<string, number>;
 }
 
 export class RetryScheduler {
@@ -94,7 +115,7 @@ export class RetryScheduler {
       if (!this.current) {
         const b = this.cursor;
         if ((b + 1) * DUE_BUCKET_MS > deps.clock().getTime() || buckets >= MAX_BUCKETS_PER_TICK) break;
-        this.current = { b, entries: shuffle(await readBucket(deps.collections.retryDue, b)), i: 0 };
+        this.current = { b, entries: shuffle(distinct(await readBucket(deps.collections.retryDue, b))), i: 0, won: new Set(), deferred: new Map() };
         buckets++;
       }
       const open = this.current;
@@ -130,14 +151,20 @@ export class RetryScheduler {
     const { deps } = this;
     const { dispatcher } = deps;
     const take: DueEntry[] = [];
+    /** Held here (queued, sending, or its record being written): never claimed here, never dropped unread. */
+    const ours: DueEntry[] = [];
     const defer: DueEntry[] = [];
     const perSubscription = new Map<string, number>();
     const limit = Math.min(budget, dispatcher.room);
     let i = open.i;
     for (; i < open.entries.length && take.length < limit; i++) {
       const e = open.entries[i] as DueEntry;
-      // Ours already (queued, sending, or its record being written): its lease check is bucketed.
-      if (dispatcher.holds(e.d)) continue;
+      // Ours already: looked at again later (its record, still being written, may be all that
+      // bucketed it: a fresh delivery's first retry, or a lease this process renewed).
+      if (dispatcher.holds(e.d)) {
+        ours.push(e);
+        continue;
+      }
       const used = perSubscription.get(e.s) ?? 0;
       if (dispatcher.roomFor(e.s) - used <= 0) {
         defer.push(e);
@@ -148,21 +175,32 @@ export class RetryScheduler {
     }
     const now = deps.clock();
     const nowMs = now.getTime();
-    const docs = await readDeliveries(deps.collections, take.map((e) => e.d));
+    const docs = await readDeliveries(deps.collections, [...take, ...ours].map((e) => e.d));
     const claimable: DeliveryDoc[] = [];
-    const later: DueEntry[] = defer.map((e) => ({ ...e, t: nowMs + DEFER_MS }));
-    for (const doc of docs) {
+    /** Lease checks of the claims about to be tried: written by each claimer. */
+    const checks: DueEntry[] = [];
+    /** Entries moved to a later bucket: written by one process (claimMoves). */
+    const moves: DueEntry[] = defer.map((e) => ({ ...e, t: this.deferredTo(open, e.s, nowMs) }));
+    for (const [k, doc] of docs.entries()) {
       if (!doc || doc.state !== 'pending') continue;
-      if (doc.lease_until && doc.lease_until.getTime() > nowMs) {
-        later.push({ d: doc._id, s: doc.subscription_id, t: doc.lease_until.getTime() });
+      const lease = doc.lease_until?.getTime() ?? 0;
+      if (k >= take.length) {
+        // Held here: back at its lease's end, DEFER_MS ahead at least (a fresh delivery has no lease).
+        if (lease <= nowMs && doc.next_attempt_at && doc.next_attempt_at.getTime() > nowMs) continue; // due later: bucketed then
+        moves.push({ d: doc._id, s: doc.subscription_id, t: Math.max(lease, nowMs + DEFER_MS) });
+        continue;
+      }
+      if (lease > nowMs) {
+        moves.push({ d: doc._id, s: doc.subscription_id, t: lease });
         continue;
       }
       if (!doc.next_attempt_at || doc.next_attempt_at.getTime() > nowMs) continue;
       claimable.push(doc);
-      later.push({ d: doc._id, s: doc.subscription_id, t: nowMs + deps.leaseMs });
+      checks.push({ d: doc._id, s: doc.subscription_id, t: nowMs + deps.leaseMs });
     }
+    const moved = await this.ownMoves(open, moves);
     // Stored before any claim is tried and before the bucket moves past these entries.
-    if (later.length > 0) await scheduleDue(deps.collections.retryDue, later, nowMs);
+    if (checks.length + moved.length > 0) await scheduleDue(deps.collections.retryDue, [...checks, ...moved], nowMs);
     open.i = i;
     let won = 0;
     const full: string[] = [];
@@ -179,6 +217,25 @@ export class RetryScheduler {
     // No room after all: handed back at once (due now, one bucket write for all).
     if (full.length > 0) await releaseLeases(deps.collections, full, deps.owner, deps.clock());
     return won;
+  }
+
+  /**
+   * Where a deferred entry goes: its subscription's deferred entries of this
+   * bucket are spread at its pace here (paceOf per DEFER_MS), so a big
+   * backlog is not read again, whole, every DEFER_MS.
+   */
+  private deferredTo(open: OpenBucket, subscriptionId: string, nowMs: number): number {
+    const n = open.deferred.get(subscriptionId) ?? 0;
+    open.deferred.set(subscriptionId, n + 1);
+    const pace = Math.max(1, this.deps.dispatcher.paceOf(subscriptionId));
+    return nowMs + DEFER_MS + Math.floor(n / pace) * DEFER_MS;
+  }
+
+  /** The moves this process writes: those whose marker it inserted first (now, or on an earlier try of this bucket). */
+  private async ownMoves(open: OpenBucket, moves: DueEntry[]): Promise<DueEntry[]> {
+    const ask = [...new Set(moves.map((e) => e.d).filter((d) => !open.won.has(d)))];
+    if (ask.length > 0) for (const d of await claimMoves(this.deps.collections.retryDue, open.b, ask)) open.won.add(d);
+    return moves.filter((e) => open.won.has(e.d));
   }
 
   private async saveCursor(force: boolean): Promise<void> {
@@ -237,6 +294,12 @@ async function bucketStoredDeliveries(c: DeliveryCollections, now: Date): Promis
   }
   if (batch.length > 0) await scheduleDue(c.retryDue, batch, now.getTime());
   return n + batch.length;
+}
+
+/** One entry per delivery (writers may have bucketed one delivery more than once). */
+function distinct(entries: DueEntry[]): DueEntry[] {
+  const seen = new Set<string>();
+  return entries.filter((e) => !seen.has(e.d) && seen.add(e.d));
 }
 
 /** Processes reading the same bucket try its entries in different orders, so they collide less. */

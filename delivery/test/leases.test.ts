@@ -10,14 +10,14 @@ import { pino } from 'pino';
 import { loadWebhookConfig } from '../../shared/src/config/webhooks.js';
 import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
 import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
-import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
+import { bucketOf, insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { uniqueName } from '../../shared/test/support/env.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { decodeMessage, scheduleBatch } from '../src/consumer.js';
-import type { AttemptRecord } from '../src/deliveries.js';
+import { claim, type AttemptRecord } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';
 import { createSender } from '../src/http-sender.js';
 import { AttemptRecorder } from '../src/recorder.js';
@@ -167,6 +167,55 @@ describe('delivery leases and safety', function () {
     await mongo.collections.deliveries.insertOne(held);
     await recorder.record(outcome(held, 200), `att_${held._id}`);
     expect(await mongo.collections.deliveries.findOne({ _id: held._id })).to.include({ state: 'succeeded', attempts: 1, lease_owner: null, last_status: 200 });
+  });
+
+  it('a holder buckets a lease check at the end of every lease it renews (the re-claim before sending, the keeper\'s extensions)', async () => {
+    const account = newAccountId();
+    receiver.on('/renew', () => ({ status: 200 }));
+    const sub = await db.subscribe(account, receiver.url('/renew'), ['*']);
+    const cfg = loadDeliveryConfig(env).webhooks;
+    const sender = createSender({ policy: { allowPrivate: true }, resolve: async () => ['127.0.0.1'], caPem: readFileSync(receiver.caFile, 'utf8'), timeoutMs: 4000, userAgent: 't' });
+    let release!: () => void;
+    const recordHeld = new Promise<void>((r) => (release = r));
+    const leaseMs = 2000;
+    // The record waits (a slow store): the delivery stays held here while its lease is extended.
+    const dispatcher = new Dispatcher(
+      { log: silent, collections: mongo.collections, sender, box: new SecretBox(cfg.secretKey), owner: 'proc-renew', leaseMs, retrySchedule: cfg.retrySchedule, clock: () => new Date(), hooks: { beforeRecord: () => recordHeld } },
+      { concurrency: 4, perSubscription: 4 },
+    );
+    try {
+      const start = Date.now();
+      const doc = pending(`dlv_${uniqueName('renew')}`, sub, { next_attempt_at: new Date(start + 600_000) });
+      await mongo.collections.deliveries.insertOne(doc);
+      // Taken from the store (its own lease check is not what this test is about), then queued:
+      // its lease is shorter than the margin, so run() re-claims it before sending.
+      const held = await claim(mongo.collections, doc, 'proc-renew', new Date(), leaseMs);
+      expect(held).to.not.equal(null);
+      expect(dispatcher.enqueue({ delivery: held! })).to.equal('queued');
+      await receiver.waitFor('/renew', 1, 10_000);
+      // The keeper extends it (less than half its length left) at least once after the re-claim.
+      const extended = await db.until(async () => {
+        const d = await mongo.collections.deliveries.findOne({ _id: doc._id });
+        return d && d.claim_seq >= 4 && d;
+      }, 15_000, 'the lease extended');
+      const until = extended.lease_until!.getTime();
+      // The buckets' slots, read by _id without sealing (the newest is not over yet).
+      const entries: { d: string; t: number }[] = [];
+      for (let b = bucketOf(start); b <= bucketOf(until); b++) {
+        for (let n = 0; ; n++) {
+          const slot = (await mongo.collections.retryDue.findOne({ _id: `due:${b}:${n}` })) as { entries?: { d: string; t: number }[]; sealed?: boolean } | null;
+          if (!slot || slot.sealed) break;
+          entries.push(...(slot.entries ?? []).filter((e) => e.d === doc._id));
+        }
+      }
+      const times = [...new Set(entries.map((e) => e.t))].sort();
+      expect(times, 'a lease check at the latest lease end').to.include(until);
+      expect(times.length, 'one for the re-claim, one per extension').to.be.at.least(2);
+    } finally {
+      release();
+      await dispatcher.stop(5000);
+      sender.close();
+    }
   });
 
   it('creates no second delivery when a batch is consumed again', async () => {

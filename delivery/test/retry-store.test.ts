@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { bucketOf, DUE_BUCKET_MS, dueStoreHooks, insertDeliveries, readBucket, readDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
+import { bucketOf, claimMoves, DUE_BUCKET_MS, dueStoreHooks, insertDeliveries, readBucket, readDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
 import { createMongo, ensureIndexes, type DeliveryDoc, type Mongo } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
@@ -19,6 +19,7 @@ import { Dispatcher } from '../src/dispatch.js';
 import { createSender } from '../src/http-sender.js';
 import { RetryScheduler } from '../src/retry-scheduler.js';
 import { startDelivery } from '../src/worker.js';
+import { newDelivery, type AttemptRecord } from '../src/deliveries.js';
 import { deliveryTestEnv, envelope, newAccountId, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 const silent = pino({ level: 'silent' });
@@ -144,6 +145,21 @@ describe('retry store (due buckets)', function () {
     }
   });
 
+  it('a move out of a bucket is won by one writer: two concurrent elections over overlapping deliveries split them', async () => {
+    const { mongo } = await freshStore('moves');
+    const coll = mongo.collections.retryDue;
+    const b = bucketOf(Date.now()) - 5;
+    const ids = Array.from({ length: 300 }, (_, i) => `dlv_mv_${i}`);
+    // One process already moved the first 50 out of bucket b (an earlier try).
+    const earlier = await claimMoves(coll, b, ids.slice(0, 50));
+    const [p1, p2] = await Promise.all([claimMoves(coll, b, ids), claimMoves(coll, b, [...ids].reverse())]);
+    expect(earlier.size).to.equal(50);
+    for (const d of ids.slice(0, 50)) expect(p1.has(d) || p2.has(d), `${d} was moved already`).to.equal(false);
+    for (const d of ids.slice(50)) expect(Number(p1.has(d)) + Number(p2.has(d)), `${d}: one winner`).to.equal(1);
+    // The markers carry their bucket: swept with it by retention.
+    expect(await coll.findOne({ _id: `mv:dlv_mv_7:${b}` })).to.include({ b });
+  });
+
   it('two processes reading one bucket of many due retries send each delivery exactly once', async () => {
     const { mongo, env: own } = await freshStore('two');
     const db = new TestDb(own);
@@ -204,6 +220,50 @@ describe('retry store (due buckets)', function () {
     } finally {
       await c.close();
     }
+  });
+
+  it('a fresh delivery whose first retry falls due while its record\'s flush is still running is sent again, not left pending', async () => {
+    const { mongo, env: own } = await freshStore('heldfresh');
+    const db = new TestDb(own);
+    let calls = 0;
+    receiver.on('/held-fresh', () => (++calls === 1 ? { status: 500 } : { status: 200 }));
+    const sub = await db.subscribe(newAccountId(), receiver.url('/held-fresh'), ['*']);
+    const cfg = loadDeliveryConfig(own).webhooks;
+    const sender = createSender({ policy: { allowPrivate: true }, resolve: async () => ['127.0.0.1'], caPem: readFileSync(receiver.caFile, 'utf8'), timeoutMs: 4000, userAgent: 't' });
+    let release!: () => void;
+    const flushDone = new Promise<void>((r) => (release = r));
+    let recorded!: (a: AttemptRecord) => void;
+    const firstRecorded = new Promise<AttemptRecord>((r) => (recorded = r));
+    const shared = { log: silent, collections: mongo.collections, owner: 'proc-heldfresh', leaseMs: cfg.leaseMs, clock: () => new Date() };
+    // The flush that stored the failed delivery (and its due entry) goes on with slow writes: the
+    // delivery stays held here until its retry's bucket is over and read.
+    const hooks = {
+      afterRecord: async (a: AttemptRecord) => {
+        if (a.attempt !== 1) return;
+        recorded(a);
+        await flushDone;
+      },
+    };
+    const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(cfg.secretKey), retrySchedule: [1000], hooks }, { concurrency: 8, perSubscription: 8 });
+    const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: 50 });
+    atRunEnd(async () => {
+      release();
+      await scheduler.stop();
+      await dispatcher.stop(5000);
+      sender.close();
+    });
+    scheduler.start();
+    const delivery = newDelivery({ eventId: `evt_${uniqueName('hf')}`, eventType: 'call.started', accountId: sub.account_id, subscription: sub, body: '{"id":"x"}', owner: 'proc-heldfresh', now: new Date(), leaseMs: cfg.leaseMs });
+    expect(dispatcher.enqueue({ delivery, fresh: { done: () => undefined } })).to.equal('queued');
+    const first = await firstRecorded;
+    const due = first.nextAttemptAt!.getTime();
+    // The scheduler has read the retry's bucket while the delivery was held here.
+    await db.until(async () => ((await readDueCursor(mongo.collections.retryDue)) ?? 0) > bucketOf(due), 20_000, 'the retry bucket read');
+    expect(dispatcher.holds(delivery._id)).to.equal(true);
+    release();
+    const both = await receiver.waitFor('/held-fresh', 2, 20_000);
+    expect(both.map((r) => r.headers['x-service-delivery'])).to.deep.equal([delivery._id, delivery._id]);
+    await db.until(async () => (await mongo.collections.deliveries.findOne({ _id: delivery._id }))?.state === 'succeeded', 10_000, 'succeeded');
   });
 
   it('finds the pending deliveries an earlier version stored (no bucket entry) at the first boot', async () => {

@@ -17,6 +17,7 @@ import type {
   DeliveryDoc,
   DeliveryProgressDoc,
   DueCursorDoc,
+  DueMoveDoc,
   DueSlotDoc,
   EventDoc,
   EventPageDirDoc,
@@ -88,7 +89,7 @@ export interface Collections {
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
   webhookOpKeys: Collection<WebhookOpKeyDoc>;
-  retryDue: Collection<DueSlotDoc | DueCursorDoc>;
+  retryDue: Collection<DueSlotDoc | DueCursorDoc | DueMoveDoc>;
   deliveryProgress: Collection<DeliveryProgressDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }
