@@ -5,8 +5,7 @@
  * claim documents once far older than any read that could still race them,
  * and retry buckets an hour behind the schedulers' cursor (every scheduler
  * has read them; the filter on b is a scan on FerretDB, but only every ten
- * minutes), with the move markers of those buckets (`mv:<delivery>:<b>`:
- * they carry the b they were moved out of).
+ * minutes).
  */
 import type { Logger } from '../../shared/src/log.js';
 import { runPeriodically } from '../../shared/src/periodic.js';

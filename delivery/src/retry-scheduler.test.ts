@@ -118,7 +118,7 @@ describe('retry scheduler', () => {
     ]);
   });
 
-  it('two schedulers reading one bucket write each deferred delivery once, spread at its subscription\'s pace, duplicates merged', async () => {
+  it('two schedulers reading one bucket write each deferred delivery once each (copies merged, never multiplied), spread at its subscription\'s pace', async () => {
     const c = store();
     const now = Date.now();
     const b = bucketOf(now) - 2;
@@ -144,11 +144,12 @@ describe('retry scheduler', () => {
       });
     await Promise.all([schedulerOf('p1').tick(), schedulerOf('p2').tick()]);
     const written = writtenOutside(c, b);
-    expect(written.length, 'one entry per distinct delivery, not one per copy and process').to.equal(100);
+    expect(written.length, 'one entry per distinct delivery and process, not one per copy').to.equal(200);
     expect(new Set(written.map((e) => e.d)).size).to.equal(100);
-    // Spread: at most `pace` per second from now + 1 s on (not all 100 a second ahead).
+    // Spread: at most `pace` per second from now + 1 s on (not all 100 a second ahead), per process.
     const perSecond = new Map<number, number>();
     for (const e of written) perSecond.set(e.t, (perSecond.get(e.t) ?? 0) + 1);
+    expect(Math.max(...perSecond.values())).to.equal(2 * pace);
     expect(Math.min(...perSecond.keys())).to.equal(now + 1000);
     expect(Math.max(...perSecond.keys())).to.equal(now + 1000 + (100 / pace - 1) * 1000);
   });

@@ -33,14 +33,17 @@
  *
  * A bucket's entries are merged by delivery when read (one delivery may be
  * bucketed more than once). Moves (deferrals, put-backs at a lease's end,
- * held entries put back) are written by one process only, although every
- * process reads every bucket: the first to insert the marker
- * `mv:<delivery>:<bucket>` (claimMoves) writes the moved entry, the others
- * none. Lease checks are written by each claimer (each may win its claim).
+ * held entries put back) are written by each process that reads the bucket,
+ * one slot per later bucket per process: P processes write at most P copies
+ * of a moved entry, merged again when that bucket is read, so copies never
+ * multiply from bucket to bucket. (Electing one writer per move by a marker
+ * insert left a window: a writer killed between its markers and its entries
+ * lost the moves, and every other process had stood back.) Lease checks are
+ * written by each claimer (each may win its claim).
  */
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, DueEntry } from '../../shared/src/mongo/index.js';
-import { bucketOf, claimMoves, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
+import { bucketOf, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 
@@ -72,8 +75,6 @@ interface OpenBucket {
   entries: DueEntry[];
   /** Entries before this one are handed out. */
   i: number;
-  /** Deliveries whose move out of this bucket this process won (claimMoves). */
-  won: Set<string>;
   /** Entries deferred per subscription so far from this bucket (their spread). */
   deferred: Map<string, number>;
 }
@@ -115,7 +116,7 @@ export class RetryScheduler {
       if (!this.current) {
         const b = this.cursor;
         if ((b + 1) * DUE_BUCKET_MS > deps.clock().getTime() || buckets >= MAX_BUCKETS_PER_TICK) break;
-        this.current = { b, entries: shuffle(distinct(await readBucket(deps.collections.retryDue, b))), i: 0, won: new Set(), deferred: new Map() };
+        this.current = { b, entries: shuffle(distinct(await readBucket(deps.collections.retryDue, b))), i: 0, deferred: new Map() };
         buckets++;
       }
       const open = this.current;
@@ -179,7 +180,7 @@ export class RetryScheduler {
     const claimable: DeliveryDoc[] = [];
     /** Lease checks of the claims about to be tried: written by each claimer. */
     const checks: DueEntry[] = [];
-    /** Entries moved to a later bucket: written by one process (claimMoves). */
+    /** Entries moved to a later bucket (each reading process writes its own; merged on read). */
     const moves: DueEntry[] = defer.map((e) => ({ ...e, t: this.deferredTo(open, e.s, nowMs) }));
     for (const [k, doc] of docs.entries()) {
       if (!doc || doc.state !== 'pending') continue;
@@ -198,9 +199,8 @@ export class RetryScheduler {
       claimable.push(doc);
       checks.push({ d: doc._id, s: doc.subscription_id, t: nowMs + deps.leaseMs });
     }
-    const moved = await this.ownMoves(open, moves);
     // Stored before any claim is tried and before the bucket moves past these entries.
-    if (checks.length + moved.length > 0) await scheduleDue(deps.collections.retryDue, [...checks, ...moved], nowMs);
+    if (checks.length + moves.length > 0) await scheduleDue(deps.collections.retryDue, [...checks, ...moves], nowMs);
     open.i = i;
     let won = 0;
     const full: string[] = [];
@@ -231,12 +231,6 @@ export class RetryScheduler {
     return nowMs + DEFER_MS + Math.floor(n / pace) * DEFER_MS;
   }
 
-  /** The moves this process writes: those whose marker it inserted first (now, or on an earlier try of this bucket). */
-  private async ownMoves(open: OpenBucket, moves: DueEntry[]): Promise<DueEntry[]> {
-    const ask = [...new Set(moves.map((e) => e.d).filter((d) => !open.won.has(d)))];
-    if (ask.length > 0) for (const d of await claimMoves(this.deps.collections.retryDue, open.b, ask)) open.won.add(d);
-    return moves.filter((e) => open.won.has(e.d));
-  }
 
   private async saveCursor(force: boolean): Promise<void> {
     if (!this.booted) return;

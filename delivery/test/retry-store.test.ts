@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { bucketOf, claimMoves, DUE_BUCKET_MS, dueStoreHooks, insertDeliveries, readBucket, readDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
+import { bucketOf, DUE_BUCKET_MS, dueStoreHooks, insertDeliveries, readBucket, readDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
 import { createMongo, ensureIndexes, type DeliveryDoc, type Mongo } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
@@ -143,21 +143,6 @@ describe('retry store (due buckets)', function () {
       dueStoreHooks.beforeSlotInsert = undefined;
       release();
     }
-  });
-
-  it('a move out of a bucket is won by one writer: two concurrent elections over overlapping deliveries split them', async () => {
-    const { mongo } = await freshStore('moves');
-    const coll = mongo.collections.retryDue;
-    const b = bucketOf(Date.now()) - 5;
-    const ids = Array.from({ length: 300 }, (_, i) => `dlv_mv_${i}`);
-    // One process already moved the first 50 out of bucket b (an earlier try).
-    const earlier = await claimMoves(coll, b, ids.slice(0, 50));
-    const [p1, p2] = await Promise.all([claimMoves(coll, b, ids), claimMoves(coll, b, [...ids].reverse())]);
-    expect(earlier.size).to.equal(50);
-    for (const d of ids.slice(0, 50)) expect(p1.has(d) || p2.has(d), `${d} was moved already`).to.equal(false);
-    for (const d of ids.slice(50)) expect(Number(p1.has(d)) + Number(p2.has(d)), `${d}: one winner`).to.equal(1);
-    // The markers carry their bucket: swept with it by retention.
-    expect(await coll.findOne({ _id: `mv:dlv_mv_7:${b}` })).to.include({ b });
   });
 
   it('two processes reading one bucket of many due retries send each delivery exactly once', async () => {

@@ -26,7 +26,7 @@
  */
 import { createHash } from 'node:crypto';
 import { MongoBulkWriteError, type Collection } from 'mongodb';
-import type { DeliveryDoc, DueCursorDoc, DueEntry, DueMoveDoc, DueSlotDoc } from './documents.js';
+import type { DeliveryDoc, DueCursorDoc, DueEntry, DueSlotDoc } from './documents.js';
 
 /** Deterministic, so consuming the same event twice finds the existing delivery. */
 export function deliveryId(eventId: string, subscriptionId: string): string {
@@ -44,7 +44,7 @@ const INSERT_CHUNK = 1000;
  */
 export const DUE_BUCKET_MS = 1000;
 
-type DueCollection = Collection<DueSlotDoc | DueCursorDoc | DueMoveDoc>;
+type DueCollection = Collection<DueSlotDoc | DueCursorDoc>;
 interface QueueCollections {
   deliveries: Collection<DeliveryDoc>;
   retryDue: DueCollection;
@@ -157,40 +157,6 @@ export async function readBucket(coll: DueCollection, b: number): Promise<DueEnt
     if (slot.sealed) return out;
     out.push(...(slot.entries ?? []));
   }
-}
-
-/**
- * Elects, per delivery, the one process that writes its entry moved out of
- * bucket `from` (every process reads every bucket; without this each wrote
- * its own copy, and copies of copies). The first to insert the marker
- * `mv:<delivery>:<from>` (a unique insert: atomic on FerretDB too) wins;
- * one unordered insertMany for the lot. Returns the ids this caller won.
- */
-export async function claimMoves(coll: DueCollection, from: number, ids: string[]): Promise<Set<string>> {
-  const won = new Set<string>();
-  for (let i = 0; i < ids.length; i += INSERT_CHUNK) {
-    const chunk = ids.slice(i, i + INSERT_CHUNK);
-    const at = new Date();
-    try {
-      await coll.insertMany(chunk.map((d) => ({ _id: `mv:${d}:${from}`, b: from, at })), { ordered: false });
-      for (const d of chunk) won.add(d);
-    } catch (err) {
-      const errors = writeErrorsOf(err);
-      if (!errors || errors.some((e) => e.code !== DUPLICATE_KEY)) throw err;
-      const lost = new Set(errors.map((e) => e.index));
-      chunk.forEach((d, index) => {
-        if (!lost.has(index)) won.add(d);
-      });
-    }
-  }
-  return won;
-}
-
-/** The per-document errors of an unordered bulk insert, or null for any other error. */
-function writeErrorsOf(err: unknown): { index: number; code: number }[] | null {
-  const errors = (err as { writeErrors?: unknown }).writeErrors;
-  if (errors === undefined || errors === null) return null;
-  return (Array.isArray(errors) ? errors : [errors]) as { index: number; code: number }[];
 }
 
 /** The first bucket not yet handed out by any scheduler, or null before the first one ran. */

@@ -416,18 +416,6 @@ export interface DueEntry {
 }
 
 /**
- * A move marker of the retry store: the process that inserts
- * `mv:<delivery>:<b>` first is the one that writes that delivery's entry
- * moved out of bucket b (deferred, or put back at a lease's end); the others
- * write none. `b` is the bucket moved from: swept with the buckets.
- */
-export interface DueMoveDoc {
-  _id: string; // `mv:${delivery}:${b}`
-  b: number;
-  at: Date;
-}
-
-/**
  * Where the retry schedulers resume after a restart: every bucket below
  * `next` was read and handed out by some delivery process. Written by any
  * process after it handled a bucket; a lost update only moves it back.

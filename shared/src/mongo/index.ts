@@ -17,7 +17,6 @@ import type {
   DeliveryDoc,
   DeliveryProgressDoc,
   DueCursorDoc,
-  DueMoveDoc,
   DueSlotDoc,
   EventDoc,
   EventPageDirDoc,
@@ -89,7 +88,7 @@ export interface Collections {
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
   webhookOpKeys: Collection<WebhookOpKeyDoc>;
-  retryDue: Collection<DueSlotDoc | DueCursorDoc | DueMoveDoc>;
+  retryDue: Collection<DueSlotDoc | DueCursorDoc>;
   deliveryProgress: Collection<DeliveryProgressDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }
