@@ -70,7 +70,8 @@ describe('delivery backlogs', function () {
     const log = new TestLog(env);
     const account = newAccountId();
     const paths = Array.from({ length: SUBS }, (_, i) => `/big-${i}`);
-    for (const path of paths) await db.subscribe(account, receiver.url(path), ['*']);
+    // At once: each waits until its subscription is active (a second, as the API's create).
+    await Promise.all(paths.map((path) => db.subscribe(account, receiver.url(path), ['*'])));
     const started = Date.now();
     await publishAll(log, Array.from({ length: EVENTS }, (_, n) => envelope(account, 'message.received', { n })));
     const distinct = (): number => new Set(receiver.received().filter((r) => r.path.startsWith('/big-')).map((r) => r.headers['x-service-delivery'])).size;
@@ -112,7 +113,7 @@ describe('delivery backlogs', function () {
     const round = async (name: string): Promise<{ seconds: number; maxLatencyMs: number; p50LatencyMs: number | undefined }> => {
       const accounts = accountsOnPartitionOf(hungAccount, HEALTHY, Number(env.EVENTS_PARTITIONS));
       const paths = accounts.map((_, i) => `/healthy-${name}-${i}`);
-      for (const [i, account] of accounts.entries()) await db.subscribe(account, receiver.url(paths[i]!), ['*']);
+      await Promise.all(accounts.map((account, i) => db.subscribe(account, receiver.url(paths[i]!), ['*'])));
       const events = accounts.flatMap((account) => Array.from({ length: PER_HEALTHY }, (_, n) => envelope(account, 'message.sent', { n })));
       const sent = Date.now();
       await publishAll(log, events);

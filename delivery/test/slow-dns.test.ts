@@ -53,7 +53,7 @@ describe('webhook delivery with a slow DNS server', function () {
 
   it("delivers a healthy subscription's events while other tenants' hosts take 30 s to resolve", async () => {
     const hostile = Array.from({ length: HOSTILE_NAMES }, (_, i) => ({ account: newAccountId(), i }));
-    for (const h of hostile) await db.subscribe(h.account, `https://slow-${h.i}.webhooks.test:${receiver.port}/slow-${h.i}`, ['*']);
+    await Promise.all(hostile.map((h) => db.subscribe(h.account, `https://slow-${h.i}.webhooks.test:${receiver.port}/slow-${h.i}`, ['*'])));
     await log.publish(hostile.map((h) => envelope(h.account, 'call.started')));
     // Every hostile name is being looked up (and not answered) before the healthy events go out.
     await db.until(async () => hostile.every((h) => dns.names().includes(`slow-${h.i}.webhooks.test`)), 20_000, 'the hostile lookups to reach the DNS server');

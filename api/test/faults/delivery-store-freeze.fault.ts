@@ -105,7 +105,8 @@ describe('fault: the store freezes while delivery attempts are being recorded', 
     const account = newAccountId();
     const SUBS = 50;
     const EVENTS = 20;
-    for (let i = 0; i < SUBS; i++) await db.subscribe(account, receiver.url(`/hb-${i}`), ['*']);
+    // At once: each waits until its subscription is active (a second, as the API's create).
+    await Promise.all(Array.from({ length: SUBS }, (_, i) => db.subscribe(account, receiver.url(`/hb-${i}`), ['*'])));
     await new TestLog(ownEnv).publishAtOnce(Array.from({ length: EVENTS }, (_, n) => envelope(account, 'call.started', { n })));
     // The consumer fetches the batch within ~100 ms and its writes then wait for the store:
     // longer than the group's session timeout (10 s) without a heartbeat would evict it.
