@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import { loadBaseConfig } from '../src/config/index.js';
-import { createKafka, endOffsets, ensureTopic, topicCatalog } from '../src/eventlog/kafka.js';
+import { createKafka, endOffsets, ensureTopic, partitionCount, topicCatalog } from '../src/eventlog/kafka.js';
 import { createLogger } from '../src/log.js';
 import { baseTestEnv, uniqueName } from './support/env.js';
 
 describe('event topic at boot', () => {
-  it('lets several processes boot at once on a fresh cluster: each ensures the topic, then reads its end offsets', async function () {
+  it('lets several processes boot at once on a fresh cluster: each ensures the topic, then reads its partition count and end offsets', async function () {
     this.timeout(90_000);
     const env = baseTestEnv({ EVENTS_TOPIC: uniqueName(`${baseTestEnv().EVENTS_TOPIC}-boot`), EVENTS_PARTITIONS: '12' });
     const config = loadBaseConfig(env, 'boot-test');
@@ -18,6 +18,9 @@ describe('event topic at boot', () => {
       const offsets = await Promise.all(
         admins.map(async (admin) => {
           await ensureTopic(admin, spec, log);
+          // The step a CI run once failed at: a process whose create lost the race read the
+          // metadata before the broker knew the topic (UNKNOWN_TOPIC_OR_PARTITION).
+          expect(await partitionCount(admin, spec.name)).to.equal(12);
           return endOffsets(admin, spec.name);
         }),
       );

@@ -109,9 +109,15 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
 async function waitForLeaders(admin: Admin, topic: string, timeoutMs = 30_000): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-    const partitions = meta.topics[0]?.partitions ?? [];
-    if (partitions.length > 0 && partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0)) return partitions.length;
+    try {
+      const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+      const partitions = meta.topics[0]?.partitions ?? [];
+      if (partitions.length > 0 && partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0)) return partitions.length;
+    } catch (err) {
+      // A topic another process has just created can be unknown to the broker's metadata
+      // for a moment (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE): retriable, as kafkajs marks them.
+      if (!(err as { retriable?: boolean }).retriable || Date.now() > deadline) throw err;
+    }
     if (Date.now() > deadline) throw new Error(`topic ${topic} has partitions without a leader after ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
@@ -156,8 +162,11 @@ export async function endOffsets(admin: Admin, topic: string, timeoutMs = 30_000
   }
 }
 
-/** Reads the partition count of a topic as it exists on the broker. */
-export async function partitionCount(admin: Admin, topic: string): Promise<number> {
-  const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-  return meta.topics[0]?.partitions.length ?? 0;
+/**
+ * Reads the partition count of a topic as it exists on the broker, once every
+ * partition has a leader (retrying while a just-created topic is still unknown
+ * to the broker's metadata: two processes booting together on a fresh cluster).
+ */
+export async function partitionCount(admin: Admin, topic: string, timeoutMs = 30_000): Promise<number> {
+  return waitForLeaders(admin, topic, timeoutMs);
 }
