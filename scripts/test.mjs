@@ -59,9 +59,9 @@ rmSync(resultsFile, { force: true });
 const mocha = join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
 const reporter = join(root, 'scripts', 'test', 'reporter.cjs');
 
-/** One mocha process over `files`; its counts land in `results`. With `output`, its output is kept there instead of shown. */
-function runMocha(files, results, runId, output) {
-  const args = [mocha, '--reporter', reporter, ...files, ...extra];
+/** One mocha process over `files` (minus `ignore`); its counts land in `results`. With `output`, its output is kept there instead of shown. */
+function runMocha(files, results, runId, output, ignore = []) {
+  const args = [mocha, '--reporter', reporter, ...files, ...ignore.flatMap((f) => ['--ignore', f]), ...extra];
   const stdio = output ? ['ignore', 'pipe', 'pipe'] : 'inherit';
   const child = spawn(process.execPath, args, { cwd: root, env: { ...env, TEST_RESULTS_FILE: results, TEST_RUN_ID: runId }, stdio });
   if (output) {
@@ -78,30 +78,43 @@ function readResults(file) {
   return r;
 }
 
-// The whole suite runs as two mocha processes at once: the unit and integration tests
+// The whole suite runs as two mocha processes at a time: the unit and integration tests
 // (shown as they run) and the fault tests (real processes killed and frozen, on a private
 // Kafka + FerretDB of their own, so they share nothing with the first set), whose output
-// is shown when they end. TEST_SERIAL=1 runs them one after the other, as files named on
-// the command line (`npm test -- api/test/x.test.ts`, which replace the default set) and
-// the other modes always do.
+// is shown when they end; once the fault tests have ended, the longest integration files
+// (LATE) run in a third process beside the first, with a run id of their own (so their
+// own topic and database), their output shown at the end too. Two at a time is the load
+// the suite has always run under on 2 cores; the split took the run from ~18 to ~13 min.
+// TEST_SERIAL=1 runs everything in one process, as files named on the command line
+// (`npm test -- api/test/x.test.ts`, which replace the default set) and the other modes always do.
+const LATE = ['api/test/hostile/fuzz.test.ts', 'delivery/test/backlog.test.ts', 'api/test/rate-limits.test.ts', 'delivery/test/guarantees.test.ts', 'delivery/test/endpoint-health.test.ts'];
 const split = named.length === 0 && specs === DEFAULT_SPECS && specs.includes(FAULTS[0]) && specs.length > FAULTS.length && process.env.TEST_SERIAL !== '1';
 let code;
 const parts = [];
 if (split) {
   const faultsFile = `${resultsFile}.faults`;
+  const lateFile = `${resultsFile}.late`;
   const faultOutput = [];
+  const lateOutput = [];
   const started = Date.now();
-  const [mainCode, faultCode] = await Promise.all([
-    runMocha(TESTS, resultsFile, env.TEST_RUN_ID, null),
-    runMocha(FAULTS, faultsFile, `${env.TEST_RUN_ID}f`, faultOutput).then((c) => {
-      console.log(`\n[test] the fault tests (run alongside) ended after ${Math.round((Date.now() - started) / 1000)} s`);
+  const elapsed = () => Math.round((Date.now() - started) / 1000);
+  const faults = runMocha(FAULTS, faultsFile, `${env.TEST_RUN_ID}f`, faultOutput).then((c) => {
+    console.log(`\n[test] the fault tests (run alongside) ended after ${elapsed()} s; the longest test files start beside the rest`);
+    return c;
+  });
+  const late = faults.then(() =>
+    runMocha(LATE, lateFile, `${env.TEST_RUN_ID}l`, lateOutput).then((c) => {
+      console.log(`\n[test] the longest test files (run alongside) ended after ${elapsed()} s`);
       return c;
     }),
-  ]);
+  );
+  const [mainCode, faultCode, lateCode] = await Promise.all([runMocha(TESTS, resultsFile, env.TEST_RUN_ID, null, LATE), faults, late]);
   console.log('\n[test] output of the fault tests, run alongside the tests above:');
   process.stdout.write(Buffer.concat(faultOutput));
-  parts.push(readResults(resultsFile), readResults(faultsFile));
-  code = mainCode || faultCode;
+  console.log(`\n[test] output of the longest test files (${LATE.join(', ')}), run alongside the tests above once the fault tests had ended:`);
+  process.stdout.write(Buffer.concat(lateOutput));
+  parts.push(readResults(resultsFile), readResults(faultsFile), readResults(lateFile));
+  code = mainCode || faultCode || lateCode;
 } else {
   code = await runMocha(specs, resultsFile, env.TEST_RUN_ID, null);
   parts.push(readResults(resultsFile));
