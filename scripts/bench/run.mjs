@@ -57,8 +57,9 @@ const services = await ensureServices();
 const ctx = {
   runId,
   services,
+  /** The running scenario's database: each scenario has its own, so one's leftovers cannot slow the next. */
   db: `bench_${runId}`,
-  /** Databases a scenario made besides `db`, dropped with it. */
+  /** Every database of the run (the scenarios' and any a scenario made besides), dropped at the end. */
   extraDatabases: [],
   scratch: scratchDir,
   quick: opts.quick,
@@ -105,6 +106,8 @@ let failed = false;
 try {
   for (const name of only) {
     ctx.scenario = name;
+    ctx.db = `bench_${runId}_${name.replace(/[^a-z0-9]/g, '_')}`;
+    ctx.extraDatabases.push(ctx.db);
     const t0 = Date.now();
     const mod = await import(`./scenarios/${name}.mjs`);
     ctx.log(`--- ${mod.title}`);
@@ -172,12 +175,12 @@ async function describeMachine({ MONGO_URL }) {
 async function cleanup() {
   const client = new MongoClient(services.MONGO_URL, { serverSelectionTimeoutMS: 5000 });
   try {
-    for (const db of [ctx.db, ...ctx.extraDatabases]) await client.db(db).dropDatabase();
+    for (const db of new Set(ctx.extraDatabases)) await client.db(db).dropDatabase();
   } finally {
     await client.close();
   }
   const dropped = await dropKafka(services.KAFKA_BROKERS, `bench-${runId}`);
-  ctx.log(`dropped database ${ctx.db}, ${dropped.topics} topics and ${dropped.groups} consumer groups`);
+  ctx.log(`dropped ${new Set(ctx.extraDatabases).size} databases, ${dropped.topics} topics and ${dropped.groups} consumer groups`);
 }
 
 /** Thousands of connections need file descriptors: re-run under a raised soft limit when the hard one allows. */

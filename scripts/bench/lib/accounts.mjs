@@ -1,17 +1,18 @@
-// Accounts of a bench run, created once through the public API and reused by
-// the scenarios that need them (they live in the run's database).
+// Accounts of a bench scenario, created once through the public API and reused
+// within the scenario (they live in its database: each scenario has its own).
 import { createAccounts } from './http.mjs';
 
 export async function ensureAccounts(ctx, apiUrl, count) {
-  ctx.shared.accounts ??= [];
-  const have = ctx.shared.accounts.length;
+  const key = `accounts:${ctx.db}`;
+  const accounts = (ctx.shared[key] ??= []);
+  const have = accounts.length;
   if (have < count) {
     const t0 = Date.now();
-    const more = await createAccounts(apiUrl, count - have, { prefix: `bench-${ctx.runId}-${have}`, concurrency: 16 });
-    ctx.shared.accounts.push(...more);
+    const more = await createAccounts(apiUrl, count - have, { prefix: `bench-${ctx.runId}-${ctx.scenario}-${have}`, concurrency: 16 });
+    accounts.push(...more);
     ctx.log(`created ${more.length} accounts through the API in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   }
-  return ctx.shared.accounts.slice(0, count);
+  return accounts.slice(0, count);
 }
 
 export function split(items, parts) {

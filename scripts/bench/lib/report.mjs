@@ -25,8 +25,10 @@ export function judge(row) {
     else if (t.valueAtLeast !== undefined) met = row.value >= t.valueAtLeast;
   }
   const digits = places(row.value);
+  const spread = row.spread ? { ...row.spread, min: round(row.spread.min, digits), max: round(row.spread.max, digits), maxDeviation: round(row.spread.maxDeviation, 3) } : undefined;
   return {
     ...row,
+    ...(spread ? { spread } : {}),
     value: round(row.value, digits),
     reference: row.reference ? { ...row.reference, value: round(row.reference.value, places(row.reference.value)) } : null,
     ratio: round(row.ratio, Math.abs(row.ratio ?? 0) >= 0.01 || row.ratio === 0 ? 2 : 4),
@@ -37,11 +39,21 @@ export function judge(row) {
 
 const fmt = (v) => (v === null || v === undefined ? '—' : typeof v === 'number' ? v.toLocaleString('en-US') : String(v));
 
+/** "3 runs: 520–610 (±9 %)": the runs behind a median and their largest distance from it. */
+function describeSpread(s) {
+  if (!s) return '—';
+  const dev = s.maxDeviation === null ? '' : ` (±${Math.round(s.maxDeviation * 100)} %)`;
+  return `${s.values.length} run${s.values.length === 1 ? '' : 's'}: ${fmt(s.min)}–${fmt(s.max)}${dev}`;
+}
+
 export function tableLines(rows) {
-  const header = ['Figure', 'Value', 'Reference (same run)', 'Ratio', 'Target', 'Met'];
+  // The spread column appears once any figure carries the runs behind its median.
+  const spread = rows.some((r) => r.spread);
+  const header = ['Figure', 'Value', ...(spread ? ['Spread'] : []), 'Reference (same run)', 'Ratio', 'Target', 'Met'];
   const body = rows.map((r) => [
     r.label,
     `${fmt(r.value)} ${r.unit}`,
+    ...(spread ? [describeSpread(r.spread)] : []),
     r.reference ? `${r.reference.label}: ${fmt(r.reference.value)} ${r.reference.unit}` : '—',
     fmt(r.ratio),
     r.target?.text || '—',

@@ -20,3 +20,12 @@ export function round(x, digits = 1) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The median of several runs' values with what spreads them: min, max and the largest distance from the median as a share of it. */
+export function spreadOf(values) {
+  const v = values.filter((x) => Number.isFinite(x));
+  const m = median(v);
+  if (m === null) return { median: null, spread: { values, min: null, max: null, maxDeviation: null } };
+  const maxDeviation = m === 0 ? null : Math.max(...v.map((x) => Math.abs(x - m))) / Math.abs(m);
+  return { median: m, spread: { values, min: Math.min(...v), max: Math.max(...v), maxDeviation } };
+}

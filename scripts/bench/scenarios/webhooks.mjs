@@ -1,11 +1,14 @@
 // Scenario 5: webhook deliveries/s from one delivery process to a fast local
 // HTTPS receiver; then the same with 20% of the subscriptions pointing at a
 // receiver that never answers (each attempt runs into the 4 s timeout): the
-// healthy receivers' throughput and p99 latency as a ratio to the all-healthy
-// run. Reference: a bare Node HTTPS client at the delivery process's
-// concurrency against the same receiver. 5e: retries through the retry store
-// (a second delivery process with a 100 ms retry schedule; a receiver that
-// answers 500 to each delivery's first attempt and 200 to its retry).
+// healthy receivers' throughput as a ratio to the all-healthy run. Latency
+// (pacer's send to the receiver) at 100 and 1,000 events/s all healthy, and at
+// 100 with 20% hanging. Each figure is the median of ctx.runs rounds (3 in a
+// full run) with their spread. Reference: a bare Node HTTPS client at the
+// delivery process's concurrency against the same receiver. 5e: retries
+// through the retry store (a second delivery process with a 100 ms retry
+// schedule; a receiver that answers 500 to each delivery's first attempt and
+// 200 to its retry).
 import { join } from 'node:path';
 import { ensureAccounts } from '../lib/accounts.mjs';
 import { call, pool } from '../lib/http.mjs';
@@ -13,13 +16,15 @@ import { benchDir } from '../lib/paths.mjs';
 import { startNode } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi, startDelivery } from '../lib/services.mjs';
 import { infraCpu } from '../lib/infra-cpu.mjs';
-import { percentile, sleep } from '../lib/stats.mjs';
+import { percentile, sleep, spreadOf } from '../lib/stats.mjs';
 
 export const title = 'Webhook deliveries (one delivery process)';
 const SUBS = 50; // per configuration, one per account
 const HANGING = 10; // of SUBS in the second configuration: 20%
 const CONCURRENCY = 256; // WEBHOOK_CONCURRENCY's default, also the reference client's
 const RETRY_SUBS = 20; // 5e: subscriptions on the flaky receiver, one per account
+const LOW_RATE = 100; // events/s of the latency phases (issue 16: p50/p99 at 100 and 1,000 events/s)
+const HIGH_RATE = 1000;
 
 export async function run(ctx) {
   const caFile = join(ctx.scratch, 'webhook-ca.pem');
@@ -56,9 +61,8 @@ export async function run(ctx) {
   };
 
   // Warm-up: the group joins, connections and TLS sessions are made, and the
-  // rate it delivers at sizes the bursts (~15 s of work, at most 2,000) and the
-  // latency phase's steady rate (half of it, at most 100 events/s), so a slow
-  // store does not leave a backlog running into the next measurement.
+  // rate it delivers at sizes the bursts (~15 s of work, at most 2,000), so a
+  // slow store does not leave a burst's backlog running into the next measurement.
   ctx.log('warming up');
   await ingest(configs.healthy.map((s) => s.account.id), SUBS, { warm: 1 });
   await collect('/healthy/', SUBS, 60_000);
@@ -67,17 +71,16 @@ export async function run(ctx) {
   const warm = await collect('/healthy/', 2 * SUBS, 60_000);
   const capacity = warm.length / ((Date.now() - w0) / 1000);
   const burst = Math.max(200, Math.min(ctx.quick ? 600 : 2000, Math.round(capacity * (ctx.quick ? 8 : 15))));
-  const RATE = Math.max(2, Math.min(100, Math.round(capacity / 2)));
-  ctx.log(`warm-up delivered at ~${capacity.toFixed(0)}/s: bursts of ${burst} events, latency phase at ${RATE} events/s`);
+  ctx.log(`warm-up delivered at ~${capacity.toFixed(0)}/s: bursts of ${burst} events`);
 
-  const measure = async (name) => {
+  const healthyShareOf = (subs) => subs.filter((s) => s.url.includes(`:${ports.fast}/`)).length / subs.length;
+  // Throughput: a burst far larger than what is in flight at once, drained.
+  const throughput = async (name) => {
     const subs = configs[name];
     const ids = subs.map((s) => s.account.id);
-    const healthyShare = subs.filter((s) => s.url.includes(`:${ports.fast}/`)).length / subs.length;
+    const healthyShare = healthyShareOf(subs);
     await receivers.request('take');
     await delivery.child.request('stats', { reset: true });
-    // Throughput: a burst far larger than what is in flight at once, drained.
-    const t0 = Date.now();
     const infra = infraCpu();
     const got = await ctx.profiled(delivery.child, name, async () => {
       await ingest(ids, burst, {});
@@ -86,21 +89,37 @@ export async function run(ctx) {
     const times = got.map((r) => r[3]);
     // Deliveries/s between the first and the last one received (none or one: 0).
     const span = times.length > 1 ? (Math.max(...times) - Math.min(...times)) / 1000 : 0;
-    const rate = span > 0 ? got.length / span : 0;
     const stats = await delivery.child.request('stats', { reset: true });
-    // Latency: a steady rate well below the throughput.
-    await pacer.request('start', { url: api.url, token: INGEST_TOKEN, rate: RATE, seconds: ctx.quick ? 4 : 6, accounts: ids });
-    const paced = await pacer.request('finish', {}, 120_000);
-    const timed = await collect(`/${name}/`, Math.round(paced.sent * healthyShare), 20_000);
-    const lat = timed.filter((r) => r[2]).map((r) => r[3] - r[2]);
-    // Store operations per delivery received in the burst (the hanging subscriptions' attempts and retries included in the operations).
-    const storeOpsPerDelivery = got.length > 0 ? stats.storeOps / got.length : null;
-    const m = { deliveriesPerSec: rate, delivered: got.length, storeOps: stats.storeOps, storeOpsPerDelivery, expected: Math.round(burst * healthyShare), drainSeconds: (Date.now() - t0) / 1000, p50: percentile(lat, 50), p99: percentile(lat, 99), latencySamples: lat.length, cpu: stats.cpu, eldP99: stats.eld.p99, infraCpu: infra.read() };
-    ctx.log(`${name}: ${rate.toFixed(0)} healthy deliveries/s (${got.length}/${m.expected}); latency @${RATE} ev/s p50 ${m.p50?.toFixed(1)} ms, p99 ${m.p99?.toFixed(1)} ms (${lat.length}); ${stats.storeOps} store operations (${storeOpsPerDelivery?.toFixed(2)} per delivery); delivery CPU ${(stats.cpu * 100).toFixed(0)}%, FerretDB ${(m.infraCpu.ferretdb * 100).toFixed(0)}%`);
+    // Store operations per delivery received (the hanging subscriptions' attempts and retries included in the operations).
+    const m = { deliveriesPerSec: span > 0 ? got.length / span : 0, delivered: got.length, expected: Math.round(burst * healthyShare), storeOps: stats.storeOps, storeOpsPerDelivery: got.length > 0 ? stats.storeOps / got.length : null, cpu: stats.cpu, eldP99: stats.eld.p99, infraCpu: infra.read() };
+    ctx.log(`${name}: ${m.deliveriesPerSec.toFixed(0)} healthy deliveries/s (${got.length}/${m.expected}); ${stats.storeOps} store operations (${m.storeOpsPerDelivery?.toFixed(2)} per delivery); delivery CPU ${(stats.cpu * 100).toFixed(0)}%, FerretDB ${(m.infraCpu.ferretdb * 100).toFixed(0)}%`);
     return m;
   };
-  const healthy = await measure('healthy');
-  const mixed = await measure('mixed');
+  // Latency: events at a steady rate, each from the pacer's send to the receiver (healthy subscriptions only).
+  const latency = async (name, rate) => {
+    const subs = configs[name];
+    const healthyShare = healthyShareOf(subs);
+    await receivers.request('take');
+    const seconds = ctx.quick ? 4 : 6;
+    await pacer.request('start', { url: api.url, token: INGEST_TOKEN, rate, seconds, accounts: subs.map((s) => s.account.id) });
+    const paced = await pacer.request('finish', {}, 120_000);
+    const timed = await collect(`/${name}/`, Math.round(paced.sent * healthyShare), 20_000 + paced.sent * 5);
+    const lat = timed.filter((r) => r[2]).map((r) => r[3] - r[2]);
+    const m = { rate, sent: paced.sent, expected: Math.round(paced.sent * healthyShare), delivered: timed.length, p50: percentile(lat, 50), p99: percentile(lat, 99), samples: lat.length };
+    ctx.log(`${name} @${rate} events/s: p50 ${m.p50?.toFixed(1)} ms, p99 ${m.p99?.toFixed(1)} ms (${lat.length} of ${m.expected})`);
+    return m;
+  };
+  // Each figure over ctx.runs rounds (3 in a full run), its median reported with the spread of the rounds.
+  const rounds = [];
+  for (let r = 0; r < ctx.runs; r++) {
+    ctx.log(`round ${r + 1} of ${ctx.runs}`);
+    const healthy = await throughput('healthy');
+    const healthyLatency = { low: await latency('healthy', LOW_RATE), high: await latency('healthy', HIGH_RATE) };
+    const mixed = await throughput('mixed');
+    const mixedLatency = { low: await latency('mixed', LOW_RATE) };
+    rounds.push({ healthy, mixed, healthyLatency, mixedLatency, mixedRatio: healthy.deliveriesPerSec > 0 ? mixed.deliveriesPerSec / healthy.deliveriesPerSec : null });
+  }
+  const fig = (pick) => spreadOf(rounds.map(pick));
   await delivery.child.stop();
 
   // 5e: every delivery fails once and is retried 100 ms later through the retry store (stored
@@ -129,18 +148,32 @@ export async function run(ctx) {
   await Promise.all([blast.stop(), receivers.stop()]);
   ctx.log(`bare HTTPS client: ${ref.rps.toFixed(0)} req/s`);
 
+  const rate5a = fig((r) => r.healthy.deliveriesPerSec);
+  const rate5b = fig((r) => r.mixed.deliveriesPerSec);
+  const ratio5b = fig((r) => r.mixedRatio);
+  const ops = fig((r) => r.healthy.storeOpsPerDelivery);
+  const opsMixed = fig((r) => r.mixed.storeOpsPerDelivery);
+  const lowP50 = fig((r) => r.healthyLatency.low.p50);
+  const lowP99 = fig((r) => r.healthyLatency.low.p99);
+  const highP50 = fig((r) => r.healthyLatency.high.p50);
+  const highP99 = fig((r) => r.healthyLatency.high.p99);
+  const mixedP50 = fig((r) => r.mixedLatency.low.p50);
+  const mixedP99 = fig((r) => r.mixedLatency.low.p99);
   return {
     rows: [
-      { id: 'webhooks.throughput', label: '5a webhook deliveries/s, all receivers healthy', value: healthy.deliveriesPerSec, unit: 'deliveries/s', reference: { label: `bare HTTPS client, ${CONCURRENCY} in flight`, value: ref.rps, unit: 'req/s' }, ratio: healthy.deliveriesPerSec / ref.rps, target: { valueAtLeast: 2000, unit: 'deliveries/s' } },
-      { id: 'webhooks.mixed.throughput', label: '5b healthy deliveries/s, 20% of subscriptions hanging', value: mixed.deliveriesPerSec, unit: 'deliveries/s', reference: { label: '5a (all healthy)', value: healthy.deliveriesPerSec, unit: 'deliveries/s' }, ratio: mixed.deliveriesPerSec / healthy.deliveriesPerSec, target: { ratioAtLeast: 0.8 } },
-      { id: 'webhooks.storeOps', label: '5d store operations per delivery, all healthy (burst)', value: healthy.storeOpsPerDelivery, unit: 'ops/delivery', reference: { label: '20% hanging', value: mixed.storeOpsPerDelivery, unit: 'ops/delivery' }, target: { valueAtMost: 1 } },
+      { id: 'webhooks.throughput', label: '5a webhook deliveries/s, all receivers healthy', value: rate5a.median, spread: rate5a.spread, unit: 'deliveries/s', reference: { label: `bare HTTPS client, ${CONCURRENCY} in flight`, value: ref.rps, unit: 'req/s' }, ratio: rate5a.median / ref.rps, target: { valueAtLeast: 2000, unit: 'deliveries/s' } },
+      { id: 'webhooks.mixed.throughput', label: '5b healthy deliveries/s, 20% of subscriptions hanging', value: rate5b.median, spread: rate5b.spread, unit: 'deliveries/s', reference: { label: '5a (all healthy, same round)', value: rate5a.median, unit: 'deliveries/s' }, ratio: ratio5b.median, target: { ratioAtLeast: 0.9 } },
+      { id: 'webhooks.p50', label: `5c delivery latency p50 @${LOW_RATE} events/s, all healthy`, value: lowP50.median, spread: lowP50.spread, unit: 'ms', reference: null, target: { valueAtMost: 20, unit: 'ms' } },
+      { id: 'webhooks.p99', label: `5c delivery latency p99 @${LOW_RATE} events/s, all healthy`, value: lowP99.median, spread: lowP99.spread, unit: 'ms', reference: null, target: { valueAtMost: 100, unit: 'ms' } },
+      { id: 'webhooks.mixed.p99', label: `5c healthy delivery p99 @${LOW_RATE} events/s, 20% hanging`, value: mixedP99.median, spread: mixedP99.spread, unit: 'ms', reference: { label: 'p50', value: mixedP50.median, unit: 'ms' }, target: { valueAtMost: 150, unit: 'ms' } },
+      { id: 'webhooks.high.p50', label: `5c delivery latency p50 @${HIGH_RATE} events/s, all healthy`, value: highP50.median, spread: highP50.spread, unit: 'ms', reference: null },
+      { id: 'webhooks.high.p99', label: `5c delivery latency p99 @${HIGH_RATE} events/s, all healthy`, value: highP99.median, spread: highP99.spread, unit: 'ms', reference: null },
+      { id: 'webhooks.storeOps', label: '5d store operations per delivery, all healthy (burst)', value: ops.median, spread: ops.spread, unit: 'ops/delivery', reference: { label: '20% hanging', value: opsMixed.median, unit: 'ops/delivery' }, target: { valueAtMost: 1 } },
       { id: 'webhooks.retry.throughput', label: '5e retried deliveries/s through the retry store (500 then 200, retry after 100 ms)', value: retry.retriesPerSec, unit: 'deliveries/s', reference: { label: 'store operations per retried delivery', value: retry.storeOpsPerRetry, unit: 'ops/delivery' } },
-      { id: 'webhooks.mixed.p99', label: `5c healthy delivery p99 @${RATE} events/s, 20% hanging`, value: mixed.p99, unit: 'ms', reference: { label: 'all healthy p99', value: healthy.p99, unit: 'ms' }, ratio: mixed.p99 / healthy.p99 },
     ],
-    healthy,
-    mixed,
+    rounds,
     retry,
     reference: ref,
-    notes: { subscriptions: SUBS, hanging: HANGING, burst, rate: RATE, concurrency: CONCURRENCY },
+    notes: { subscriptions: SUBS, hanging: HANGING, burst, rates: [LOW_RATE, HIGH_RATE], concurrency: CONCURRENCY, rounds: ctx.runs },
   };
 }
