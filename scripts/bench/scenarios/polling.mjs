@@ -13,6 +13,7 @@ import { startNode } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
 import { infraCpu } from '../lib/infra-cpu.mjs';
 import { median } from '../lib/stats.mjs';
+import { visibilityProbe } from '../lib/visibility.mjs';
 
 export const title = 'Polling (GET /api/v1/events?limit=100 with old cursors, account with 10,000 / 100,000 / 1,000,000 events)';
 /** The account's history grows through these sizes; pages are measured at each (quick: the first two). */
@@ -20,6 +21,8 @@ const SIZES = [10_000, 100_000, 1_000_000];
 const CONNECTIONS = 2;
 /** A page slower than this is reported as a lower bound (the bench's time budget). */
 const PAGE_BUDGET_MS = 60_000;
+/** Scenario 2's rate, for its figure with the largest history in the store. */
+const VISIBILITY_RATE = 1000;
 
 const cursorOf = (partition, offset) => 'c1_' + Buffer.from(`${partition}.${offset}`).toString('base64url');
 
@@ -27,10 +30,9 @@ export async function run(ctx) {
   const seconds = ctx.quick ? 5 : 8;
   const sizes = ctx.quick ? SIZES.slice(0, 2) : SIZES;
   const topic = ctx.topic('polling');
-  // A database of its own: the account's events are the whole store, not added to what the other scenarios left.
-  const db = `${ctx.db}_polling`;
-  ctx.extraDatabases.push(db);
-  const api = await startApi(ctx, { name: 'api', topic, env: { MONGO_DB: db } });
+  // The scenario's own database (run.mjs): the account's events are the whole store, not added to what the other scenarios left.
+  const db = ctx.db;
+  const api = await startApi(ctx, { name: 'api', topic });
   // One account of its own, so its partition holds nothing else.
   const [account] = await createAccounts(api.url, 1, { prefix: `bench-${ctx.runId}-polling` });
   const first = await call(api.url, 'POST', '/internal/v1/events', { body: { account_id: account.id, type: 'message.received', data: { seq: -1 } }, headers: { authorization: `Bearer ${INGEST_TOKEN}` } });
@@ -68,7 +70,12 @@ export async function run(ctx) {
     }
     bySize.push({ size, fillSeconds: filled.seconds, firstPageMs, pages: median(runs.map((x) => x.rps)), p50: median(runs.map((x) => x.p50)), p99: median(runs.map((x) => x.p99)), driver: median(runs.map((x) => x.driver)), plan: plan.summary, runs });
   }
-  await Promise.all([api.child.stop(), cannon.stop(), raw.stop()]);
+  await Promise.all([cannon.stop(), raw.stop()]);
+  // Scenario 2 again, now with the largest history in the store (issue 15: the cost of a
+  // request must not grow with the size of the store), on accounts of other partitions
+  // (the fill moved partition p's watermark past offsets Kafka has not written).
+  const visibility = await visibilityWithHistory(ctx, api, p, stored);
+  await api.child.stop();
   const at = (size) => bySize.find((x) => x.size === size);
   const mid = at(100_000) ?? bySize.at(-1);
   return {
@@ -76,10 +83,40 @@ export async function run(ctx) {
       { id: 'polling.pages', label: `6 polling pages/s (limit=100, ${mid.size.toLocaleString('en')} events, ${CONNECTIONS} conns)`, value: mid.pages, unit: 'pages/s', reference: { label: 'same _id lookups via the driver', value: mid.driver, unit: 'pages/s' }, ratio: mid.pages / mid.driver },
       ...bySize.map((x) => ({ id: `polling.p99.${x.size}`, label: `6 history page p99 (p50) at ${x.size.toLocaleString('en')} events`, value: x.p99, unit: `ms (p50 ${x.p50} ms)`, reference: null, ratio: null })),
       { id: 'polling.index', label: '6 explain: index used for the page query', value: plan.indexUsed ? 1 : 0, unit: plan.indexUsed ? '(yes)' : `(no: ${plan.summary})`, reference: null, ratio: null },
+      { id: 'lag.store.p99', label: `2 visibility lag p99 @ ${VISIBILITY_RATE} ev/s, ${stored.toLocaleString('en')} events in the store`, value: visibility.p99, unit: visibility.censored ? 'ms (at least)' : `ms (p50 ${visibility.p50?.toFixed(1)} ms)`, reference: ctx.shared.lag ? { label: 'scenario 2 (a fresh store) p99', value: ctx.shared.lag.p99, unit: 'ms' } : null, ratio: ctx.shared.lag ? visibility.p99 / ctx.shared.lag.p99 : null, target: { valueAtMost: 100, unit: 'ms' } },
     ],
-    samples: { bySize },
+    samples: { bySize, visibility },
     notes: { sizes, plan },
   };
+}
+
+/** Scenario 2's measurement on this scenario's API and store: the median of ctx.runs windows. */
+async function visibilityWithHistory(ctx, api, fullPartition, stored) {
+  // Accounts whose events land on other partitions than the filled one (learnt from one event's cursor each).
+  const candidates = await createAccounts(api.url, 12, { prefix: `bench-${ctx.runId}-visibility` });
+  const others = [];
+  for (const a of candidates) {
+    const r = await call(api.url, 'POST', '/internal/v1/events', { body: { account_id: a.id, type: 'message.received', data: { seq: -1 } }, headers: { authorization: `Bearer ${INGEST_TOKEN}` } });
+    const [partition] = Buffer.from(r.events[0].cursor.slice(3), 'base64url').toString().split('.').map(Number);
+    if (partition !== fullPartition) others.push(a);
+  }
+  if (others.length < 3) throw new Error(`only ${others.length} of 12 accounts landed outside partition ${fullPartition}`);
+  const polled = others.slice(0, 2);
+  // As in scenario 2: the polled accounts get 40% of the events, the others the rest.
+  const ids = [...polled.map((a) => a.id), ...polled.map((a) => a.id), ...others.slice(2).map((a) => a.id)];
+  const probe = visibilityProbe(ctx, { api, polled, ids, rate: VISIBILITY_RATE, name: 'polling-visibility' });
+  try {
+    await probe.once(2, 'visibility-warmup');
+    const runs = [];
+    for (let r = 0; r < ctx.runs; r++) {
+      const m = await probe.once(ctx.quick ? 5 : 8, `visibility-${r}`);
+      runs.push(m);
+      ctx.log(`visibility with ${stored} events in the store, run ${r + 1}: lag p50 ${m.p50?.toFixed(1)} ms, p99 ${m.p99?.toFixed(1)} ms over ${m.samples} polled events (${m.missing} never seen, ${m.errors} ingest errors)`);
+    }
+    return { p50: median(runs.map((m) => m.p50)), p99: median(runs.map((m) => m.p99)), censored: runs.some((m) => m.censored), runs };
+  } finally {
+    await probe.stop();
+  }
 }
 
 /**
