@@ -6,11 +6,11 @@
 //
 //   npm run bench                      all scenarios, full length
 //   npm run bench -- --quick           shorter windows, one run each
-//   npm run bench -- --only ingest,lag scenarios by name (ingest lag live idle webhooks polling)
+//   npm run bench -- --only ingest,lag scenarios by name (ingest lag live idle waiter-bytes webhooks polling)
 //   npm run bench -- --runs 5          runs per figure (default 3, quick 1)
 //   npm run bench -- --profile ingest  CPU profiles of the measured processes into bench/run.tmp/
 //                                      (--profile idle: a heap snapshot of the API holding the readers too)
-//   npm run bench -- --only waiter-bytes heap bytes per held long-poll and per stream (not in a full run)
+//   npm run bench -- --only waiter-bytes heap bytes per held long-poll and per stream
 //   npm run bench -- --runner dist     run the compiled dist/ (npm run build) instead of tsx
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -26,9 +26,9 @@ import { renderResults, withResults } from './lib/results-table.mjs';
 import { stopAll } from './lib/proc.mjs';
 import { printTable, judge } from './lib/report.mjs';
 
-const SCENARIOS = ['ingest', 'lag', 'live', 'idle', 'webhooks', 'polling'];
-/** Runs only when named by --only (not part of a full run): bytes per held reader (issue 15). */
-const EXTRA_SCENARIOS = ['waiter-bytes'];
+const SCENARIOS = ['ingest', 'lag', 'live', 'idle', 'waiter-bytes', 'webhooks', 'polling'];
+/** Scenarios that run only when named by --only (none at present). */
+const EXTRA_SCENARIOS = [];
 const NEEDED_FILES = 65_536;
 
 const { values: opts } = parseArgs({

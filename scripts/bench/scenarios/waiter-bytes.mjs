@@ -1,8 +1,8 @@
 // Bytes per held reader (issue 15): heap held by one API process per waiting
 // long-poll and per open SSE stream, each kind measured alone, after a full
 // garbage collection before and after opening them (so churn and GC headroom,
-// which RSS in scenario 4 includes, do not count). Run with
-// `npm run bench -- --only waiter-bytes` (not part of the default set).
+// which RSS in scenario 4 includes, do not count). Part of a full run; alone:
+// `npm run bench -- --only waiter-bytes`.
 import { join } from 'node:path';
 import { ensureAccounts, split } from '../lib/accounts.mjs';
 import { benchDir } from '../lib/paths.mjs';
