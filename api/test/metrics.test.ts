@@ -114,18 +114,24 @@ describe('metrics: GET /metrics on the API', function () {
     expect(count(after, 'http_request_duration_seconds_sum', histogram) - count(before, 'http_request_duration_seconds_sum', histogram)).to.be.at.least(1.5);
   });
 
-  it('counts open streams while they run, and not after', async () => {
+  it('counts open streams while they run, and not after; the stream request once it has ended', async () => {
     const who = await createAccount(a.url);
     const base = await value(a, 'streams_open');
+    const labels = { method: 'GET', route: '/api/v1/events/stream', status_code: '200' };
+    const requests = await value(a, 'http_requests_total', labels);
     const token = await call(a.url, 'POST', '/api/v1/events/stream-token', { headers: bearer(who.apiKey) });
     const client = new StreamClient(new URL(token.body.stream_url, a.url).href);
     try {
       await client.until((c) => c.opens === 1);
       await eventually(async () => ((await value(a, 'streams_open')) === base + 1 ? true : undefined));
+      // Running (its middleware chain has returned): its request is not counted yet.
+      expect(await value(a, 'http_requests_total', labels)).to.equal(requests);
     } finally {
       client.close();
     }
     await eventually(async () => ((await value(a, 'streams_open')) === base ? true : undefined));
+    // Ended: counted once, as a 200 (the status it was written with).
+    await eventually(async () => ((await value(a, 'http_requests_total', labels)) === requests + 1 ? true : undefined));
   });
 
   it('reports materializer lag for every partition and consumer lag for the partitions it reads', async () => {

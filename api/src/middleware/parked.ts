@@ -22,7 +22,8 @@ export class ParkedResponse {
 
   /** Runs `hook` with the final status once the response is written (at once if it already is). */
   whenDone(hook: (status: number) => void): void {
-    if (this.status === null) this.hooks.push(hook);
+    // A copy of exact length, not push: a pushed-to array reserves 17 slots, held per reader.
+    if (this.status === null) this.hooks = [...this.hooks, hook];
     else hook(this.status);
   }
 
