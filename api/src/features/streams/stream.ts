@@ -28,7 +28,7 @@ interface StreamTiming {
 }
 
 /** What a stream runs on, besides its feed and its writer. */
-export interface StreamParts {
+interface StreamParts {
   slots: StreamSlots;
   lease: StreamLease;
   timing: StreamTiming;
