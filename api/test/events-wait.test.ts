@@ -1,7 +1,8 @@
 import { expect } from 'chai';
+import net from 'node:net';
 import { decodeCursor } from '../../shared/src/cursor.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
-import { waitForEvent } from '../src/features/events/service.js';
+import { waitForEvent } from '../src/features/events/long-poll.js';
 import type { RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis, startTestApi } from './support/api.js';
@@ -132,6 +133,26 @@ describe('long-poll: POST /api/v1/events/wait', function () {
     expect((await call(b.url, 'POST', '/api/v1/events/wait', { body: { timeout_ms: 0 } })).status).to.equal(401);
   });
 
+  it('answers a wait it held with the bytes Koa writes for one it answers at once', async () => {
+    // timeout_ms 0 is answered inside the middleware chain (Koa writes it); 300 ms waits
+    // parked and is written by the long-poll itself. Only the date, the cursor and the
+    // rate-limit counters may differ.
+    const now = await rawWait(b.url, acct.apiKey, 0);
+    const held = await rawWait(b.url, acct.apiKey, 300);
+    const masked = (raw: string): string =>
+      raw
+        .replace(/^Date: .*$/im, 'Date: -')
+        .replace(/^(RateLimit-(?:Remaining|Reset)): .*$/gim, '$1: -')
+        .replace(/"cursor":"[^"]*"/, '"cursor":"-"')
+        .replace(/^Content-Length: \d+$/im, 'Content-Length: -');
+    expect(masked(held)).to.equal(masked(now));
+    expect(held).to.match(/^HTTP\/1\.1 200 OK\r\n/);
+    const [head, body] = held.split('\r\n\r\n') as [string, string];
+    expect(head).to.match(/\r\nContent-Type: application\/json; charset=utf-8\r\nContent-Length: \d+\r\n/);
+    expect(Number(/Content-Length: (\d+)/.exec(head)![1])).to.equal(Buffer.byteLength(body));
+    expect(JSON.parse(body)).to.include({ event: null, timed_out: true });
+  });
+
   it('frees the waiter of a client that disconnects, at once', async function () {
     // Over HTTP the cost is authentication (two MongoDB round trips per request on
     // the test server), so this wave is 500; the 10,000 below go through the service.
@@ -155,6 +176,8 @@ describe('long-poll: POST /api/v1/events/wait', function () {
   it('leaks no waiter after 10,000 abandoned waits', async () => {
     const registry = b.deps.events.registry;
     const baseline = registry.size;
+    const deadlines = b.deps.events.deadlines;
+    const timers = deadlines.timers;
     for (let wave = 0; wave < 10; wave++) {
       const aborts = Array.from({ length: 1000 }, () => new AbortController());
       const waits = aborts.map((ac, i) => waitForEvent(b.deps, acct.userId, { timeout_ms: 55_000, ...(i % 2 ? { types: ['call.started' as const] } : {}) }, ac.signal));
@@ -165,8 +188,27 @@ describe('long-poll: POST /api/v1/events/wait', function () {
       expect(registry.size).to.equal(baseline);
     }
     expect(registry.hasAccount(acct.userId)).to.equal(false);
+    // Their deadlines went with them: no timer is left behind for a wait that has ended.
+    expect(deadlines.timers).to.be.at.most(timers);
   });
 });
+
+/** A long-poll over a raw socket: the response's bytes as sent (Connection: close, so the server ends it). */
+function rawWait(url: string, apiKey: string, timeoutMs: number): Promise<string> {
+  const { hostname, port } = new URL(url);
+  const body = JSON.stringify({ timeout_ms: timeoutMs });
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => {
+      socket.write(
+        `POST /api/v1/events/wait HTTP/1.1\r\nHost: ${hostname}:${port}\r\nX-API-Key: ${apiKey}\r\nX-Request-Id: raw-wait-1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    });
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('error', reject);
+  });
+}
 
 describe('long-poll at shutdown', function () {
   this.timeout(60_000);

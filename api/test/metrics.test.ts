@@ -92,18 +92,46 @@ describe('metrics: GET /metrics on the API', function () {
     await eventually(async () => ((await value(a, 'long_polls_open')) === base ? true : undefined));
   });
 
-  it('counts open streams while they run, and not after', async () => {
+  it('records a long-poll when it is answered, with its status and the whole wait', async () => {
+    const who = await createAccount(a.url);
+    const labels = { method: 'POST', route: '/api/v1/events/wait', status_code: '200' };
+    const histogram = { method: 'POST', route: '/api/v1/events/wait', status_class: '2xx' };
+    const count = (samples: Sample[], name: string, l: Record<string, string>): number => sampleValue(samples, name, l) ?? 0;
+    const before = (await scrape(a)).samples;
+    const base = await value(a, 'long_polls_open');
+    const waiting = call(a.url, 'POST', '/api/v1/events/wait', { headers: bearer(who.apiKey), body: { timeout_ms: 1500 } });
+    await eventually(async () => ((await value(a, 'long_polls_open')) === base + 1 ? true : undefined));
+    // Waiting (its middleware chain has long returned): not counted yet.
+    const during = (await scrape(a)).samples;
+    expect(count(during, 'http_requests_total', labels) - count(before, 'http_requests_total', labels)).to.equal(0);
+    expect((await waiting).body).to.include({ event: null, timed_out: true });
+    const after = (await scrape(a)).samples;
+    expect(count(after, 'http_requests_total', labels) - count(before, 'http_requests_total', labels)).to.equal(1);
+    expect(count(after, 'http_request_duration_seconds_count', histogram) - count(before, 'http_request_duration_seconds_count', histogram)).to.equal(1);
+    // The one observation took the whole wait: it is in the 2.5 s bucket, not in the 1 s one.
+    const bucket = (samples: Sample[], le: string): number => count(samples, 'http_request_duration_seconds_bucket', { ...histogram, le });
+    expect(bucket(after, '1') - bucket(before, '1')).to.equal(0);
+    expect(count(after, 'http_request_duration_seconds_sum', histogram) - count(before, 'http_request_duration_seconds_sum', histogram)).to.be.at.least(1.5);
+  });
+
+  it('counts open streams while they run, and not after; the stream request once it has ended', async () => {
     const who = await createAccount(a.url);
     const base = await value(a, 'streams_open');
+    const labels = { method: 'GET', route: '/api/v1/events/stream', status_code: '200' };
+    const requests = await value(a, 'http_requests_total', labels);
     const token = await call(a.url, 'POST', '/api/v1/events/stream-token', { headers: bearer(who.apiKey) });
     const client = new StreamClient(new URL(token.body.stream_url, a.url).href);
     try {
       await client.until((c) => c.opens === 1);
       await eventually(async () => ((await value(a, 'streams_open')) === base + 1 ? true : undefined));
+      // Running (its middleware chain has returned): its request is not counted yet.
+      expect(await value(a, 'http_requests_total', labels)).to.equal(requests);
     } finally {
       client.close();
     }
     await eventually(async () => ((await value(a, 'streams_open')) === base ? true : undefined));
+    // Ended: counted once, as a 200 (the status it was written with).
+    await eventually(async () => ((await value(a, 'http_requests_total', labels)) === requests + 1 ? true : undefined));
   });
 
   it('reports materializer lag for every partition and consumer lag for the partitions it reads', async () => {

@@ -8,7 +8,7 @@
 import { encodeCursor, type Position } from '../../../shared/src/cursor.js';
 import { unavailable } from '../../../shared/src/errors/index.js';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
-import { Waiter, type CloseReason, type LiveEvent, type QueueLimit, type WaiterRegistry } from './waiters.js';
+import { Waiter, type CloseReason, type LiveEvent, type QueueLimit, type WaiterListener, type WaiterRegistry } from './waiters.js';
 import type { RangeQuery } from '../event-store/types.js';
 
 export type { RangeQuery };
@@ -89,6 +89,32 @@ export class Feed {
 
   get closedBy(): CloseReason | null {
     return this.waiter.closedBy;
+  }
+
+  /**
+   * Reads what the catch-up still owes (may throw 503, like `next`), then takes
+   * the next event if one is there now; null when the reader would have to
+   * wait (or the feed has closed). A long-poll that gets null parks on
+   * `listen` instead of holding a promise (features/events/long-poll.ts).
+   */
+  async takeReady(): Promise<LiveEvent | null> {
+    if (!this.replayDone && this.buffer.length === 0) await this.readPage();
+    return this.takeNow();
+  }
+
+  /** The next event without waiting or reading the store: a stored one still buffered, else a queued live one. */
+  takeNow(): LiveEvent | null {
+    return this.buffer.shift() ?? this.waiter.take();
+  }
+
+  /** An event can be taken now, or the feed has closed: a reader would not wait. */
+  get settled(): boolean {
+    return this.buffer.length > 0 || !this.waiter.idle;
+  }
+
+  /** See Waiter.listen: told when a live event is queued or the feed closes. */
+  listen(listener: WaiterListener | null): void {
+    this.waiter.listen(listener);
   }
 
   /**

@@ -11,6 +11,7 @@ import type { Logger } from '../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../shared/src/metrics.js';
 import type { Mongo } from '../../../shared/src/mongo/index.js';
 import type { ApiConfig } from '../config.js';
+import { DeadlineWheel } from './deadlines.js';
 import { FanOut, type FanOutOptions } from './fanout.js';
 import type { FeedPorts } from './feed.js';
 import { Materializer, type MaterializerOptions } from '../event-store/materializer.js';
@@ -34,7 +35,12 @@ export interface EventsRuntime {
   tail: TailWindow;
   /** Copies of full history pages and directories (immutable), shared by every history read of the process. */
   pageCache: PageCache;
+  /** The timers of every parked long-poll: one per deadline bucket, not one per long-poll (deadlines.ts). */
+  deadlines: DeadlineWheel;
 }
+
+/** How late past its timeout_ms a long-poll may answer: its deadline is rounded up to this. */
+const DEADLINE_RESOLUTION_MS = 25;
 
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
 export interface EventsRuntimeOverrides {
@@ -99,7 +105,7 @@ export function createEventsRuntime(
     topicChecked = producer.topicId;
   };
   const pageCache = new PageCache(config.events.historyCacheBytes);
-  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache };
+  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, deadlines: new DeadlineWheel(DEADLINE_RESOLUTION_MS) };
 }
 
 /**

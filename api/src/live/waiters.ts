@@ -17,10 +17,16 @@ export interface QueueLimit {
 /** Why a waiter stopped taking events: its reader left, it fell too far behind, or the process is stopping. */
 export type CloseReason = 'closed' | 'overflow' | 'shutdown';
 
+/** Told when a waiter has an event queued or closes (a parked long-poll: an object, not a closure per waiter). */
+export interface WaiterListener {
+  ready(): void;
+}
+
 export class Waiter {
   private readonly queue: LiveEvent[] = [];
   private queuedBytes = 0;
   private wake: (() => void) | null = null;
+  private listener: WaiterListener | null = null;
   private closeReason: CloseReason | null = null;
 
   /**
@@ -97,7 +103,13 @@ export class Waiter {
     });
   }
 
-  private take(): LiveEvent | null {
+  /** Calls `listener.ready()` whenever an event is queued or the waiter closes, until set to null. */
+  listen(listener: WaiterListener | null): void {
+    this.listener = listener;
+  }
+
+  /** The next queued event, or null: never waits. */
+  take(): LiveEvent | null {
     const event = this.queue.shift();
     if (!event) return null;
     this.queuedBytes -= event.size ?? 0;
@@ -106,6 +118,7 @@ export class Waiter {
 
   private signal(): void {
     this.wake?.();
+    this.listener?.ready();
   }
 }
 

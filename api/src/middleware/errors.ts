@@ -2,6 +2,7 @@ import type { Context, Next } from 'koa';
 import { AppError, errorBody, type ErrorCode } from '../../../shared/src/errors/index.js';
 import { unavailableFrom } from '../../../shared/src/errors/dependency.js';
 import type { Logger } from '../../../shared/src/log.js';
+import { parkedOf, writeJson } from './parked.js';
 
 /** Errors thrown by koa-body / co-body / http-errors carry a status and a type. */
 function fromHttpError(err: { status?: number; statusCode?: number; type?: string; expose?: boolean; message?: string }): AppError | null {
@@ -44,6 +45,12 @@ export function errorMiddleware(log: Logger) {
       ctx.status = err.status;
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
       ctx.body = errorBody(err, String(ctx.state.requestId ?? ''));
+      // A handler that parked and then failed (it should not): Koa no longer writes the response.
+      const parked = parkedOf(ctx);
+      if (parked) {
+        writeJson(ctx.res, err.status, ctx.body);
+        parked.done(err.status);
+      }
     }
   };
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { Logger } from '../../../shared/src/log.js';
+import { parkedOf } from './parked.js';
 
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -13,9 +14,27 @@ const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const LOG_SAMPLE = 'logSampleEvery';
 const SLOW_MS = 1000;
 
-/** Gives every request an id (echoing a sane incoming X-Request-Id) and logs it once done. */
+/**
+ * Gives every request an id (echoing a sane incoming X-Request-Id) and logs it
+ * once done; a parked request (middleware/parked.ts) once its handler has
+ * written it.
+ */
 export function requestContext(log: Logger) {
   let skipped = 0;
+  const logDone = (ctx: Context, requestId: string, status: number, started: number): void => {
+    const ms = Math.round((performance.now() - started) * 10) / 10;
+    const every = ctx.state[LOG_SAMPLE] as number | undefined;
+    if (every !== undefined && every > 1 && status < 400 && ms < SLOW_MS && !log.isLevelEnabled('debug')) {
+      skipped += 1;
+      if (skipped >= every) {
+        skipped = 0;
+        log.info({ request_id: requestId, method: ctx.method, path: ctx.path, status, ms, sampled: every }, 'request');
+      }
+    } else {
+      // Streams and long-polls log on completion too; their duration is the point.
+      log.info({ request_id: requestId, method: ctx.method, path: ctx.path, status, ms }, 'request');
+    }
+  };
   return async function withRequestContext(ctx: Context, next: Next): Promise<void> {
     const incoming = ctx.get('X-Request-Id');
     const requestId = SAFE_ID.test(incoming) ? incoming : randomUUID();
@@ -25,18 +44,9 @@ export function requestContext(log: Logger) {
     try {
       await next();
     } finally {
-      const ms = Math.round((performance.now() - started) * 10) / 10;
-      const every = ctx.state[LOG_SAMPLE] as number | undefined;
-      if (every !== undefined && every > 1 && ctx.status < 400 && ms < SLOW_MS && !log.isLevelEnabled('debug')) {
-        skipped += 1;
-        if (skipped >= every) {
-          skipped = 0;
-          log.info({ request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms, sampled: every }, 'request');
-        }
-      } else {
-        // Streams and long-polls log on completion too; their duration is the point.
-        log.info({ request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
-      }
+      const parked = parkedOf(ctx);
+      if (parked) parked.whenDone((status) => logDone(ctx, requestId, status, started));
+      else logDone(ctx, requestId, ctx.status, started);
     }
   };
 }

@@ -24,6 +24,7 @@ export async function run(ctx) {
   for (const [kind, longPolls, streams] of [['longpoll', LONG_POLLS, 0], ['stream', 0, STREAMS]]) {
     const workers = split(accounts, WORKERS).map((group, i) => ({ group, child: startNode(`bytes-${kind}-${i}`, [join(benchDir, 'workers', 'waiters.mjs')], { logFile: join(ctx.scratch, `waiter-bytes-${kind}-${i}.log`) }) }));
     const before = await heap(a);
+    const base = ctx.profiling ? (await a.child.request('heapSnapshot', { file: join(ctx.scratch, `waiter-bytes-${kind}-base.heapsnapshot`) }, 300_000)).file : null;
     await Promise.all(workers.map((w) => w.child.request('open', { url: a.url, accounts: w.group.map(({ id, token }) => ({ id, credential: token })), longPolls, streams, timeoutMs: 55_000 }, 300_000)));
     const want = ACCOUNTS * (longPolls + streams);
     const held = await waitServer(a.url, kind, want, 60_000);
@@ -34,7 +35,7 @@ export async function run(ctx) {
     ctx.log(`${kind}: ${held} held, ${bytes.toFixed(0)} heap bytes each (heap ${(before.heapUsed / 2 ** 20).toFixed(1)} -> ${(after.heapUsed / 2 ** 20).toFixed(1)} MB)`);
     if (ctx.profiling) {
       const snap = await a.child.request('heapSnapshot', { file: join(ctx.scratch, `waiter-bytes-${kind}.heapsnapshot`) }, 300_000);
-      ctx.log(`heap snapshot: node scripts/bench/heap-summary.mjs ${snap.file} --per ${held}`);
+      ctx.log(`heap snapshot: node scripts/bench/heap-summary.mjs ${snap.file} --per ${held} --base ${base}`);
     }
     await Promise.all(workers.map((w) => w.child.request('close')));
     await Promise.all(workers.map((w) => w.child.stop()));

@@ -3,7 +3,9 @@ import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
 import { errors, type Static } from '../../shapes.js';
 import { EventPageSchema, ListEventsQuery, WaitBody, type WaitInput, WaitResultSchema } from './schemas.js';
-import { listEvents, waitForEvent } from './service.js';
+import { listEvents } from './service.js';
+import { beginWait, PendingWait } from './long-poll.js';
+import { parkLongPoll } from './parked-poll.js';
 import { newRouter, route } from '../../middleware/route.js';
 
 /** Cursor polling and long-poll over the caller's account's events. */
@@ -42,19 +44,9 @@ export function eventRoutes(deps: ApiDeps): Router {
       responses: { '200': { description: 'The event, or a timeout', schema: WaitResultSchema }, ...errors(400, 401, 413, 415, 429, 503) },
     },
   }, async (ctx) => {
-    // A client that goes away frees its waiter at once. (The request's own 'close'
-    // fires as soon as its body has been read; the response's fires on disconnect.)
-    const abort = new AbortController();
-    const onClose = (): void => abort.abort();
-    ctx.res.once('close', onClose);
-    // A client that left while it was being authenticated has already closed: its
-    // 'close' event is gone, and without this its waiter would live for timeout_ms.
-    if (ctx.res.destroyed) abort.abort();
-    try {
-      ctx.body = (await waitForEvent(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput, abort.signal)) satisfies Static<typeof WaitResultSchema>;
-    } finally {
-      ctx.res.off('close', onClose);
-    }
+    const started = await beginWait(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput);
+    if (started instanceof PendingWait) parkLongPoll(ctx, started);
+    else ctx.body = started satisfies Static<typeof WaitResultSchema>;
   });
 
   return router;

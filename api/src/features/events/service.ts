@@ -1,5 +1,5 @@
 /**
- * Reading an account's events: cursor polling and long-poll. Transport-free
+ * Reading an account's events: cursor polling (long-poll: long-poll.ts). Transport-free
  * (the HTTP routes and the MCP tool both call these), and every input is
  * validated here, so each caller gets the same 400s.
  */
@@ -8,19 +8,15 @@ import { validationFailed } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord, EventType } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
-import { openFeed } from '../../live/feed.js';
-import { feedPorts, readTail } from '../../live/runtime.js';
-import { LIST_DEFAULT_LIMIT, listEventsQuery, waitBody, type ListEventsInput, type WaitInput } from './schemas.js';
+import { readTail } from '../../live/runtime.js';
+import { LIST_DEFAULT_LIMIT, listEventsQuery, type ListEventsInput } from './schemas.js';
 import { readAfter } from '../../event-store/store.js';
-import { holdLongPoll } from './long-poll-cap.js';
 
 interface EventPage {
   events: EventRecord[];
   /** Pass back as `since` to continue; null only when there was no `since` and no event yet. */
   cursor: string | null;
 }
-
-type WaitResult = { event: EventRecord } | { event: null; timed_out: true; cursor: string | null };
 
 /** A cursor from the caller, checked to lie in the account's partition (all its events are there). */
 export function resolveSince(deps: ApiDeps, accountId: string, raw: string, field: string): Position {
@@ -79,47 +75,4 @@ async function storedBeyondHead(deps: ApiDeps, q: { accountId: string; partition
     deps.log.warn({ err, partition: q.partition }, 'could not read the events beyond the tail window from MongoDB; answering from the window');
     return [];
   }
-}
-
-/**
- * POST /api/v1/events/wait: the next matching event, or a timeout after
- * timeout_ms. With `since`, an event already after the cursor returns at
- * once. `signal` ends the wait early (client gone); shutdown ends it as a
- * timeout so clients simply loop.
- */
-async function waitOnce(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
-  const q = waitBody(input); // validated here, whoever calls: the input may be anything
-  const { longPollMaxMs, longPollDefaultMs, handoffTimeoutMs } = deps.config.events;
-  const timeoutMs = q.timeout_ms ?? Math.min(longPollDefaultMs, longPollMaxMs);
-  if (timeoutMs > longPollMaxMs) throw validationFailed([{ path: 'timeout_ms', message: `must be <= ${longPollMaxMs}` }]);
-  const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
-  const deadline = Date.now() + timeoutMs;
-  const feed = await openFeed(feedPorts(deps.events, deps.mongo, handoffTimeoutMs), {
-    accountId,
-    types: q.types && q.types.length > 0 ? q.types : null,
-    since,
-    pageSize: 1,
-    maxQueue: { events: 16, bytes: 4 * 1024 * 1024 }, // only the first event matters
-  });
-  deps.metrics.openLongPolls.inc();
-  try {
-    const next = await feed.next(deadline - Date.now(), signal);
-    if (next) return { event: next.record };
-    return { event: null, timed_out: true, cursor: feed.checkedCursor() };
-  } finally {
-    deps.metrics.openLongPolls.dec();
-    feed.close();
-  }
-}
-
-/** waitForEvent within the account's long-poll cap (429 over it, long-poll-cap.ts); POST /wait and MCP wait_for_event. */
-export function waitForEvent(deps: ApiDeps, accountId: string, input: WaitInput, signal?: AbortSignal): Promise<WaitResult> {
-  // Not async: a held long-poll keeps one suspended frame (waitOnce's), not two.
-  let release: () => void;
-  try {
-    release = holdLongPoll(deps, accountId);
-  } catch (err) {
-    return Promise.reject(err as Error);
-  }
-  return waitOnce(deps, accountId, input, signal).finally(release);
 }

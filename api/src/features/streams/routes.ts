@@ -8,6 +8,7 @@ import { createStreamToken, prepareStream } from './service.js';
 import { verifyStreamToken } from './tokens.js';
 import { setRateHeaders } from '../limits/index.js';
 import { guard, newRouter, route } from '../../middleware/route.js';
+import { runParkedStream } from './parked-stream.js';
 
 const SSE_EXAMPLE =
   'retry: 3000\n\nid: c1_MS40Mg\nevent: call.started\ndata: {"id":"evt_0a1b2c3d4e5f60718293a4b5","type":"call.started","created_at":"2025-01-01T12:00:00.000Z","data":{"call_id":"c_1"},"cursor":"c1_MS40Mg"}\n\n: heartbeat\n\n';
@@ -77,17 +78,13 @@ export function streamRoutes(deps: ApiDeps): Router {
     const since = lastEventId ? resolveSince(deps, accountId, lastEventId, 'Last-Event-ID') : q.since ? resolveSince(deps, accountId, q.since, 'since') : null;
 
     const stream = await prepareStream(deps, accountId, { types, since });
-    const abort = new AbortController();
-    ctx.res.once('close', () => abort.abort());
     if (ctx.res.destroyed) {
       await stream.abandon();
       return;
     }
-    // From here the response is ours, not Koa's: headers and bytes go out as they are written.
-    ctx.respond = false;
-    ctx.status = 200;
-    const end = await stream.run(ctx.res, abort.signal);
-    deps.log.info({ request_id: ctx.state.requestId, account_id: accountId, end }, 'stream closed');
+    // From here the response is ours, not Koa's: headers and bytes go out as they are written,
+    // and the chain returns (a stream that runs for minutes holds none of its middleware's frames).
+    runParkedStream(ctx, deps.log, accountId, stream);
   });
 
   return router;

@@ -5,7 +5,7 @@ import type { ApiDeps } from '../../deps.js';
 import { openFeed, type Feed } from '../../live/feed.js';
 import { feedPorts } from '../../live/runtime.js';
 import { SseWriter } from './sse.js';
-import { pumpStream, type StreamEnd } from './stream.js';
+import { LiveStream, type StreamDone, type StreamEnd } from './stream.js';
 import { mintStreamToken } from './tokens.js';
 
 const STREAM_QUEUE_LIMIT = { events: 50_000, bytes: 16 * 1024 * 1024 };
@@ -22,9 +22,12 @@ export function createStreamToken(deps: ApiDeps, accountId: string, origin: stri
   return { token, expires_at: expiresAt.toISOString(), stream_url: `${origin}/api/v1/events/stream?token=${encodeURIComponent(token)}` };
 }
 
-interface PreparedStream {
-  /** Writes the stream until it ends; always releases the slot and the feed. */
-  run(res: ServerResponse, signal: AbortSignal): Promise<StreamEnd>;
+export interface PreparedStream {
+  /**
+   * Opens the stream on `res` and returns at once: it writes until it ends,
+   * then releases the slot and the feed and tells `done` why it ended.
+   */
+  start(res: ServerResponse, done: StreamDone): LiveStream;
   /** For a stream that never starts. */
   abandon(): Promise<void>;
 }
@@ -56,19 +59,26 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
   };
   return {
     abandon: finish,
-    async run(res, signal) {
+    start(res, done) {
       const sse = new SseWriter(res);
       const { durationMs, heartbeatMs, retryMs } = deps.config.streams;
       deps.metrics.openStreams.inc();
+      const ended = (why: StreamEnd): void => {
+        deps.metrics.openStreams.dec();
+        sse.end();
+        void finish().then(() => done.ended(why));
+      };
       try {
         // no-store like every authenticated response (the SSE default is no-cache).
         sse.open({ 'Cache-Control': 'no-store, no-transform' }, retryMs);
-        return await pumpStream(feed, sse, slots, lease, { durationMs, heartbeatMs }, signal, deps.log);
-      } finally {
-        deps.metrics.openStreams.dec();
-        sse.end();
-        await finish();
+      } catch (err) {
+        ended('error');
+        throw err;
       }
+      const parts = { slots, lease, timing: { durationMs, heartbeatMs }, deadlines: deps.events.deadlines, log: deps.log };
+      const stream = new LiveStream(feed, sse, parts, { ended });
+      stream.start();
+      return stream;
     },
   };
 }
