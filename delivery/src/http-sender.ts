@@ -145,10 +145,23 @@ export function createSender(opts: SenderOptions): Sender {
     headers: { 'user-agent': opts.userAgent },
   });
 
+  // The checks before any socket (scheme, port, name rules, literal IP) depend on the URL
+  // string and the policy alone: once per URL, not per attempt (~3% of a delivery's CPU).
+  const prechecked = new Map<string, string | null>();
+  const precheckOnce = (url: string): string | null => {
+    let blocked = prechecked.get(url);
+    if (blocked === undefined) {
+      blocked = precheck(url, opts.policy);
+      if (prechecked.size >= 10_000) prechecked.clear();
+      prechecked.set(url, blocked);
+    }
+    return blocked;
+  };
+
   async function send(url: string, body: string, headers: Record<string, string>, ctx: LookupContext = {}, gate?: SendGate): Promise<SendResult | null> {
     const started = performance.now();
     const elapsed = (): number => Math.round(performance.now() - started);
-    const blocked = precheck(url, opts.policy);
+    const blocked = precheckOnce(url);
     if (blocked) return { status: null, outcome: 'blocked_address', error: blocked, retryAfterMs: null, durationMs: elapsed() };
     return new Promise<SendResult | null>((resolve, reject) => {
       let settled = false;

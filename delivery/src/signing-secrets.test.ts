@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { WebhookDoc } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { newWebhookSecret } from '../../shared/src/signing.js';
-import { signingSecrets } from './dispatch.js';
+import { OpenedSecrets, signingSecrets } from './dispatch.js';
 
 describe('the secrets an attempt is signed with', () => {
   const box = new SecretBox(Buffer.alloc(32, 3));
@@ -28,5 +28,24 @@ describe('the secrets an attempt is signed with', () => {
   it('refuses a previous secret sealed for another subscription rather than sign with it', () => {
     const moved = sub({ previous_secret_enc: box.seal(previous, 'wh_2'), previous_secret_expires_at: new Date(at.getTime() + 60_000) });
     expect(() => signingSecrets(box, moved, at)).to.throw();
+  });
+
+  it('decrypts each sealed secret once, opens a rotated one at once, and never remembers one that does not open', () => {
+    let opens = 0;
+    const counting = { open: (sealed: string, id: string) => (opens++, box.open(sealed, id)) };
+    const secrets = new OpenedSecrets(counting, 3);
+    const first = sub();
+    expect(signingSecrets(secrets, first, at)).to.deep.equal([current]);
+    expect(signingSecrets(secrets, first, at)).to.deep.equal([current]);
+    expect(opens, 'the second attempt reuses the opened secret').to.equal(1);
+    const next = newWebhookSecret();
+    expect(signingSecrets(secrets, sub({ secret_enc: box.seal(next, 'wh_1') }), at), 'a rotation signs with the new secret').to.deep.equal([next]);
+    expect(opens).to.equal(2);
+    // Copied onto another subscription: refused each time, not remembered under either id.
+    expect(() => secrets.open(first.secret_enc, 'wh_2')).to.throw();
+    expect(() => secrets.open(first.secret_enc, 'wh_2')).to.throw();
+    // Bounded: past `max` entries it starts over.
+    for (let i = 0; i < 5; i++) secrets.open(box.seal(newWebhookSecret(), 'wh_1'), 'wh_1');
+    expect(signingSecrets(secrets, first, at)).to.deep.equal([current]);
   });
 });

@@ -112,12 +112,38 @@ describe('subscription table freshness', () => {
     expect(table.forEvents(['acct_1'], c.wall)).to.not.equal(null);
   });
 
-  it('runs one load at a time', async () => {
+  it('shares a load that started less than REFRESH_MS ago between its callers', async () => {
     const { clocks: k } = clocks();
     let calls = 0;
     const table = new SubscriptionTable({ loadAll: async () => (calls++, []) }, undefined, k);
     await Promise.all([table.load(), table.load(), table.load()]);
     expect(calls).to.equal(1);
+  });
+
+  it('starts the next load REFRESH_MS after the previous one started, even while that one still runs (two at most), and keeps the latest-started result', async () => {
+    const { c, clocks: k } = clocks();
+    const pending: { docs: WebhookDoc[]; resolve: (docs: WebhookDoc[]) => void }[] = [];
+    const source: SubscriptionSource = { loadAll: () => new Promise((resolve) => pending.push({ docs: [], resolve })) };
+    const table = new SubscriptionTable(source, undefined, k);
+    const first = table.load();
+    const firstMono = c.mono;
+    c.advance(250);
+    // The store is slow: the first load is still running, the second starts all the same.
+    const second = table.load();
+    const secondMono = c.mono;
+    expect(pending, 'a second load while the first one runs').to.have.length(2);
+    c.advance(250);
+    expect(table.load(), 'no third one at once: the newest is shared').to.equal(second);
+    expect(pending).to.have.length(2);
+    // The second lands first; the older first one then changes nothing.
+    pending[1]!.resolve([doc('wh_new', 'acct_1')]);
+    await second;
+    pending[0]!.resolve([doc('wh_old', 'acct_1')]);
+    await first;
+    expect(table.forSend('wh_new')).to.deep.include({ asked: secondMono });
+    expect(table.forSend('wh_old')!.sub, 'the earlier-started load does not overwrite the later one').to.equal(null);
+    expect(secondMono - firstMono).to.equal(250);
+    expect(table.loads).to.equal(2);
   });
 
   it('reloads on its own until stopped', async () => {

@@ -4,7 +4,12 @@
  * store query while the table is fresh enough for it.
  *
  * A load is one `webhooks.find({})` (the fields matching and sending need);
- * one load at a time. For the latest completed load the table remembers when
+ * one starts every REFRESH_MS, even while the previous one still runs (at
+ * most MAX_LOADS_IN_FLIGHT at once): when loads ran one after another with a
+ * pause between, a load slowed to ~400 ms by a busy store left the table too
+ * old for sends (SEND_READ_MAX_AGE_MS) a third of the time, and every send
+ * then waited for a store read (issue 16's profile: up to 700 such reads a
+ * second in a 4,000-delivery burst). For the latest-started completed load the table remembers when
  * it STARTED, on the wall clock (`loadedFrom`, compared with events'
  * `created_at`) and on the monotonic clock (compared with the send fence):
  * everything stored before that moment is in it. A failed load keeps the
@@ -27,8 +32,11 @@ import type { Logger } from '../../shared/src/log.js';
 import type { WebhookDoc } from '../../shared/src/mongo/index.js';
 import { ACTIVATION_SLACK_MS, SEND_READ_MAX_AGE_MS } from '../../shared/src/subscription-fence.js';
 
-/** How often the table is reloaded (one load at a time: a slow load delays the next). */
+/** How often a load of the table starts (from the previous load's start). */
 const REFRESH_MS = 250;
+
+/** Loads running at once at most (a store slower than REFRESH_MS gets no more than this many scans). */
+const MAX_LOADS_IN_FLIGHT = 2;
 
 /** What matching and sending read of a subscription. */
 const PROJECTION = {
@@ -72,7 +80,8 @@ export class SubscriptionTable {
   /** Monotonic start of the latest completed load. */
   private loadedMono = -Infinity;
   private timer: NodeJS.Timeout | null = null;
-  private loading: Promise<void> | null = null;
+  /** Loads in flight, oldest first (at most MAX_LOADS_IN_FLIGHT). */
+  private loading: { mono: number; done: Promise<void> }[] = [];
   private stopped = false;
   /** Loads completed / failed (tests, metrics). */
   loads = 0;
@@ -84,35 +93,46 @@ export class SubscriptionTable {
     private readonly clocks: Clocks = realClocks,
   ) {}
 
-  /** Loads once, then every REFRESH_MS until stop(). */
+  /** Loads once, then every REFRESH_MS (counted from each load's start) until stop(). */
   start(): void {
     this.stopped = false;
-    void this.tick();
+    this.tick();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    await this.loading?.catch(() => undefined);
+    await Promise.all(this.loading.map((l) => l.done.catch(() => undefined)));
   }
 
-  private async tick(): Promise<void> {
+  private tick(): void {
     if (this.stopped) return;
-    await this.load();
-    if (this.stopped) return;
-    this.timer = setTimeout(() => void this.tick(), REFRESH_MS);
+    void this.load();
+    this.timer = setTimeout(() => this.tick(), REFRESH_MS);
     this.timer.unref();
   }
 
-  /** One load (shared by concurrent callers); a failure keeps the previous table. */
+  /**
+   * A load that started at most REFRESH_MS ago, shared by concurrent
+   * callers; else a new one, unless MAX_LOADS_IN_FLIGHT are running (the
+   * newest of them is shared then). Loads may overlap: under a slow store a
+   * load that takes longer than REFRESH_MS no longer delays the start of the
+   * next one, so the table stays fresh enough for sends while each load takes
+   * up to SEND_READ_MAX_AGE_MS - REFRESH_MS. A load's result replaces the
+   * table only if it started after the load the table holds; a failure keeps
+   * the previous table.
+   */
   load(): Promise<void> {
-    if (this.loading) return this.loading;
+    const newest = this.loading[this.loading.length - 1];
+    if (newest && (this.clocks.mono() - newest.mono < REFRESH_MS || this.loading.length >= MAX_LOADS_IN_FLIGHT)) return newest.done;
     const wall = this.clocks.wall();
     const mono = this.clocks.mono();
-    this.loading = this.source
+    const done = this.source
       .loadAll()
       .then((docs) => {
+        this.loads++;
+        if (mono <= this.loadedMono) return; // a later-started load already landed
         const byId = new Map<string, WebhookDoc>();
         const byAccount = new Map<string, WebhookDoc[]>();
         for (const d of docs) {
@@ -125,16 +145,16 @@ export class SubscriptionTable {
         this.byAccount = byAccount;
         this.loadedFrom = wall;
         this.loadedMono = mono;
-        this.loads++;
       })
       .catch((err: unknown) => {
         this.failures++;
         this.log?.info({ err }, 'could not reload the subscription table; keeping the previous one (queries meanwhile)');
       })
       .finally(() => {
-        this.loading = null;
+        this.loading = this.loading.filter((l) => l.done !== done);
       });
-    return this.loading;
+    this.loading.push({ mono, done });
+    return done;
   }
 
   /**
