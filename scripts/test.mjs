@@ -85,13 +85,24 @@ function readResults(file) {
 // (LATE) run in a third process beside the first, with a run id of their own (so their
 // own topic and database), their output shown at the end too. Two at a time is the load
 // the suite has always run under on 2 cores; the split took the run from ~18 to ~13 min.
-// TEST_SERIAL=1 runs everything in one process, as files named on the command line
-// (`npm test -- api/test/x.test.ts`, which replace the default set) and the other modes always do.
+// `--quick` runs the longest files beside the rest from the start. TEST_SERIAL=1 runs
+// everything in one process, as files named on the command line (`npm test -- api/test/x.test.ts`,
+// which replace the default set) and the other modes always do.
 const LATE = ['api/test/hostile/fuzz.test.ts', 'delivery/test/backlog.test.ts', 'api/test/rate-limits.test.ts', 'delivery/test/guarantees.test.ts', 'delivery/test/endpoint-health.test.ts'];
 const split = named.length === 0 && specs === DEFAULT_SPECS && specs.includes(FAULTS[0]) && specs.length > FAULTS.length && process.env.TEST_SERIAL !== '1';
+// `--quick` (no fault tests): the longest files run beside the rest from the start.
+const splitQuick = named.length === 0 && specs === DEFAULT_SPECS && mode.has('--quick') && process.env.TEST_SERIAL !== '1';
 let code;
 const parts = [];
-if (split) {
+if (splitQuick) {
+  const lateFile = `${resultsFile}.late`;
+  const lateOutput = [];
+  const [mainCode, lateCode] = await Promise.all([runMocha(TESTS, resultsFile, env.TEST_RUN_ID, null, LATE), runMocha(LATE, lateFile, `${env.TEST_RUN_ID}l`, lateOutput)]);
+  console.log(`\n[test] output of the longest test files (${LATE.join(', ')}), run alongside the tests above:`);
+  process.stdout.write(Buffer.concat(lateOutput));
+  parts.push(readResults(resultsFile), readResults(lateFile));
+  code = mainCode || lateCode;
+} else if (split) {
   const faultsFile = `${resultsFile}.faults`;
   const lateFile = `${resultsFile}.late`;
   const faultOutput = [];
