@@ -134,14 +134,22 @@ if (splitQuick) {
 // One summary of every part, written where .ci/run reads it. A skipped test is not a
 // pass: it counts as failed here and in .ci/run.
 const total = { passes: 0, failures: 0, pending: 0, tests: 0, duration: 0 };
+const failed = [];
 for (const r of parts) {
   if (!r) {
     total.failures += 1; // a mocha process that ended without results (it crashed)
+    failed.push({ title: 'a mocha process ended without results (it crashed: see its output above)' });
     continue;
   }
   for (const k of Object.keys(total)) total[k] += r[k];
+  failed.push(...(r.failed ?? []));
 }
 writeFileSync(resultsFile, JSON.stringify(total) + '\n');
+// CI shows the end of the output: what failed is repeated here, next to the summary.
+if (failed.length) {
+  console.log(`\n[test] failed (${failed.length}):`);
+  for (const f of failed) console.log(`  - ${f.title}${f.file ? ` (${f.file})` : ''}${f.message ? `\n      ${f.message}` : ''}`);
+}
 if (total.pending) console.log(`${total.pending} test(s) skipped: a skip is not a pass (see the skip messages above)`);
 console.log(`tests: ${total.passes} passed, ${total.failures + total.pending} failed`);
 process.exit(code === 0 && total.pending === 0 && total.failures === 0 ? 0 : 1);
