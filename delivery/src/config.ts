@@ -25,6 +25,8 @@ export interface DeliveryConfig extends BaseConfig {
     concurrency: number;
     /** Attempts in flight at once to one subscription. */
     concurrencyPerSubscription: number;
+    /** Keep-alive connections to one receiver origin (scheme, host, port) per process. */
+    socketsPerOrigin: number;
     /** How long a claimed delivery stays reserved for this process. */
     leaseMs: number;
     /** How often due retries (and expired leases of crashed processes) are looked for. */
@@ -96,6 +98,7 @@ export function loadDeliveryConfig(env: Env): DeliveryConfig {
       retrySchedule,
       concurrency: read.int(env, 'WEBHOOK_CONCURRENCY', 256, 1, 10_000),
       concurrencyPerSubscription: read.int(env, 'WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION', 32, 1, 10_000),
+      socketsPerOrigin: read.int(env, 'WEBHOOK_SOCKETS_PER_ORIGIN', 128, 1, 10_000),
       // Longer than one attempt (4 s) with room for the bookkeeping writes around it.
       leaseMs: read.int(env, 'WEBHOOK_LEASE_MS', 30_000, 2 * ATTEMPT_TIMEOUT_MS, 3_600_000),
       pollIntervalMs: read.int(env, 'WEBHOOK_POLL_INTERVAL_MS', 500, 50, 60_000),

@@ -379,15 +379,19 @@ export class Dispatcher {
       if (!admitted) await this.admit(sub, gated);
       admitted = true;
       const state = sendingState(sub);
-      const gate = async (pending: () => boolean): Promise<boolean> => {
-        while (performance.now() - asked > SEND_READ_MAX_AGE_MS) {
-          // The attempt timed out while the store was too slow to answer a fresh read: stop reading.
-          if (!pending()) return false;
-          const again = await this.readForSend(delivery.subscription_id);
-          asked = again.asked;
-          if (!again.sub || sendingState(again.sub) !== state || !takesEventType(again.sub, delivery.event_type)) return false;
-        }
-        return true;
+      const ready = (): boolean => performance.now() - asked <= SEND_READ_MAX_AGE_MS;
+      const gate: SendGate = {
+        ready,
+        refresh: async (pending) => {
+          while (!ready()) {
+            // The attempt timed out while the store was too slow to answer a fresh read: stop reading.
+            if (!pending()) return false;
+            const again = await this.readForSend(delivery.subscription_id);
+            asked = again.asked;
+            if (!again.sub || sendingState(again.sub) !== state || !takesEventType(again.sub, delivery.event_type)) return false;
+          }
+          return true;
+        },
       };
       const outcome = await send(this.deps, this.secrets, delivery, sub, gate);
       if (outcome) return { kind: 'sent', outcome };

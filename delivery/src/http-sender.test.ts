@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { failTimes, hang, Receiver, status } from '../../shared/test/support/receiver.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
-import { createSender, type Sender } from './http-sender.js';
+import { createSender, type Sender, type SendGate } from './http-sender.js';
 
 describe('http sender (real HTTPS receiver)', () => {
   let receiver: Receiver;
@@ -39,26 +39,60 @@ describe('http sender (real HTTPS receiver)', () => {
     expect(got?.headers).to.include({ 'content-type': 'application/json', 'x-service-event': 'call.started', 'user-agent': 'test-agent/1' });
   });
 
-  it('runs the gate once the connection is up, on a new and on a reused socket, and writes nothing when it says no', async () => {
+  it('checks the gate once the connection is up, on a new and on a reused socket, and writes nothing when it says no', async () => {
     const s = make();
-    const seen: { connected: number }[] = [];
-    const gate = (open: boolean) => async (): Promise<boolean> => {
-      // Up: the receiver has the connection but no request on it yet.
-      seen.push({ connected: receiver.received('/gated').length });
-      return open;
-    };
+    const seen: { handshakes: number; requests: number }[] = [];
+    const gate = (open: boolean): SendGate => ({
+      // Up: the receiver has the new connection (and the handshake is done: ready() runs after it); no request on it yet.
+      ready: () => (seen.push({ handshakes: receiver.connections, requests: receiver.received('/gated').length }), open),
+      refresh: async () => false,
+    });
+    // undici takes a connection back for the next request a moment (a setImmediate) after the
+    // answer, and replaces a closed one a moment after it closed.
+    const idle = (): Promise<unknown> => new Promise((r) => setTimeout(r, 20));
+    const before = receiver.connections;
     expect(await s.send(receiver.url('/gated'), '{"n":1}', {}, {}, gate(false)), 'withheld on a new connection').to.equal(null);
+    await idle();
     expect(await s.send(receiver.url('/gated'), '{"n":2}', {}, {}, gate(true))).to.include({ status: 200, outcome: 'ok' });
+    await idle();
     expect(await s.send(receiver.url('/gated'), '{"n":3}', {}, {}, gate(false)), 'withheld on a reused connection').to.equal(null);
     expect(await s.send(receiver.url('/gated'), '{"n":4}', {}, {}, gate(true))).to.include({ status: 200, outcome: 'ok' });
     expect(receiver.received('/gated').map((r) => r.raw.toString())).to.deep.equal(['{"n":2}', '{"n":4}']);
-    expect(seen.map((x) => x.connected)).to.deep.equal([0, 0, 1, 1]);
+    // A withheld request closes its connection: 1 and 2 each on a new one, 3 on 2's, 4 on a new one.
+    expect(seen.map((x) => ({ handshakes: x.handshakes - before, requests: x.requests }))).to.deep.equal([
+      { handshakes: 1, requests: 0 },
+      { handshakes: 2, requests: 0 },
+      { handshakes: 2, requests: 1 },
+      { handshakes: 3, requests: 1 },
+    ]);
   });
 
-  it('rejects, writing nothing, when the gate throws (its store read failed): no attempt to report', async () => {
+  it('reads again when the gate is not ready, then writes the request on a connection that is up, once', async () => {
     const s = make();
-    const failing = async (): Promise<boolean> => {
-      throw new Error('store down');
+    let fresh = false;
+    let refreshes = 0;
+    const gate: SendGate = {
+      ready: () => fresh,
+      refresh: async (pending) => {
+        expect(pending()).to.equal(true);
+        refreshes++;
+        await new Promise((r) => setTimeout(r, 50));
+        fresh = true;
+        return true;
+      },
+    };
+    expect(await s.send(receiver.url('/refreshed'), '{"n":1}', {}, {}, gate)).to.include({ status: 200, outcome: 'ok' });
+    expect(refreshes).to.equal(1);
+    expect(receiver.received('/refreshed').map((r) => r.raw.toString())).to.deep.equal(['{"n":1}']);
+  });
+
+  it('rejects, writing nothing, when the gate\'s read fails: no attempt to report', async () => {
+    const s = make();
+    const failing: SendGate = {
+      ready: () => false,
+      refresh: async () => {
+        throw new Error('store down');
+      },
     };
     let caught: unknown = null;
     await s.send(receiver.url('/gate-throws'), '{"n":1}', {}, {}, failing).catch((err: unknown) => (caught = err));
@@ -66,13 +100,16 @@ describe('http sender (real HTTPS receiver)', () => {
     expect(receiver.received('/gate-throws')).to.have.length(0);
   });
 
-  it('tells a gate still checking when the attempt timed out without it, so it can stop', async () => {
+  it('tells a gate still reading when the attempt timed out without it, so it can stop', async () => {
     const s = make({ timeoutMs: 300 });
     let stoppedAt = 0;
-    const slowGate = async (pending: () => boolean): Promise<boolean> => {
-      while (pending()) await new Promise((r) => setTimeout(r, 20));
-      stoppedAt = Date.now();
-      return true;
+    const slowGate: SendGate = {
+      ready: () => false,
+      refresh: async (pending) => {
+        while (pending()) await new Promise((r) => setTimeout(r, 20));
+        stoppedAt = Date.now();
+        return true;
+      },
     };
     const res = await s.send(receiver.url('/gate-slow'), '{}', {}, {}, slowGate);
     const settledAt = Date.now();
@@ -80,6 +117,16 @@ describe('http sender (real HTTPS receiver)', () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(stoppedAt, 'the gate saw the send end').to.be.within(settledAt - 50, settledAt + 100);
     expect(receiver.received('/gate-slow')).to.have.length(0);
+  });
+
+  it('keeps at most socketsPerOrigin connections to one receiver; the rest wait their turn', async () => {
+    receiver.on('/slowish', () => ({ status: 200, delayMs: 200 }));
+    const s = createSender({ policy: { allowPrivate: true, allowedPorts: [[receiver.port, receiver.port]] }, resolve: async () => ['127.0.0.1'], caPem: ca, timeoutMs: 4000, userAgent: 'x', socketsPerOrigin: 2 });
+    senders.push(s);
+    const before = receiver.connections;
+    const results = await Promise.all(Array.from({ length: 6 }, (_, i) => s.send(receiver.url('/slowish'), `{"n":${i}}`, {})));
+    expect(results.map((r) => r.outcome)).to.deep.equal(Array(6).fill('ok'));
+    expect(receiver.connections - before).to.equal(2);
   });
 
   it('classifies 3xx (not followed), 4xx and 5xx, and reads Retry-After', async () => {

@@ -1,33 +1,41 @@
 /**
  * One HTTPS POST to a receiver, bounded in time and in what it may reach.
  *
+ * The client is undici's (an Agent: a pool of keep-alive connections per
+ * receiver origin, at most `socketsPerOrigin` of them). got, the stack's
+ * first choice, cost ~10x the CPU per request (docs/decisions.md).
+ *
  * The connection goes only to an address checked at this moment: the URL's
- * literal IP is checked before anything is sent, and a name is resolved by
- * our own lookup, which refuses the whole attempt if any address it got is
- * not allowed (so a name re-pointed at an inside address after the
- * subscription was created, DNS rebinding, never reaches it). Redirects are
- * not followed: a 3xx is a failed attempt. The resolver is c-ares
+ * literal IP is checked before anything is sent, and a name is resolved
+ * before each send for the account that sends (the per-account cap on DNS
+ * queries in flight; the resolver's cache makes it a map read when warm),
+ * every address checked, the whole send refused if any is not allowed (so a
+ * name re-pointed at an inside address after the subscription was created,
+ * DNS rebinding, never reaches it). A new connection dials only addresses
+ * that passed that check (checked again at the dial). Redirects are not
+ * followed: a 3xx is a failed attempt. The resolver is c-ares
  * (shared/src/dns.ts), never dns.lookup: a slow DNS server must not hold
  * threads of the pool other work needs.
  *
  * Stored errors never name an address a name resolved to unless it is a
  * public one we were allowed to dial.
  *
- * A send may carry a gate: it runs once the connection is up (a reused
- * keep-alive socket at once, a new one after its TLS handshake), right
- * before the request's first byte is written; when it answers false the
- * request is dropped unwritten and send() resolves null. The dispatcher uses
- * it to check, after DNS, connect and handshake took however long they took,
- * that the subscription it signs for is still as read (see
- * shared/src/subscription-fence.ts). A gate that throws rejects send(): no
- * request was written, so no attempt is reported.
+ * A send may carry a gate, checked on the connection the request is about to
+ * be written to (a reused keep-alive socket at once, a new one after its TLS
+ * handshake), right before the request's first byte: when `ready()` answers
+ * false the request is dropped unwritten (that connection is closed), the
+ * gate's `refresh()` reads again, and the request is prepared again on a
+ * connection that is up, or dropped (send() resolves null) when the state it
+ * was signed for changed. The dispatcher uses it to check, after DNS,
+ * connect and handshake took however long they took, that the subscription
+ * it signs for is still as read (see shared/src/subscription-fence.ts). A
+ * refresh that throws rejects send(): no request was written, so no attempt
+ * is reported.
  */
-import https from 'node:https';
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
-import type { ClientRequest } from 'node:http';
-import type { Socket } from 'node:net';
-import { createSecureContext, rootCertificates, TLSSocket } from 'node:tls';
-import got, { type Got } from 'got';
+import { isIP } from 'node:net';
+import { createSecureContext, rootCertificates } from 'node:tls';
+import { Agent, buildConnector, type Dispatcher } from 'undici';
 import { LOOKUP_LIMIT } from '../../shared/src/dns.js';
 import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
 import { checkResolved, precheckUrl, redactAddresses, type LookupContext, type Resolver, type SafetyPolicy } from '../../shared/src/url-safety.js';
@@ -48,14 +56,21 @@ interface SenderOptions {
   caPem: string | null;
   timeoutMs: number;
   userAgent: string;
+  /** Connections kept to one receiver origin (scheme, host, port); requests beyond them wait their turn. */
+  socketsPerOrigin?: number;
 }
 
 /**
- * Answers whether the request may be written now; false drops it unwritten.
- * `pending()` turns false once the send is over without it (the attempt's
- * timeout): a gate still checking can stop.
+ * What a request was prepared under. `ready()` runs on the connection the
+ * request is about to be written to, and must answer at once: may it be
+ * written now? When it says no, `refresh(pending)` reads again: true, prepare
+ * the request again; false, drop it (the state changed, or `pending()` turned
+ * false: the attempt's time is over). A refresh that throws rejects send().
  */
-export type SendGate = (pending: () => boolean) => Promise<boolean>;
+export interface SendGate {
+  ready(): boolean;
+  refresh(pending: () => boolean): Promise<boolean>;
+}
 
 export interface Sender {
   /**
@@ -74,32 +89,19 @@ class BlockedAddressError extends Error {
   readonly code = 'ERR_BLOCKED_ADDRESS';
 }
 
-type LookupCallback = (err: NodeJS.ErrnoException | null, address?: string | LookupAddress[], family?: number) => void;
-
-/** A dns.lookup replacement for the socket: resolve, check every address, hand back only checked ones. */
-function safeLookup(resolve: Resolver, policy: SafetyPolicy, ctx: LookupContext = {}) {
-  return (hostname: string, options: LookupOneOptions & { all?: boolean }, callback: LookupCallback): void => {
-    resolve(hostname, ctx).then(
-      (addresses) => {
-        for (const address of addresses) {
-          const verdict = checkResolved(hostname, address, policy);
-          if (!verdict.ok) return callback(new BlockedAddressError(verdict.message));
-        }
-        const all: LookupAddress[] = addresses
-          .map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
-          .filter((a) => !options.family || a.family === options.family);
-        const first = all[0];
-        if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }));
-        if (options.all) return callback(null, all);
-        callback(null, first.address, first.family);
-      },
-      (err: NodeJS.ErrnoException) => callback(err),
-    );
-  };
+class TimeoutError extends Error {
+  override readonly name = 'TimeoutError';
+  readonly code = 'ETIMEDOUT';
 }
+
+/** A request dropped unwritten because its gate was not ready. */
+const NOT_READY = new Error('the gate was not ready: dropped unwritten');
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address?: string | LookupAddress[], family?: number) => void;
 
 const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|EPROTO$|HOSTNAME_MISMATCH)/;
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA', 'ETIMEOUT', 'EREFUSED', 'ECANCELLED', LOOKUP_LIMIT]);
+const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
 /** Maps a failed request to the outcome codes we store. */
 function classifyError(err: unknown): { outcome: AttemptOutcome; error: string } {
@@ -107,7 +109,7 @@ function classifyError(err: unknown): { outcome: AttemptOutcome; error: string }
   const code = e.code ?? '';
   const error = redactAddresses(`${code || e.name || 'error'}: ${e.message ?? ''}`).slice(0, 200);
   if (code === 'ERR_BLOCKED_ADDRESS') return { outcome: 'blocked_address', error };
-  if (e.name === 'TimeoutError' || code === 'ETIMEDOUT') return { outcome: 'timeout', error };
+  if (e.name === 'TimeoutError' || TIMEOUT_CODES.has(code)) return { outcome: 'timeout', error };
   if (DNS_CODES.has(code)) return { outcome: 'dns', error };
   if (TLS_CODE.test(code) || /certificate|tls|ssl/i.test(e.message ?? '')) return { outcome: 'tls', error };
   return { outcome: 'connect', error };
@@ -120,109 +122,175 @@ function outcomeOf(status: number): AttemptOutcome {
   return 'http_5xx';
 }
 
-/** Checks done before any socket is opened: scheme, port, host name rules, literal IP. */
-function precheck(url: string, policy: SafetyPolicy): string | null {
+/** Where a URL goes, worked out once per URL: refused before any socket, or the origin, path and (for a name) the name to resolve. */
+type Target = { blocked: string } | { origin: string; path: string; name: string | null };
+
+function targetOf(url: string, policy: SafetyPolicy): Target {
+  // Scheme, port, host name rules, literal IP: the URL string and the policy alone decide these.
   const checked = precheckUrl(url, policy);
-  return 'verdict' in checked ? checked.verdict.message : null;
+  if ('verdict' in checked) return { blocked: checked.verdict.message };
+  const u = new URL(url);
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  return { origin: u.origin, path: `${u.pathname}${u.search}`, name: isIP(host) ? null : host };
 }
 
+type Round = { kind: 'response'; status: number; headers: Record<string, string | string[] | undefined> } | { kind: 'error'; err: unknown } | { kind: 'not-ready' };
+
 export function createSender(opts: SenderOptions): Sender {
-  // Keep-alive: many deliveries to one receiver reuse a connection (and its TLS session).
-  // A reused socket stays connected to the address that was checked when it opened.
-  // An extra CA goes into ONE secure context shared by every connection. Given per
-  // request (got's certificateAuthority), Node built a context per TLS connection and
-  // parsed the ~140 root certificates each time: 60% of this process's CPU in the bench.
+  // An extra CA goes into ONE secure context shared by every connection: built per
+  // connection, Node parsed the ~140 root certificates each time (60% of this process's
+  // CPU in the bench, session 4).
   const secureContext = opts.caPem ? createSecureContext({ ca: [...rootCertificates, opts.caPem] }) : undefined;
-  const agent = new https.Agent({ keepAlive: true, maxFreeSockets: 256, scheduling: 'lifo', timeout: 30_000, ...(secureContext ? { secureContext } : {}) });
-  const client: Got = got.extend({
-    agent: { https: agent },
-    timeout: { request: opts.timeoutMs },
-    retry: { limit: 0 },
-    followRedirect: false,
-    throwHttpErrors: false,
-    decompress: false,
-    http2: false,
-    headers: { 'user-agent': opts.userAgent },
+
+  // The addresses each name last resolved to for a send, every one of them allowed. A new
+  // connection dials these (checked again), so the connection's lookup is never the first
+  // query of a name, and its queries are the sending account's.
+  const checked = new Map<string, string[]>();
+  const dialLookup = (hostname: string, options: LookupOneOptions & { all?: boolean }, callback: LookupCallback): void => {
+    const known = checked.get(hostname);
+    const addresses = known ? Promise.resolve(known) : opts.resolve(hostname, {});
+    addresses.then(
+      (list) => {
+        for (const address of list) {
+          const verdict = checkResolved(hostname, address, opts.policy);
+          if (!verdict.ok) return callback(new BlockedAddressError(verdict.message));
+        }
+        const all: LookupAddress[] = list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })).filter((a) => !options.family || a.family === options.family);
+        const first = all[0];
+        if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }));
+        if (options.all) return callback(null, all);
+        callback(null, first.address, first.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err),
+    );
+  };
+  const connect = buildConnector({ ...(secureContext ? { secureContext } : {}), lookup: dialLookup, timeout: opts.timeoutMs } as buildConnector.BuildOptions);
+  const agent = new Agent({
+    connect,
+    connections: opts.socketsPerOrigin ?? 128,
+    pipelining: 1,
+    // Idle connections are kept this long unless the receiver's Keep-Alive header says less.
+    keepAliveTimeout: 30_000,
+    keepAliveMaxTimeout: 60_000,
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs,
   });
 
-  // The checks before any socket (scheme, port, name rules, literal IP) depend on the URL
-  // string and the policy alone: once per URL, not per attempt (~3% of a delivery's CPU).
-  const prechecked = new Map<string, string | null>();
-  const precheckOnce = (url: string): string | null => {
-    let blocked = prechecked.get(url);
-    if (blocked === undefined) {
-      blocked = precheck(url, opts.policy);
-      if (prechecked.size >= 10_000) prechecked.clear();
-      prechecked.set(url, blocked);
+  const targets = new Map<string, Target>();
+  const targetOnce = (url: string): Target => {
+    let t = targets.get(url);
+    if (!t) {
+      t = targetOf(url, opts.policy);
+      if (targets.size >= 10_000) targets.clear();
+      targets.set(url, t);
     }
-    return blocked;
+    return t;
   };
+
+  /** Resolves a name for `ctx.account` and checks every address; throws what the attempt fails with. */
+  async function checkName(name: string, ctx: LookupContext): Promise<void> {
+    const addresses = await opts.resolve(name, ctx);
+    for (const address of addresses) {
+      const verdict = checkResolved(name, address, opts.policy);
+      if (!verdict.ok) throw new BlockedAddressError(verdict.message);
+    }
+    if (addresses.length === 0) throw Object.assign(new Error(`no address for ${name}`), { code: 'ENOTFOUND' });
+    if (checked.size >= 10_000) checked.clear();
+    checked.set(name, addresses);
+  }
+
+  /** One request on one connection; `over` aborts it (the attempt's time is up). */
+  function round(target: { origin: string; path: string }, body: string, headers: Record<string, string>, gate: SendGate | undefined, over: { aborted: boolean; abort?: () => void }): Promise<Round> {
+    return new Promise<Round>((resolve) => {
+      let done = false;
+      let read = 0;
+      const finish = (r: Round): void => {
+        if (done) return;
+        done = true;
+        over.abort = undefined;
+        resolve(r);
+      };
+      // The attempt's answer is the status, but the round ends with the body (read, up to a limit, so
+      // the connection is free for the next request the moment the round ends); a body cut short,
+      // over the limit or out of time leaves the status standing.
+      let answer: Round | null = null;
+      const handler: Dispatcher.DispatchHandler = {
+        onRequestStart(controller) {
+          over.abort = () => controller.abort(new TimeoutError(`no answer within ${opts.timeoutMs} ms`));
+          if (over.aborted) return controller.abort(new TimeoutError(`no answer within ${opts.timeoutMs} ms`));
+          // The connection is up: the last moment before the first byte.
+          if (gate && !gate.ready()) controller.abort(NOT_READY);
+        },
+        onResponseStart(_controller, statusCode, resHeaders) {
+          if (statusCode >= 200) answer = { kind: 'response', status: statusCode, headers: resHeaders }; // 1xx: still to come
+        },
+        onResponseData(controller, chunk) {
+          read += chunk.length;
+          if (read > MAX_RESPONSE_BYTES) controller.abort(new Error('response body over the limit'));
+        },
+        onResponseEnd() {
+          if (answer) finish(answer);
+        },
+        onResponseError(_controller, err) {
+          finish(answer ?? (err === NOT_READY ? { kind: 'not-ready' } : { kind: 'error', err }));
+        },
+      };
+      try {
+        agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { 'user-agent': opts.userAgent, 'content-type': 'application/json', ...headers }, body }, handler);
+      } catch (err) {
+        finish({ kind: 'error', err });
+      }
+    });
+  }
 
   async function send(url: string, body: string, headers: Record<string, string>, ctx: LookupContext = {}, gate?: SendGate): Promise<SendResult | null> {
     const started = performance.now();
     const elapsed = (): number => Math.round(performance.now() - started);
-    const blocked = precheckOnce(url);
-    if (blocked) return { status: null, outcome: 'blocked_address', error: blocked, retryAfterMs: null, durationMs: elapsed() };
-    return new Promise<SendResult | null>((resolve, reject) => {
-      let settled = false;
-      // No body option: Node writes the request line and headers with the body's first
-      // write, so nothing leaves this process before write() below (after the gate).
-      const stream = client.stream.post(url, {
-        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...headers },
-        dnsLookup: safeLookup(opts.resolve, opts.policy, ctx) as never,
-      });
-      const write = (): void => {
-        if (!gate) return void stream.end(body);
-        gate(() => !settled && !stream.destroyed).then(
-          (open) => {
-            if (stream.destroyed || settled) return;
-            if (open) return void stream.end(body);
-            settled = true;
-            stream.destroy();
-            resolve(null);
-          },
-          (err: unknown) => {
-            // The gate could not tell (its store read failed): nothing was sent, so this is no
-            // attempt of the receiver's; the caller's error path hands the delivery back.
-            if (settled) return;
-            settled = true;
-            stream.destroy();
-            reject(err as Error);
-          },
-        );
-      };
-      stream.once('request', (req: ClientRequest) => {
-        req.once('socket', (socket: Socket) => {
-          // Up means: TCP connected and, for TLS, the handshake done (a reused socket is).
-          const tls = socket instanceof TLSSocket;
-          if (tls ? socket.authorized : !socket.connecting) return write();
-          socket.once(tls ? 'secureConnect' : 'connect', write);
-        });
-      });
-      stream.on('response', (res: { statusCode: number; headers: Record<string, string | string[] | undefined> }) => {
-        settled = true;
-        const retryAfter = res.headers['retry-after'];
-        resolve({
-          status: res.statusCode,
-          outcome: outcomeOf(res.statusCode),
-          error: null,
-          retryAfterMs: parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, new Date()),
-          durationMs: elapsed(),
-        });
-        // The answer is in; read a little of the body so the connection can be reused, then stop.
-        let read = 0;
-        stream.on('data', (chunk: Buffer) => {
-          read += chunk.length;
-          if (read > MAX_RESPONSE_BYTES) stream.destroy();
-        });
-      });
-      stream.on('error', (err: unknown) => {
-        if (settled) return; // a late error while draining the body changes nothing
-        settled = true;
-        resolve({ status: null, ...classifyError(err), retryAfterMs: null, durationMs: elapsed() });
-      });
-    });
+    const failed = (err: unknown): SendResult => ({ status: null, ...classifyError(err), retryAfterMs: null, durationMs: elapsed() });
+    const target = targetOnce(url);
+    if ('blocked' in target) return { status: null, outcome: 'blocked_address', error: target.blocked, retryAfterMs: null, durationMs: elapsed() };
+
+    // One limit for the whole attempt: lookup, connect, handshake, the gate's reads, the answer.
+    const over: { aborted: boolean; abort?: () => void } = { aborted: false };
+    let timedOut: () => void = () => {};
+    const deadline = new Promise<'over'>((resolve) => (timedOut = () => resolve('over')));
+    const timer = setTimeout(() => {
+      over.aborted = true;
+      over.abort?.();
+      timedOut();
+    }, opts.timeoutMs);
+    const timeout = (): SendResult => failed(new TimeoutError(`no answer within ${opts.timeoutMs} ms`));
+    const pending = (): boolean => !over.aborted && !finished;
+    let finished = false;
+    try {
+      if (target.name) {
+        const looked = await Promise.race([checkName(target.name, ctx).then(() => null, (err: unknown) => failed(err)), deadline]);
+        if (looked === 'over') return timeout();
+        if (looked) return looked;
+      }
+      for (;;) {
+        const r = await Promise.race([round(target, body, headers, gate, over), deadline]);
+        if (r === 'over') return timeout();
+        if (r.kind === 'error') return over.aborted ? timeout() : failed(r.err);
+        if (r.kind === 'response') {
+          const retryAfter = r.headers['retry-after'];
+          return { status: r.status, outcome: outcomeOf(r.status), error: null, retryAfterMs: parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, new Date()), durationMs: elapsed() };
+        }
+        // Not ready on the connection it was to be written to: read again, then prepare it again or drop it.
+        const again = await Promise.race([(gate as SendGate).refresh(pending), deadline]);
+        if (again === 'over') return timeout();
+        if (!again) return null;
+      }
+    } finally {
+      finished = true;
+      clearTimeout(timer);
+    }
   }
 
-  return { send: send as Sender['send'], close: () => agent.destroy() };
+  return {
+    send: send as Sender['send'],
+    close: () => {
+      agent.destroy().catch(() => {});
+    },
+  };
 }

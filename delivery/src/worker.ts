@@ -133,6 +133,7 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     caPem: wh.caPem,
     timeoutMs: ATTEMPT_TIMEOUT_MS,
     userAgent: USER_AGENT,
+    socketsPerOrigin: wh.socketsPerOrigin,
   });
   lifecycle.onStop('sender', () => sender.close());
   const clock = (): Date => new Date();

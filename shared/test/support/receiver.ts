@@ -78,6 +78,8 @@ export class Receiver {
   private readonly log: Received[] = [];
   private readonly counts = new Map<string, number>();
   private waiters: (() => void)[] = [];
+  /** Connections accepted (TCP) since the receiver started. */
+  connections = 0;
 
   private constructor(
     private readonly server: https.Server,
@@ -95,6 +97,8 @@ export class Receiver {
       server.listen(opts.port ?? 0, '127.0.0.1', () => resolve());
     });
     self = new Receiver(server, (server.address() as AddressInfo).port, caFile);
+    const receiver = self;
+    server.on('connection', () => receiver.connections++);
     return self;
   }
 
