@@ -79,7 +79,14 @@ describe('fault: the store freezes while delivery attempts are being recorded', 
     await db.until(async () => freezing !== null, 5000, 'freeze started');
     await freezing;
     // A fresh delivery that succeeds leaves only its attempt record (issue 16): every delivery has a recorded success.
-    await db.until(async () => (await db.collection('delivery_attempts').distinct('delivery_id', { subscription_id: sub._id, outcome: 'ok' })).length === EVENTS, 90_000, 'every delivery succeeded');
+    let succeeded = 0;
+    await db
+      .until(async () => (succeeded = (await db.collection('delivery_attempts').distinct('delivery_id', { subscription_id: sub._id, outcome: 'ok' })).length) === EVENTS, 90_000, 'every delivery succeeded')
+      .catch(async (err: Error) => {
+        // What was left, for the failure's message: the receiver's count and the stored states.
+        const states = await db.collection('deliveries').aggregate([{ $match: { subscription_id: sub._id } }, { $group: { _id: '$state', n: { $sum: 1 } } }]).toArray();
+        throw new Error(`${err.message}: ${succeeded} of ${EVENTS} recorded as succeeded, ${receiver.received(path).length} requests received, stored deliveries ${JSON.stringify(states)}`);
+      });
     // Past another lease: a delivery whose record was fenced out would be sent again by now.
     await sleep(12_000);
     const sends = new Map<string, number>();
