@@ -8,7 +8,8 @@
 // delivery process's concurrency against the same receiver. 5e: retries
 // through the retry store (a second delivery process with a 100 ms retry
 // schedule; a receiver that answers 500 to each delivery's first attempt and
-// 200 to its retry).
+// 200 to its retry). 5f: 5a's burst with a second delivery process in the
+// group (the issue's horizontal scale, on whatever cores the machine has).
 import { join } from 'node:path';
 import { ensureAccounts } from '../lib/accounts.mjs';
 import { call, pool } from '../lib/http.mjs';
@@ -130,7 +131,23 @@ export async function run(ctx) {
     rounds.push({ healthy, mixed, healthyLatency, mixedLatency, mixedRatio: healthy.deliveriesPerSec > 0 ? mixed.deliveriesPerSec / healthy.deliveriesPerSec : null });
   }
   const fig = (pick) => spreadOf(rounds.map(pick));
-  await delivery.child.stop();
+
+  // 5f: a second delivery process joins the group; the two share the partitions (fresh events)
+  // and 5a's burst is measured again with both, each process's CPU share alongside.
+  const deliveryEnv = { ...env, WEBHOOK_CONCURRENCY: String(CONCURRENCY), MONGO_SLOW_MS: '3600000' };
+  const second = await startDelivery(ctx, { name: 'delivery-2', topic, env: deliveryEnv });
+  await sleep(ctx.quick ? 8000 : 12_000); // the group rebalances onto both
+  await throughput('healthy'); // unmeasured: the second process's connections and code warm up
+  const twoRounds = [];
+  for (let r = 0; r < ctx.runs; r++) {
+    await second.child.request('stats', { reset: true });
+    const m = await throughput('healthy');
+    const other = await second.child.request('stats', { reset: true });
+    twoRounds.push({ deliveriesPerSec: m.deliveriesPerSec, cpu: [m.cpu, other.cpu], storeOps: m.storeOps + other.storeOps });
+    ctx.log(`two delivery processes: ${m.deliveriesPerSec.toFixed(0)} deliveries/s; CPU ${(m.cpu * 100).toFixed(0)}% + ${(other.cpu * 100).toFixed(0)}%, FerretDB ${(m.infraCpu.ferretdb * 100).toFixed(0)}%`);
+  }
+  const rateTwo = spreadOf(twoRounds.map((r) => r.deliveriesPerSec));
+  await Promise.all([delivery.child.stop(), second.child.stop()]);
 
   // 5e: every delivery fails once and is retried 100 ms later through the retry store (stored
   // delivery, due bucket, claim, attempt). A delivery process of its own for the schedule; it
@@ -179,9 +196,11 @@ export async function run(ctx) {
       { id: 'webhooks.high.p50', label: `5c delivery latency p50 @${HIGH_RATE} events/s, all healthy`, value: highP50.median, spread: highP50.spread, unit: 'ms', reference: null },
       { id: 'webhooks.high.p99', label: `5c delivery latency p99 @${HIGH_RATE} events/s, all healthy`, value: highP99.median, spread: highP99.spread, unit: 'ms', reference: null },
       { id: 'webhooks.storeOps', label: '5d store operations per delivery, all healthy (burst)', value: ops.median, spread: ops.spread, unit: 'ops/delivery', reference: { label: '20% hanging', value: opsMixed.median, unit: 'ops/delivery' }, target: { valueAtMost: 1 } },
+      { id: 'webhooks.two.throughput', label: '5f webhook deliveries/s, two delivery processes (one group), all healthy', value: rateTwo.median, spread: rateTwo.spread, unit: 'deliveries/s', reference: { label: '5a (one process)', value: rate5a.median, unit: 'deliveries/s' }, ratio: rate5a.median > 0 ? rateTwo.median / rate5a.median : null },
       { id: 'webhooks.retry.throughput', label: '5e retried deliveries/s through the retry store (500 then 200, retry after 100 ms)', value: retry.retriesPerSec, unit: 'deliveries/s', reference: { label: 'store operations per retried delivery', value: retry.storeOpsPerRetry, unit: 'ops/delivery' } },
     ],
     rounds,
+    twoProcesses: twoRounds,
     retry,
     reference: ref,
     notes: { subscriptions: SUBS, hanging: HANGING, burst, rates: [LOW_RATE, HIGH_RATE], concurrency: CONCURRENCY, rounds: ctx.runs },
