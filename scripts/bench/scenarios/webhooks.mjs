@@ -40,7 +40,9 @@ export async function run(ctx) {
     mixed: accounts.slice(SUBS, 2 * SUBS).map((a, i) => ({ account: a, url: i < HANGING ? `https://127.0.0.1:${ports.hang}/mixed/${i}` : `https://127.0.0.1:${ports.fast}/mixed/${i}` })),
   };
   configs.retry = accounts.slice(2 * SUBS).map((a, i) => ({ account: a, url: `https://127.0.0.1:${ports.flaky}/retry/${i}` }));
-  await pool([...configs.healthy, ...configs.mixed, ...configs.retry], 8, (s) => call(api.url, 'POST', '/api/v1/webhooks', { body: { url: s.url, events: ['*'], description: 'bench' }, headers: { authorization: `Bearer ${s.account.token}` } }));
+  await pool([...configs.healthy, ...configs.mixed, ...configs.retry], 8, async (s) => {
+    s.id = (await call(api.url, 'POST', '/api/v1/webhooks', { body: { url: s.url, events: ['*'], description: 'bench' }, headers: { authorization: `Bearer ${s.account.token}` } })).id;
+  });
   // MONGO_SLOW_MS turns the driver's command monitor on: the probe counts the store operations (nothing is that slow: no log).
   const delivery = await startDelivery(ctx, { name: 'delivery', topic, env: { ...env, WEBHOOK_CONCURRENCY: String(CONCURRENCY), MONGO_SLOW_MS: '3600000' } });
   const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'webhooks-pacer.log') });
@@ -145,6 +147,16 @@ export async function run(ctx) {
   }
   const fig = (pick) => spreadOf(rounds.map(pick));
 
+  // The hanging subscriptions' deliveries from 5b wait in the retry store (retries at 5 s, 30 s,
+  // 2 min, each attempt 4 s): deleted now, so 5f and 5e measure their own traffic. Left in, their
+  // retries fell due during 5f and saturated the store (one round at 166 deliveries/s, 1.9 store
+  // operations per delivery): a hung backlog's cost is 5b's figure, not 5f's.
+  await pool(
+    configs.mixed.filter((s) => !s.url.includes(`:${ports.fast}/`)),
+    10,
+    (s) => call(api.url, 'DELETE', `/api/v1/webhooks/${s.id}`, { headers: { authorization: `Bearer ${s.account.token}` } }),
+  );
+
   // 5f: a second delivery process joins the group; the two share the partitions (fresh events)
   // and 5a's burst is measured again with both, each process's CPU share alongside.
   const deliveryEnv = { ...env, WEBHOOK_CONCURRENCY: String(CONCURRENCY), MONGO_SLOW_MS: '3600000' };
@@ -163,8 +175,8 @@ export async function run(ctx) {
   await Promise.all([delivery.child.stop(), second.child.stop()]);
 
   // 5e: every delivery fails once and is retried 100 ms later through the retry store (stored
-  // delivery, due bucket, claim, attempt). A delivery process of its own for the schedule; it
-  // also picks up the hanging subscriptions' retries still stored from 5b.
+  // delivery, due bucket, claim, attempt). A delivery process of its own for the schedule (the
+  // hanging subscriptions were deleted above: their stored retries are dropped unsent).
   const retrier = await startDelivery(ctx, { name: 'delivery-retry', topic, env: { ...env, WEBHOOK_CONCURRENCY: String(CONCURRENCY), MONGO_SLOW_MS: '3600000', WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms,100ms' } });
   const retryIds = configs.retry.map((s) => s.account.id);
   await ingest(retryIds, RETRY_SUBS, { warm: 3 });
