@@ -50,6 +50,38 @@ export function park(ctx: Context): ParkedResponse {
   return parked;
 }
 
+/** What owns a parked response and must know when its client goes away. */
+export interface ClientGone {
+  clientGone(): void;
+}
+
+const ownerOf = new WeakMap<ServerResponse, ClientGone>();
+
+/**
+ * The 'close' listener of every parked response (one function, not a closure
+ * each). The response's 'close' fires on disconnect; the request's own
+ * 'close' fires as soon as its body has been read.
+ */
+function onClientGone(this: ServerResponse): void {
+  ownerOf.get(this)?.clientGone();
+}
+
+/**
+ * Calls `owner.clientGone()` when the client of `res` goes away. A client
+ * that left before this call has already closed: the caller checks
+ * `res.destroyed` once its owner is running.
+ */
+export function watchClientGone(res: ServerResponse, owner: ClientGone): void {
+  ownerOf.set(res, owner);
+  res.on('close', onClientGone);
+}
+
+/** The owner of `res` is done with it: no more `clientGone()`. */
+export function unwatchClientGone(res: ServerResponse): void {
+  res.off('close', onClientGone);
+  ownerOf.delete(res);
+}
+
 /** The request's parked response, if its handler parked it. */
 export function parkedOf(ctx: Context): ParkedResponse | undefined {
   return (ctx.state as Record<symbol, ParkedResponse | undefined>)[PARKED];

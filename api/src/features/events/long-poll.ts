@@ -16,6 +16,7 @@ import type { Expiring } from '../../live/deadlines.js';
 import { openFeed, type Feed } from '../../live/feed.js';
 import { feedPorts } from '../../live/runtime.js';
 import type { WaiterListener } from '../../live/waiters.js';
+import type { ClientGone } from '../../middleware/parked.js';
 import { holdLongPoll, releaseLongPoll } from './long-poll-cap.js';
 import { waitBody, type WaitInput } from './schemas.js';
 import { resolveSince } from './service.js';
@@ -34,9 +35,9 @@ const LONG_POLL_QUEUE = { events: 16, bytes: 4 * 1024 * 1024 };
  * A long-poll registered for live events, not yet answered. It holds its
  * account's long-poll slot, a feed (and so a waiter) and a place in the
  * deadline wheel until it settles: on an event, at its deadline, on shutdown
- * (a timeout, so clients loop) or when its client leaves (`abandon`).
+ * (a timeout, so clients loop) or when its client leaves (`clientGone`).
  */
-export class PendingWait implements WaiterListener, Expiring {
+export class PendingWait implements WaiterListener, Expiring, ClientGone {
   private to: WaitAnswer | null = null;
   private bucket = 0;
   private finished = false;
@@ -70,7 +71,7 @@ export class PendingWait implements WaiterListener, Expiring {
   }
 
   /** The client has gone: answer now (to a closed response) and free the slot and the waiter. */
-  abandon(): void {
+  clientGone(): void {
     this.settle();
   }
 
@@ -161,7 +162,7 @@ export async function waitForEvent(deps: ApiDeps, accountId: string, input: Wait
   const started = await beginWait(deps, accountId, input);
   if (!(started instanceof PendingWait)) return started;
   return new Promise((resolve) => {
-    const onAbort = (): void => started.abandon();
+    const onAbort = (): void => started.clientGone();
     signal?.addEventListener('abort', onAbort, { once: true });
     started.wait({
       answer(result) {
@@ -169,6 +170,6 @@ export async function waitForEvent(deps: ApiDeps, accountId: string, input: Wait
         resolve(result);
       },
     });
-    if (signal?.aborted) started.abandon();
+    if (signal?.aborted) started.clientGone();
   });
 }

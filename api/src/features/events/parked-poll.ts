@@ -6,20 +6,8 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
-import { park, writeJson, type ParkedResponse } from '../../middleware/parked.js';
+import { park, unwatchClientGone, watchClientGone, writeJson, type ParkedResponse } from '../../middleware/parked.js';
 import type { PendingWait, WaitAnswer, WaitResult } from './long-poll.js';
-
-const pendingOf = new WeakMap<ServerResponse, PendingWait>();
-
-/**
- * The 'close' listener of every parked response (one function, not a closure
- * each): the client has gone, so its long-poll frees its slot and waiter at
- * once. (The request's own 'close' fires as soon as its body has been read;
- * the response's fires on disconnect.)
- */
-function onClientGone(this: ServerResponse): void {
-  pendingOf.get(this)?.abandon();
-}
 
 class ParkedAnswer implements WaitAnswer {
   constructor(
@@ -28,8 +16,7 @@ class ParkedAnswer implements WaitAnswer {
   ) {}
 
   answer(result: WaitResult): void {
-    this.res.off('close', onClientGone);
-    pendingOf.delete(this.res);
+    unwatchClientGone(this.res);
     writeJson(this.res, 200, result);
     this.parked.done(200);
   }
@@ -39,10 +26,10 @@ class ParkedAnswer implements WaitAnswer {
 export function parkLongPoll(ctx: Context, pending: PendingWait): void {
   const res = ctx.res;
   const parked = park(ctx);
-  pendingOf.set(res, pending);
-  res.on('close', onClientGone);
+  // A client that goes away frees its long-poll's slot and waiter at once.
+  watchClientGone(res, pending);
   pending.wait(new ParkedAnswer(res, parked));
   // A client that left while it was being authenticated has already closed: its 'close'
   // event is gone, and without this its long-poll would be held for timeout_ms.
-  if (res.destroyed) pending.abandon();
+  if (res.destroyed) pending.clientGone();
 }

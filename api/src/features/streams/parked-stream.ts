@@ -6,16 +6,9 @@
 import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import type { Logger } from '../../../../shared/src/log.js';
-import { park, type ParkedResponse } from '../../middleware/parked.js';
+import { park, unwatchClientGone, watchClientGone, type ParkedResponse } from '../../middleware/parked.js';
 import type { PreparedStream } from './service.js';
 import type { LiveStream, StreamDone, StreamEnd } from './stream.js';
-
-const streamOf = new WeakMap<ServerResponse, LiveStream>();
-
-/** The 'close' listener of every open stream's response (one function, not a closure each). */
-function onClientGone(this: ServerResponse): void {
-  streamOf.get(this)?.clientGone();
-}
 
 class StreamRequest implements StreamDone {
   constructor(
@@ -27,8 +20,7 @@ class StreamRequest implements StreamDone {
   ) {}
 
   ended(why: StreamEnd): void {
-    this.res.off('close', onClientGone);
-    streamOf.delete(this.res);
+    unwatchClientGone(this.res);
     this.log.info({ request_id: this.requestId, account_id: this.accountId, end: why }, 'stream closed');
     this.parked.done(200);
   }
@@ -46,8 +38,7 @@ export function runParkedStream(ctx: Context, log: Logger, accountId: string, st
     parked.done(500);
     return;
   }
-  streamOf.set(res, live);
-  res.on('close', onClientGone);
+  watchClientGone(res, live);
   // A client that left while the stream was being prepared has already closed.
   if (res.destroyed) live.clientGone();
 }
