@@ -134,6 +134,24 @@ function targetOf(url: string, policy: SafetyPolicy): Target {
   return { origin: u.origin, path: `${u.pathname}${u.search}`, name: isIP(host) ? null : host };
 }
 
+const noAddress = (name: string): Error => Object.assign(new Error(`no address for ${name}`), { code: 'ENOTFOUND' });
+
+/** Why a name's addresses may not be dialled (one not allowed, or none at all); null when they may. */
+function refusalOf(name: string, addresses: string[], policy: SafetyPolicy): Error | null {
+  for (const address of addresses) {
+    const verdict = checkResolved(name, address, policy);
+    if (!verdict.ok) return new BlockedAddressError(verdict.message);
+  }
+  return addresses.length === 0 ? noAddress(name) : null;
+}
+
+/** Caches per URL or name stay bounded: emptied when full (they refill from the next sends). */
+function remember<K, V>(cache: Map<K, V>, key: K, value: V): V {
+  if (cache.size >= 10_000) cache.clear();
+  cache.set(key, value);
+  return value;
+}
+
 type Round = { kind: 'response'; status: number; headers: Record<string, string | string[] | undefined> } | { kind: 'error'; err: unknown } | { kind: 'not-ready' };
 
 export function createSender(opts: SenderOptions): Sender {
@@ -151,13 +169,11 @@ export function createSender(opts: SenderOptions): Sender {
     const addresses = known ? Promise.resolve(known) : opts.resolve(hostname, {});
     addresses.then(
       (list) => {
-        for (const address of list) {
-          const verdict = checkResolved(hostname, address, opts.policy);
-          if (!verdict.ok) return callback(new BlockedAddressError(verdict.message));
-        }
+        const refused = refusalOf(hostname, list, opts.policy);
+        if (refused) return callback(refused);
         const all: LookupAddress[] = list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })).filter((a) => !options.family || a.family === options.family);
         const first = all[0];
-        if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }));
+        if (!first) return callback(noAddress(hostname));
         if (options.all) return callback(null, all);
         callback(null, first.address, first.family);
       },
@@ -176,27 +192,18 @@ export function createSender(opts: SenderOptions): Sender {
     bodyTimeout: opts.timeoutMs,
   });
 
+  const outOfTime = (): TimeoutError => new TimeoutError(`no answer within ${opts.timeoutMs} ms`);
   const targets = new Map<string, Target>();
   const targetOnce = (url: string): Target => {
-    let t = targets.get(url);
-    if (!t) {
-      t = targetOf(url, opts.policy);
-      if (targets.size >= 10_000) targets.clear();
-      targets.set(url, t);
-    }
-    return t;
+    return targets.get(url) ?? remember(targets, url, targetOf(url, opts.policy));
   };
 
   /** Resolves a name for `ctx.account` and checks every address; throws what the attempt fails with. */
   async function checkName(name: string, ctx: LookupContext): Promise<void> {
     const addresses = await opts.resolve(name, ctx);
-    for (const address of addresses) {
-      const verdict = checkResolved(name, address, opts.policy);
-      if (!verdict.ok) throw new BlockedAddressError(verdict.message);
-    }
-    if (addresses.length === 0) throw Object.assign(new Error(`no address for ${name}`), { code: 'ENOTFOUND' });
-    if (checked.size >= 10_000) checked.clear();
-    checked.set(name, addresses);
+    const refused = refusalOf(name, addresses, opts.policy);
+    if (refused) throw refused;
+    remember(checked, name, addresses);
   }
 
   /** One request on one connection; `over` aborts it (the attempt's time is up). */
@@ -216,8 +223,8 @@ export function createSender(opts: SenderOptions): Sender {
       let answer: Round | null = null;
       const handler: Dispatcher.DispatchHandler = {
         onRequestStart(controller) {
-          over.abort = () => controller.abort(new TimeoutError(`no answer within ${opts.timeoutMs} ms`));
-          if (over.aborted) return controller.abort(new TimeoutError(`no answer within ${opts.timeoutMs} ms`));
+          over.abort = () => controller.abort(outOfTime());
+          if (over.aborted) return controller.abort(outOfTime());
           // The connection is up: the last moment before the first byte.
           if (gate && !gate.ready()) controller.abort(NOT_READY);
         },
@@ -259,7 +266,7 @@ export function createSender(opts: SenderOptions): Sender {
       over.abort?.();
       timedOut();
     }, opts.timeoutMs);
-    const timeout = (): SendResult => failed(new TimeoutError(`no answer within ${opts.timeoutMs} ms`));
+    const timeout = (): SendResult => failed(outOfTime());
     const pending = (): boolean => !over.aborted && !finished;
     let finished = false;
     try {
