@@ -12,6 +12,7 @@
 //                                      (--profile idle: a heap snapshot of the API holding the readers too)
 //   npm run bench -- --only waiter-bytes heap bytes per held long-poll and per stream
 //   npm run bench -- --runner dist     run the compiled dist/ (npm run build) instead of tsx
+//   npm run bench -- --node-args=--max-semi-space-size=4  node options (space-separated) for the measured service processes
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -38,6 +39,7 @@ const { values: opts } = parseArgs({
     runs: { type: 'string' },
     profile: { type: 'string' },
     runner: { type: 'string', default: 'tsx' },
+    'node-args': { type: 'string', default: '' },
     'keep-data': { type: 'boolean', default: false },
   },
 });
@@ -65,7 +67,8 @@ const ctx = {
   quick: opts.quick,
   runs,
   runner: opts.runner,
-  execArgv: [],
+  /** Extra node options for the measured service processes (--node-args "--max-semi-space-size=4"). */
+  execArgv: opts['node-args'].split(' ').filter(Boolean),
   scenario: null,
   shared: {},
   topic: (name) => `bench-${runId}-${name}`,
@@ -168,6 +171,7 @@ async function describeMachine({ MONGO_URL }) {
     kafka: `Apache Kafka ${KAFKA_VERSION} (KRaft, single broker)`,
     mongo,
     runner: opts.runner,
+    nodeArgs: ctx.execArgv,
     loadAverageAtStart: os.loadavg().map((x) => Math.round(x * 100) / 100),
   };
 }

@@ -21,7 +21,8 @@ const MB = 2 ** 20;
 
 export async function run(ctx) {
   const topic = ctx.topic('idle');
-  const [a, b] = await Promise.all([startApi(ctx, { name: 'api-a', topic }), startApi(ctx, { name: 'api-b', topic })]);
+  // --expose-gc only so the bench can ask for one full collection at the end (what is live, not headroom).
+  const [a, b] = await Promise.all([startApi(ctx, { name: 'api-a', topic, execArgv: ['--expose-gc'] }), startApi(ctx, { name: 'api-b', topic })]);
   const accounts = await ensureAccounts(ctx, b.url, ACCOUNTS);
   const baseline = await a.child.request('stats', { reset: true });
   const spawnWorkers = (label) =>
@@ -47,6 +48,10 @@ export async function run(ctx) {
     samples.push(await a.child.request('stats', { reset: true }));
   }
   const held = await Promise.all(workers.map((w) => w.child.request('status')));
+  // What of the RSS is live and what is the collector's headroom: one full collection, then RSS again.
+  const collected = await a.child.request('gc');
+  await sleep(1000);
+  const afterGc = await a.child.request('stats', { reset: true });
 
   // Release: one event per account through B; every reader must get it.
   const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'idle-pacer.log') });
@@ -76,6 +81,7 @@ export async function run(ctx) {
   const port = await freePort();
   const koa = startNode('bare-koa-hold', [join(benchDir, 'workers', 'bare-koa.mjs')], { env: { PORT: String(port), HOLD: '1' }, probe: true, logFile: join(ctx.scratch, 'idle-bare-koa.log') });
   await sleep(1000);
+  const refBaseline = await koa.request('stats', { reset: true });
   const refWorkers = spawnWorkers('hold');
   await Promise.all(refWorkers.map((w) => w.child.request('open', { url: `http://127.0.0.1:${port}`, accounts: w.group.map(({ id }) => ({ id })), longPolls: LONG_POLLS, streams: STREAMS, hold: true }, 300_000)));
   await waitHeld(ctx, refWorkers, { child: koa }, ACCOUNTS * STREAMS, 60_000, ACCOUNTS * LONG_POLLS);
@@ -89,6 +95,12 @@ export async function run(ctx) {
   await Promise.all([koa.stop(), ...refWorkers.map((w) => w.child.stop())]);
 
   const rss = median(samples.map((s) => s.rss)) / MB;
+  const refHeld = median(refSamples.map((s) => s.rss)) - refBaseline.rss;
+  ctx.log(
+    `RSS at rest: ours ${(baseline.rss / MB).toFixed(0)} MB, bare Koa ${(refBaseline.rss / MB).toFixed(0)} MB; bare Koa holding adds ${(refHeld / MB).toFixed(0)} MB ` +
+      `(floor for ours ${((baseline.rss + refHeld) / MB).toFixed(0)} MB); ours holding ${rss.toFixed(0)} MB, heap used ${(median(samples.map((s) => s.heapUsed)) / MB).toFixed(0)} MB; ` +
+      `after one full collection RSS ${(afterGc.rss / MB).toFixed(0)} MB, heap used ${(afterGc.heapUsed / MB).toFixed(0)} MB`,
+  );
   const eld = median(samples.map((s) => s.eld.p99));
   const refRss = median(refSamples.map((s) => s.rss)) / MB;
   const refEld = median(refSamples.map((s) => s.eld.p99));
@@ -106,6 +118,10 @@ export async function run(ctx) {
     ],
     notes: {
       baselineRssMb: baseline.rss / MB,
+      // The floor the RSS goal meets: ours at rest plus what bare Koa adds to hold as many readers.
+      refBaselineRssMb: refBaseline.rss / MB,
+      floorRssMb: (baseline.rss + (median(refSamples.map((s) => s.rss)) - refBaseline.rss)) / MB,
+      afterFullGc: { rssMb: afterGc.rss / MB, heapUsedMb: afterGc.heapUsed / MB, rssRightAfterMb: collected.rss / MB },
       openSeconds,
       infraCpuWhileOpening: openCpu,
       releasedWithinMs: releasedAfter,
