@@ -44,7 +44,7 @@ const DEADLINE_RESOLUTION_MS = 25;
 
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
 export interface EventsRuntimeOverrides {
-  fanout?: Partial<Pick<FanOutOptions, 'stallMs' | 'newConsumer' | 'tailSilenceMs'>>;
+  fanout?: Partial<Pick<FanOutOptions, 'stallMs' | 'newConsumer' | 'tailSilenceMs' | 'wakeSlice'>>;
   materializer?: Partial<Pick<MaterializerOptions, 'stallMs' | 'newConsumer'>>;
 }
 

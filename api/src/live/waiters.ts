@@ -148,9 +148,12 @@ export class WaiterRegistry {
     return this.byAccount.has(accountId);
   }
 
-  dispatch(accountId: string, event: LiveEvent): void {
+  /** Offers `event` to every waiter of the account; how many that was. */
+  dispatch(accountId: string, event: LiveEvent): number {
     const set = this.byAccount.get(accountId);
-    if (set) for (const waiter of set) waiter.offer(event);
+    if (!set) return 0;
+    for (const waiter of set) waiter.offer(event);
+    return set.size;
   }
 
   /** Waiters registered right now, over all accounts. */
