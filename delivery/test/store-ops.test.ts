@@ -47,8 +47,12 @@ describe('delivery store operations', function () {
   });
   after(() => receiver.close());
 
-  /** Sends `events` (each to one subscription) and counts the store operations until every attempt is recorded. */
-  async function measure(name: string, publish: (subs: { account: string }[]) => Promise<number>): Promise<number> {
+  /**
+   * Sends `events` (each to one subscription) and counts the store operations until every attempt is recorded.
+   * Also says how many attempts did not succeed: a run in which the healthy receiver failed to answer in time
+   * (a machine too busy to run it) measured the retry path, not the happy path.
+   */
+  async function measure(name: string, publish: (subs: { account: string }[]) => Promise<number>): Promise<{ perDelivery: number; failed: number }> {
     const subs = await Promise.all(Array.from({ length: 10 }, async () => {
       const account = newAccountId();
       await db.subscribe(account, receiver.url(`/${name}`), ['*']);
@@ -71,14 +75,16 @@ describe('delivery store operations', function () {
     } finally {
       clearInterval(progress);
     }
-    await db.until(async () => (await db.collection('delivery_attempts').countDocuments({ subscription_id: { $in: await subIds(name) } })) >= count, 30_000, 'attempts recorded');
+    const ids = await subIds(name);
+    await db.until(async () => (await db.collection('delivery_attempts').countDocuments({ subscription_id: { $in: ids }, outcome: 'ok' })) >= count, 30_000, 'attempts recorded');
+    const failed = await db.collection('delivery_attempts').countDocuments({ subscription_id: { $in: ids }, outcome: { $ne: 'ok' } });
     await sleep(600); // the coalesced last_* writes
     const seen = ops.filter((o) => !/^(hello|ismaster|ping|endSessions)/i.test(o));
     const byKind = new Map<string, number>();
     for (const o of seen) byKind.set(o, (byKind.get(o) ?? 0) + 1);
     const perDelivery = seen.length / count;
-    console.log(`      ${name}: ${count} deliveries, ${seen.length} store operations (${perDelivery.toFixed(2)} per delivery): ${JSON.stringify(Object.fromEntries(byKind))}`);
-    return perDelivery;
+    console.log(`      ${name}: ${count} deliveries, ${failed} failed attempts, ${seen.length} store operations (${perDelivery.toFixed(2)} per delivery): ${JSON.stringify(Object.fromEntries(byKind))}`);
+    return { perDelivery, failed };
   }
 
   async function subIds(name: string): Promise<string[]> {
@@ -86,18 +92,25 @@ describe('delivery store operations', function () {
   }
 
   it('writes about one store operation per successful delivery in a burst (goal: at most 1, amortized)', async () => {
-    const perDelivery = await measure('ops-burst', async (subs) => {
-      const events: EventEnvelope[] = [];
-      for (let i = 0; i < 200; i++) for (const s of subs) events.push(envelope(s.account, 'message.sent', { i }));
-      for (let i = 0; i < events.length; i += 500) await log.publishAtOnce(events.slice(i, i + 500));
-      return events.length;
-    });
+    // Measured on a run where every attempt succeeded: a run where the local receiver could not answer within
+    // the 4 s limit (CI once timed out 250 at once on a busy machine) sends the rest through the retry store.
+    // Up to three runs; a failed attempt in every one is a failure of its own.
+    let run = { perDelivery: Infinity, failed: -1 };
+    for (let i = 0; i < 3 && run.failed !== 0; i++) {
+      run = await measure(`ops-burst${i}`, async (subs) => {
+        const events: EventEnvelope[] = [];
+        for (let n = 0; n < 200; n++) for (const s of subs) events.push(envelope(s.account, 'message.sent', { n }));
+        for (let n = 0; n < events.length; n += 500) await log.publishAtOnce(events.slice(n, n + 500));
+        return events.length;
+      });
+    }
+    expect(run.failed, 'failed attempts to a healthy receiver in each of three runs').to.equal(0);
     // Before issue 16: 6–8 per delivery.
-    expect(perDelivery).to.be.below(4);
+    expect(run.perDelivery).to.be.below(4);
   });
 
   it('counts the store operations of paced traffic (one event every 10 ms)', async () => {
-    const perDelivery = await measure('ops-paced', async (subs) => {
+    const { perDelivery } = await measure('ops-paced', async (subs) => {
       let n = 0;
       for (let i = 0; i < 40; i++) {
         for (const s of subs) {
