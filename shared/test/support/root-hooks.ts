@@ -3,6 +3,11 @@ import { MongoClient } from 'mongodb';
 import { runCleanups } from './cleanup.js';
 import { baseTestEnv, usedDatabases } from './env.js';
 
+/** The run's own topic, or one named after it (`<topic>-tail`); not `<topic>l`, another run's. */
+export function isRunTopic(topic: string, runTopic: string): boolean {
+  return topic === runTopic || topic.startsWith(`${runTopic}-`);
+}
+
 /** Drops this run's topic and database once every test is done. */
 async function dropRunData(): Promise<void> {
   if (!process.env.KAFKA_BROKERS || !process.env.MONGO_URL) return;
@@ -11,7 +16,10 @@ async function dropRunData(): Promise<void> {
   const admin = kafka.admin();
   try {
     await admin.connect();
-    const topics = (await admin.listTopics()).filter((t) => t.startsWith(env.EVENTS_TOPIC!));
+    // This run's topic and those named after it (`<topic>-tail`, ...), not another run's whose id
+    // merely starts with ours: `npm test` runs its late files as run `<id>l` beside run `<id>`, and a
+    // bare prefix match deleted their topics under them when the main run ended first.
+    const topics = (await admin.listTopics()).filter((t) => isRunTopic(t, env.EVENTS_TOPIC!));
     if (topics.length > 0) await admin.deleteTopics({ topics });
   } catch {
     // Best effort: a leftover test topic is harmless.
