@@ -121,7 +121,12 @@ describe('fault: the store freezes while delivery attempts are being recorded', 
     await sleep(12_000);
     await thaw();
     const delivered = (): number => new Set(receiver.received().filter((r) => r.path.startsWith('/hb-')).map((r) => r.headers['x-service-delivery'])).size;
-    await db.until(async () => delivered() >= SUBS * EVENTS, 120_000, 'every delivery');
+    // If it times out, say how far it got: what the receiver saw, what the store holds, and the group's state.
+    const progress = async (): Promise<string> => {
+      const states = await db.collection('deliveries').aggregate([{ $match: { account_id: account } }, { $group: { _id: '$state', n: { $sum: 1 } } }]).toArray();
+      return `every delivery: ${delivered()} of ${SUBS * EVENTS} delivered (${receiver.received().filter((r) => r.path.startsWith('/hb-')).length} requests), deliveries in the store by state ${JSON.stringify(states)}, rejoins ${joins}, replaced ${worker.consumer.replaced - replacedBefore}`;
+    };
+    await db.until(async () => delivered() >= SUBS * EVENTS, 120_000, progress);
     recordFigures('delivery-heartbeat-through-frozen-store', { subscriptions: SUBS, events: EVENTS, deliveries: delivered(), requests: receiver.received().filter((r) => r.path.startsWith('/hb-')).length, rejoins: joins, freeze_ms: 12_000 });
     expect(joins + worker.consumer.replaced - replacedBefore, 'group rejoins (the member was evicted while scheduling)').to.equal(0);
   });

@@ -176,13 +176,13 @@ export class TestDb {
     return this.collection('delivery_attempts').find({ subscription_id: subscriptionId }).sort({ at: 1 }).toArray();
   }
 
-  /** Polls until `check` returns a truthy value. */
-  async until<T>(check: () => Promise<T | null | undefined | false>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+  /** Polls until `check` returns a truthy value. `what` names it in the timeout's message (a function: read when it times out, to say how far it got). */
+  async until<T>(check: () => Promise<T | null | undefined | false>, timeoutMs = 20_000, what: string | (() => string | Promise<string>) = 'condition'): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const v = await check();
       if (v) return v;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${typeof what === 'function' ? await what() : what}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   }

@@ -4,6 +4,7 @@
 // same autocannon load (the HTTP ceiling) and Kafka's ProducerPerformance with
 // the same record size and acks=all on the same broker.
 import { join } from 'node:path';
+import { cpuShare, formatShare, listenerPid, portOf } from '../lib/cpu-share.mjs';
 import { accountIds, envelopeBytes, eventBody } from '../lib/events.mjs';
 import { createTopic, producerPerformance } from '../lib/kafka.mjs';
 import { benchDir } from '../lib/paths.mjs';
@@ -38,19 +39,29 @@ export async function run(ctx) {
   await load(api.url, 64, singles, 2);
   await load(api.url, 16, batches, 2);
 
-  const samples = { koa: [], single: [], batch: [], kafka: [], apiCpuSingle: [], apiCpuBatch: [] };
+  // Where the 2 cores go in each load: the process under test, the load generator, and the services the API needs.
+  const services = { kafka: listenerPid(portOf(ctx.services.KAFKA_BROKERS)), ferretdb: listenerPid(portOf(ctx.services.MONGO_URL)) };
+  const shared = (under) => cpuShare({ [under.name]: under.pid, cannon: cannon.pid, ...(under === koa ? {} : services) });
+  const samples = { koa: [], single: [], batch: [], kafka: [], apiCpuSingle: [], apiCpuBatch: [], cpuKoa: [], cpuSingle: [], cpuBatch: [] };
   for (let r = 0; r < ctx.runs; r++) {
+    let share = shared(koa);
     const k = await load(koaUrl, 64, singles);
+    samples.cpuKoa.push(share.stop());
     samples.koa.push(k.rps);
 
     await api.child.request('stats', { reset: true });
+    share = shared(api.child);
     const a = await ctx.profiled(api.child, `single-${r}`, () => load(api.url, 64, singles));
+    samples.cpuSingle.push(share.stop());
     samples.apiCpuSingle.push((await api.child.request('stats', { reset: true })).cpu);
     samples.single.push(a.non2xx + a.errors > 0 ? NaN : a.rps);
 
+    share = shared(api.child);
     const b = await ctx.profiled(api.child, `batch-${r}`, () => load(api.url, 16, batches));
+    samples.cpuBatch.push(share.stop());
     samples.apiCpuBatch.push((await api.child.request('stats', { reset: true })).cpu);
     samples.batch.push(b.non2xx + b.errors > 0 ? NaN : b.rps * 100);
+    ctx.log(`run ${r + 1}, cores used: bare Koa: ${formatShare(samples.cpuKoa.at(-1))}; 1a: ${formatShare(samples.cpuSingle.at(-1))}; 1b: ${formatShare(samples.cpuBatch.at(-1))}`);
 
     const p = await producerPerformance(ctx.services.KAFKA_BROKERS, refTopic, { records: quick ? 150_000 : 400_000, recordSize });
     samples.kafka.push(p.recordsPerSec);
@@ -84,6 +95,21 @@ export async function run(ctx) {
       },
     ],
     samples,
-    notes: { recordSize, seconds, apiCpuSingle: median(samples.apiCpuSingle), apiCpuBatch: median(samples.apiCpuBatch) },
+    notes: {
+      recordSize,
+      seconds,
+      apiCpuSingle: median(samples.apiCpuSingle),
+      apiCpuBatch: median(samples.apiCpuBatch),
+      // Cores used by each process during the loads (median over the runs): what else the machine did while the API was measured.
+      coresDuring: { bareKoa: medianShare(samples.cpuKoa), single: medianShare(samples.cpuSingle), batch: medianShare(samples.cpuBatch) },
+    },
+  };
+}
+
+function medianShare(shares) {
+  const names = [...new Set(shares.flatMap((s) => Object.keys(s.processes)))];
+  return {
+    machine: median(shares.map((s) => s.machine).filter((v) => v !== undefined)),
+    ...Object.fromEntries(names.map((n) => [n, median(shares.map((s) => s.processes[n]).filter((v) => v !== undefined))])),
   };
 }
