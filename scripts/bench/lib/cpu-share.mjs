@@ -1,9 +1,11 @@
 // Where the machine's CPU goes during a measurement: cores used by each named
 // process (all its threads, from /proc/<pid>/stat) and by the whole machine
-// (/proc/stat), over the same interval. Linux only; elsewhere it reports nothing.
+// (/proc/stat), over the same interval; FerretDB and Kafka found through the
+// pid files of scripts/infra. Linux only; elsewhere it reports nothing.
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
+import { cpus, homedir } from 'node:os';
+import { join } from 'node:path';
 
 let clockTicks;
 function ticksPerSecond() {
@@ -40,46 +42,27 @@ function machineTicks() {
   }
 }
 
-/** The pid of the process listening on a local TCP port (Kafka's, FerretDB's), found through /proc; undefined when not found. */
-export function listenerPid(port) {
-  const inodes = new Set();
-  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let text;
-    try {
-      text = readFileSync(table, 'utf8');
-    } catch {
-      continue;
-    }
-    for (const line of text.split('\n').slice(1)) {
-      const cols = line.trim().split(/\s+/);
-      if (cols.length < 10 || cols[3] !== '0A') continue; // 0A: LISTEN
-      if (parseInt(cols[1].split(':')[1], 16) === Number(port)) inodes.add(`socket:[${cols[9]}]`);
-    }
-  }
-  if (inodes.size === 0) return undefined;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let fds;
-    try {
-      fds = readdirSync(`/proc/${entry}/fd`);
-    } catch {
-      continue;
-    }
-    for (const fd of fds) {
-      try {
-        if (inodes.has(readlinkSync(`/proc/${entry}/fd/${fd}`))) return Number(entry);
-      } catch {
-        // closed meanwhile
-      }
-    }
-  }
-  return undefined;
+const runDir = process.env.EVENT_PLATFORM_RUN ?? join(process.env.EVENT_PLATFORM_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'event-platform'), 'run');
+
+/** The local FerretDB's and Kafka's pids, from the pid files scripts/infra/up.sh writes (undefined: not found). */
+export function servicePids() {
+  const pidOf = (name) => {
+    const file = join(runDir, `${name}.pid`);
+    return existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) || undefined : undefined;
+  };
+  return { ferretdb: pidOf('ferretdb'), kafka: pidOf('kafka') };
 }
 
-/** The port of a `host:port` list's first entry or of a mongodb:// URL. */
-export function portOf(address) {
-  const m = /:(\d+)/.exec(address.replace(/^[a-z+]+:\/\/(?:[^@/]*@)?/, ''));
-  return m ? Number(m[1]) : undefined;
+/** Starts a window over FerretDB and Kafka; `read()` gives each one's cores used since then (null: not found). */
+export function infraCpu() {
+  const pids = servicePids();
+  const share = cpuShare(pids);
+  return {
+    read() {
+      const { processes } = share.stop();
+      return Object.fromEntries(Object.keys(pids).map((k) => [k, processes[k] ?? null]));
+    },
+  };
 }
 
 /**
@@ -113,4 +96,22 @@ export function cpuShare(processes) {
 export function formatShare(share) {
   const parts = Object.entries(share.processes).map(([name, cores]) => `${name} ${cores.toFixed(2)}`);
   return `${parts.join(', ')}${share.machine === undefined ? '' : ` (machine ${share.machine.toFixed(2)} cores busy)`}`;
+}
+
+/**
+ * Waits until the machine is quiet (fewer than `cores` busy over a second),
+ * at most `maxMs`: what an earlier load left to do (the materializer's backlog,
+ * the broker's flushes) must not run during the next measurement. Returns the
+ * milliseconds waited and whether it settled.
+ */
+export async function settle({ cores = 0.4, maxMs = 120_000 } = {}) {
+  const started = performance.now();
+  for (;;) {
+    const share = cpuShare({});
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const { machine } = share.stop();
+    const waited = Math.round(performance.now() - started);
+    if (machine === undefined || machine < cores) return { waitedMs: waited, settled: true };
+    if (waited >= maxMs) return { waitedMs: waited, settled: false, busy: machine };
+  }
 }

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { benchDir } from './paths.mjs';
 import { startNode } from './proc.mjs';
 import { INGEST_TOKEN } from './services.mjs';
-import { infraCpu } from './infra-cpu.mjs';
+import { infraCpu } from './cpu-share.mjs';
 import { percentile, sleep } from './stats.mjs';
 
 /** Each poll loop waits this long between polls: the figure's resolution, and a sane load. */

@@ -9,7 +9,7 @@ import { ensureAccounts, split } from '../lib/accounts.mjs';
 import { benchDir } from '../lib/paths.mjs';
 import { freePort, startNode } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
-import { infraCpu } from '../lib/infra-cpu.mjs';
+import { infraCpu } from '../lib/cpu-share.mjs';
 import { median, sleep } from '../lib/stats.mjs';
 
 export const title = 'Idle capacity (10,000 long-polls + 3,000 streams on one API process)';

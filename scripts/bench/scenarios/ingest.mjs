@@ -4,7 +4,7 @@
 // same autocannon load (the HTTP ceiling) and Kafka's ProducerPerformance with
 // the same record size and acks=all on the same broker.
 import { join } from 'node:path';
-import { cpuShare, formatShare, listenerPid, portOf } from '../lib/cpu-share.mjs';
+import { cpuShare, formatShare, servicePids, settle } from '../lib/cpu-share.mjs';
 import { accountIds, envelopeBytes, eventBody } from '../lib/events.mjs';
 import { createTopic, producerPerformance } from '../lib/kafka.mjs';
 import { benchDir } from '../lib/paths.mjs';
@@ -40,15 +40,22 @@ export async function run(ctx) {
   await load(api.url, 16, batches, 2);
 
   // Where the 2 cores go in each load: the process under test, the load generator, and the services the API needs.
-  const services = { kafka: listenerPid(portOf(ctx.services.KAFKA_BROKERS)), ferretdb: listenerPid(portOf(ctx.services.MONGO_URL)) };
-  const shared = (under) => cpuShare({ [under.name]: under.pid, cannon: cannon.pid, ...(under === koa ? {} : services) });
+  const services = servicePids();
+  const shared = (under) => cpuShare({ [under.name]: under.pid, cannon: cannon.pid, ...(under === koa ? { api: api.child.pid } : {}), ...services });
+  // Each load starts on a quiet machine: the API's materializer writes what the previous load produced for a while after it (1b leaves ~100,000 events).
+  const quiet = async (what) => {
+    const s = await settle();
+    ctx.log(`${s.settled ? 'quiet' : `NOT quiet (${s.busy} cores busy)`} after ${(s.waitedMs / 1000).toFixed(1)} s, before ${what}`);
+  };
   const samples = { koa: [], single: [], batch: [], kafka: [], apiCpuSingle: [], apiCpuBatch: [], cpuKoa: [], cpuSingle: [], cpuBatch: [] };
   for (let r = 0; r < ctx.runs; r++) {
+    await quiet('bare Koa');
     let share = shared(koa);
     const k = await load(koaUrl, 64, singles);
     samples.cpuKoa.push(share.stop());
     samples.koa.push(k.rps);
 
+    await quiet('1a');
     await api.child.request('stats', { reset: true });
     share = shared(api.child);
     const a = await ctx.profiled(api.child, `single-${r}`, () => load(api.url, 64, singles));
@@ -56,6 +63,8 @@ export async function run(ctx) {
     samples.apiCpuSingle.push((await api.child.request('stats', { reset: true })).cpu);
     samples.single.push(a.non2xx + a.errors > 0 ? NaN : a.rps);
 
+    await quiet('1b');
+    await api.child.request('stats', { reset: true });
     share = shared(api.child);
     const b = await ctx.profiled(api.child, `batch-${r}`, () => load(api.url, 16, batches));
     samples.cpuBatch.push(share.stop());
@@ -63,6 +72,7 @@ export async function run(ctx) {
     samples.batch.push(b.non2xx + b.errors > 0 ? NaN : b.rps * 100);
     ctx.log(`run ${r + 1}, cores used: bare Koa: ${formatShare(samples.cpuKoa.at(-1))}; 1a: ${formatShare(samples.cpuSingle.at(-1))}; 1b: ${formatShare(samples.cpuBatch.at(-1))}`);
 
+    await quiet('the Kafka tool');
     const p = await producerPerformance(ctx.services.KAFKA_BROKERS, refTopic, { records: quick ? 150_000 : 400_000, recordSize });
     samples.kafka.push(p.recordsPerSec);
     ctx.log(`run ${r + 1}: bare Koa ${k.rps.toFixed(0)} req/s; ingest (a) ${a.rps.toFixed(0)} ev/s (non-2xx ${a.non2xx}, errors ${a.errors}); (b) ${(b.rps * 100).toFixed(0)} ev/s (non-2xx ${b.non2xx}); ProducerPerformance ${p.recordsPerSec.toFixed(0)} rec/s`);

@@ -9,7 +9,7 @@ import { benchDir } from '../lib/paths.mjs';
 import { startNode } from '../lib/proc.mjs';
 import { kafkaEndToEnd } from '../lib/refs.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
-import { infraCpu } from '../lib/infra-cpu.mjs';
+import { infraCpu } from '../lib/cpu-share.mjs';
 import { median, percentile, sleep } from '../lib/stats.mjs';
 
 export const title = 'Live latency (ingest on B -> long-poll / SSE on A)';

@@ -11,7 +11,7 @@ import { call, createAccounts } from '../lib/http.mjs';
 import { benchDir, root } from '../lib/paths.mjs';
 import { startNode } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
-import { infraCpu } from '../lib/infra-cpu.mjs';
+import { infraCpu } from '../lib/cpu-share.mjs';
 import { median } from '../lib/stats.mjs';
 import { visibilityProbe } from '../lib/visibility.mjs';
 

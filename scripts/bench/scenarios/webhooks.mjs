@@ -16,7 +16,7 @@ import { call, pool } from '../lib/http.mjs';
 import { benchDir } from '../lib/paths.mjs';
 import { startNode } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi, startDelivery } from '../lib/services.mjs';
-import { infraCpu } from '../lib/infra-cpu.mjs';
+import { infraCpu } from '../lib/cpu-share.mjs';
 import { percentile, sleep, spreadOf } from '../lib/stats.mjs';
 
 export const title = 'Webhook deliveries (one delivery process)';
