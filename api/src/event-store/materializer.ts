@@ -53,6 +53,12 @@ export interface MaterializerOptions {
   /** Told each watermark this process writes (feeds the local WatermarkReader). */
   onWatermark?: (partition: number, offset: bigint) => void;
   lag?: ConsumerLag;
+  /**
+   * Most events written as one chunk (default DEFAULT_CHUNK_EVENTS). Each
+   * chunk rewrites the newest page of every stream it touches, so a backlog
+   * drains faster in bigger chunks; a caught-up partition's batches are small
+   * anyway.
+   */
   chunkSize?: number;
   /**
    * Test hook, called after each write of a chunk (`events`, then `watermark`):
@@ -66,6 +72,12 @@ export interface MaterializerOptions {
 }
 
 const MAX_BACKOFF_MS = 5000;
+/**
+ * A backlog drains ~2.2x faster in chunks of 2,000 than of 500 (bench 1c on
+ * FerretDB: 1,471-1,605 -> 3,278 events/s; 5,000, a whole fetch, 4,214) and a
+ * chunk still takes a few seconds at most; MATERIALIZER_CHUNK_EVENTS.
+ */
+const DEFAULT_CHUNK_EVENTS = 2000;
 const DEFAULT_MAX_REFUSALS = 5;
 
 export class Materializer {
@@ -134,7 +146,7 @@ export class Materializer {
 
   private async handleBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
-    const size = this.opts.chunkSize ?? 500;
+    const size = this.opts.chunkSize ?? DEFAULT_CHUNK_EVENTS;
     for (let i = 0; i < batch.messages.length; i += size) {
       if (this.crashed) return sleep(50); // a dead process commits nothing
       if (!isRunning() || isStale()) return;

@@ -73,6 +73,7 @@ export function createEventsRuntime(
     pages: mongo.collections.eventPages,
     topic,
     groupId: config.events.materializerGroupId,
+    chunkSize: config.events.materializerChunkEvents,
     log: logger.child({ component: 'materializer' }),
     onWatermark: (partition, offset) => watermarks.note(partition, offset),
     topicId: () => topicChecked,

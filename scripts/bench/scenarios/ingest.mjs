@@ -6,7 +6,8 @@
 import { join } from 'node:path';
 import { cpuShare, formatShare, servicePids, settle } from '../lib/cpu-share.mjs';
 import { accountIds, envelopeBytes, eventBody } from '../lib/events.mjs';
-import { createTopic, producerPerformance } from '../lib/kafka.mjs';
+import { MongoClient } from 'mongodb';
+import { createTopic, kafkaAdmin, producerPerformance } from '../lib/kafka.mjs';
 import { benchDir } from '../lib/paths.mjs';
 import { freePort, startNode, waitHttp } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
@@ -24,7 +25,8 @@ export async function run(ctx) {
 
   const refTopic = ctx.topic('producer-perf');
   await createTopic(ctx.services.KAFKA_BROKERS, refTopic, 12);
-  const api = await startApi(ctx, { name: 'api', topic: ctx.topic('ingest') });
+  const ingestTopic = ctx.topic('ingest');
+  const api = await startApi(ctx, { name: 'api', topic: ingestTopic });
   const koaPort = await freePort();
   const koa = startNode('bare-koa', [join(benchDir, 'workers', 'bare-koa.mjs')], { env: { PORT: String(koaPort) }, probe: true, logFile: join(ctx.scratch, 'ingest-bare-koa.log') });
   const koaUrl = `http://127.0.0.1:${koaPort}`;
@@ -47,7 +49,7 @@ export async function run(ctx) {
     const s = await settle();
     ctx.log(`${s.settled ? 'quiet' : `NOT quiet (${s.busy} cores busy)`} after ${(s.waitedMs / 1000).toFixed(1)} s, before ${what}`);
   };
-  const samples = { koa: [], single: [], batch: [], kafka: [], apiCpuSingle: [], apiCpuBatch: [], cpuKoa: [], cpuSingle: [], cpuBatch: [] };
+  const samples = { koa: [], single: [], batch: [], kafka: [], apiCpuSingle: [], apiCpuBatch: [], cpuKoa: [], cpuSingle: [], cpuBatch: [], cpuDrain: [], materialized: [] };
   for (let r = 0; r < ctx.runs; r++) {
     await quiet('bare Koa');
     let share = shared(koa);
@@ -72,6 +74,12 @@ export async function run(ctx) {
     samples.batch.push(b.non2xx + b.errors > 0 ? NaN : b.rps * 100);
     ctx.log(`run ${r + 1}, cores used: bare Koa: ${formatShare(samples.cpuKoa.at(-1))}; 1a: ${formatShare(samples.cpuSingle.at(-1))}; 1b: ${formatShare(samples.cpuBatch.at(-1))}`);
 
+    // What 1b acknowledged faster than the materializer writes it: how fast the backlog drains is the rate events become history on this machine.
+    share = cpuShare({ api: api.child.pid, ...services });
+    const drain = await drainRate(ctx, ingestTopic);
+    samples.cpuDrain.push(share.stop());
+    samples.materialized.push(drain.rate);
+    ctx.log(`run ${r + 1}: the materializer wrote a backlog of ${drain.backlog} events in ${(drain.ms / 1000).toFixed(1)} s: ${drain.rate.toFixed(0)} events/s; cores used: ${formatShare(samples.cpuDrain.at(-1))}`);
     await quiet('the Kafka tool');
     const p = await producerPerformance(ctx.services.KAFKA_BROKERS, refTopic, { records: quick ? 150_000 : 400_000, recordSize });
     samples.kafka.push(p.recordsPerSec);
@@ -103,6 +111,12 @@ export async function run(ctx) {
         ratio: batch / kafka,
         target: { ratioAtLeast: 0.4 },
       },
+      {
+        id: 'ingest.materialized',
+        label: '1c events written to history per second (the materializer draining 1b)',
+        value: median(samples.materialized),
+        unit: 'events/s',
+      },
     ],
     samples,
     notes: {
@@ -111,7 +125,7 @@ export async function run(ctx) {
       apiCpuSingle: median(samples.apiCpuSingle),
       apiCpuBatch: median(samples.apiCpuBatch),
       // Cores used by each process during the loads (median over the runs): what else the machine did while the API was measured.
-      coresDuring: { bareKoa: medianShare(samples.cpuKoa), single: medianShare(samples.cpuSingle), batch: medianShare(samples.cpuBatch) },
+      coresDuring: { bareKoa: medianShare(samples.cpuKoa), single: medianShare(samples.cpuSingle), batch: medianShare(samples.cpuBatch), drain: medianShare(samples.cpuDrain) },
     },
   };
 }
@@ -122,4 +136,36 @@ function medianShare(shares) {
     machine: median(shares.map((s) => s.machine).filter((v) => v !== undefined)),
     ...Object.fromEntries(names.map((n) => [n, median(shares.map((s) => s.processes[n]).filter((v) => v !== undefined))])),
   };
+}
+
+/**
+ * Right after a load: the materializer's backlog (the log's end offsets against
+ * the watermarks it writes in MongoDB) and how fast it drains to nothing.
+ */
+async function drainRate(ctx, topic) {
+  const admin = kafkaAdmin(ctx.services.KAFKA_BROKERS);
+  const mongo = new MongoClient(ctx.services.MONGO_URL);
+  await Promise.all([admin.connect(), mongo.connect()]);
+  try {
+    const ends = (await admin.fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, last: Number(p.high) - 1 }));
+    const watermarks = mongo.db(ctx.db).collection('watermarks');
+    const backlog = async () => {
+      let left = 0;
+      for (const { partition, last } of ends) {
+        const doc = await watermarks.findOne({ _id: `${topic}:${partition}` }, { projection: { offset: 1 } });
+        left += Math.max(0, last - (doc ? Number(doc.offset) : -1));
+      }
+      return left;
+    };
+    const started = performance.now();
+    const first = await backlog();
+    for (;;) {
+      const left = await backlog();
+      const ms = performance.now() - started;
+      if (left === 0 || ms > 300_000) return { backlog: first - left, ms: Math.round(ms), rate: ((first - left) / ms) * 1000 };
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  } finally {
+    await Promise.allSettled([admin.disconnect(), mongo.close()]);
+  }
 }
