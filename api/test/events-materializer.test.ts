@@ -121,6 +121,55 @@ describe('materializer crash safety', function () {
     });
   }
 
+  it('writes a chunk bigger than one insert in slices of at most 500 events, each event once, also when every event is stored already', async () => {
+    const account = fakeAccountId();
+    const published: { id: string; position: Position }[] = [];
+    for (let round = 0; round < 12; round++) {
+      const envelopes = Array.from({ length: 100 }, (_, i) => buildEnvelope({ account_id: account, type: 'call.started', data: { round, i } }, new Date()));
+      const positions = await eventLog.publish(envelopes);
+      envelopes.forEach((e, i) => published.push({ id: e.id, position: positions[i]! }));
+    }
+    const partition = published[0]!.position.partition;
+    const end = published.at(-1)!.position.offset;
+    // The real collection, watched: how many documents each insert carries.
+    const inserts: number[] = [];
+    const events = new Proxy(mongo.collections.events, {
+      get(target, key) {
+        if (key === 'insertMany') {
+          return (docs: Parameters<typeof target.insertMany>[0], options: Parameters<typeof target.insertMany>[1]) => {
+            inserts.push(docs.length);
+            return target.insertMany(docs, options);
+          };
+        }
+        const value = Reflect.get(target, key, target) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    // Two new groups read the topic from the start with the default chunk size: the first writes the events, the second finds every one stored.
+    for (const group of ['slices-a', 'slices-b']) {
+      inserts.length = 0;
+      let biggestChunk = 0;
+      let done = false;
+      const m = materializer(
+        (at, p, firstOffset, lastOffset) => {
+          if (at === 'events' && p === partition) biggestChunk = Math.max(biggestChunk, Number(lastOffset - firstOffset) + 1);
+          if (at === 'watermark' && p === partition && lastOffset >= end) done = true;
+        },
+        `${config.events.materializerGroupId}.${group}`,
+        { chunkSize: undefined, events },
+      );
+      await m.start();
+      await eventually(async () => (done ? true : undefined), 60_000);
+      await m.stop();
+      expect(biggestChunk, `${group}: a chunk bigger than one insert`).to.be.above(500);
+      expect(Math.max(...inserts), `${group}: documents per insert`).to.be.at.most(500);
+      const docs = await mongo.collections.events.find({ account_id: account }).toArray();
+      expect(docs, group).to.have.length(1200);
+      const byId = new Map(docs.map((d) => [d._id, d]));
+      for (const p of published) expect(byId.get(p.id)?.cursor, p.id).to.equal(encodeCursor(p.position));
+    }
+  });
+
   it('never moves a watermark back, even when the log is replayed from the start (offsets lost)', async () => {
     const before = await watermarks();
     const total = await mongo.collections.events.countDocuments({});

@@ -78,6 +78,13 @@ const MAX_BACKOFF_MS = 5000;
  * chunk still takes a few seconds at most; MATERIALIZER_CHUNK_EVENTS.
  */
 const DEFAULT_CHUNK_EVENTS = 2000;
+/**
+ * Most events per insert into `events`. The page writes are what a bigger
+ * chunk saves; one insert of 2,000 documents held FerretDB's write lock long
+ * enough to stall the delivery process's writes to the same database (bench
+ * 5f: 216-1,175 deliveries/s against 2,805 with chunks of 500).
+ */
+const INSERT_SLICE = 500;
 const DEFAULT_MAX_REFUSALS = 5;
 
 export class Materializer {
@@ -175,7 +182,8 @@ export class Materializer {
       try {
         const standIns = new Set<string>();
         const elsewhere = new Set<string>();
-        await this.insertNew(docs, partition, standIns, elsewhere);
+        // The events go in slices: one insert holds the database's write lock (SQLite under FerretDB) for all its documents, and other writers wait behind it.
+        for (let at = 0; at < docs.length; at += INSERT_SLICE) await this.insertNew(docs.slice(at, at + INSERT_SLICE), partition, standIns, elsewhere);
         if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
         if (this.pages) {
           // An id stored before at another position (a producer's retry the broker took twice) is not the event's: only its first copy is in the streams.
