@@ -48,8 +48,8 @@ describe('api config', () => {
     expect(c.events).to.include({ ingestMaxBatch: 1000, ingestMaxDataBytes: 65536, longPollMaxMs: 55_000, longPollDefaultMs: 30_000, materializerGroupId: 'ev.materializer.event_platform', fanoutGroupPrefix: 'ev.fanout' });
     expect(c.events.producerLingerMs, 'an event is produced at once when no send is in flight').to.equal(0);
     expect(loadApiConfig({ PRODUCER_LINGER_MS: '2' }).events.producerLingerMs).to.equal(2);
-    expect(c.events.materializerChunkEvents, 'events the materializer writes as one chunk').to.equal(2000);
-    expect(loadApiConfig({ MATERIALIZER_CHUNK_EVENTS: '500' }).events.materializerChunkEvents).to.equal(500);
+    expect(c.events.materializerChunkEvents, 'events the materializer writes as one chunk').to.equal(500);
+    expect(loadApiConfig({ MATERIALIZER_CHUNK_EVENTS: '2000' }).events.materializerChunkEvents).to.equal(2000);
     expect(() => loadApiConfig({ MATERIALIZER_CHUNK_EVENTS: '0' })).to.throw(/MATERIALIZER_CHUNK_EVENTS must be between 1 and 100000/);
     expect(c.streams).to.include({ durationMs: 50_000, heartbeatMs: 15_000, retryMs: 3000, tokenTtlSeconds: 120, maxPerAccount: 6 });
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '60000' })).to.throw(/LONG_POLL_MAX_MS must be between 1000 and 55000/);

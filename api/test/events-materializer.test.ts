@@ -145,7 +145,7 @@ describe('materializer crash safety', function () {
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     });
-    // Two new groups read the topic from the start with the default chunk size: the first writes the events, the second finds every one stored.
+    // Two new groups read the topic from the start in chunks of up to 2,000 (MATERIALIZER_CHUNK_EVENTS): the first writes the events, the second finds every one stored.
     for (const group of ['slices-a', 'slices-b']) {
       inserts.length = 0;
       let biggestChunk = 0;
@@ -156,7 +156,7 @@ describe('materializer crash safety', function () {
           if (at === 'watermark' && p === partition && lastOffset >= end) done = true;
         },
         `${config.events.materializerGroupId}.${group}`,
-        { chunkSize: undefined, events },
+        { chunkSize: 2000, events },
       );
       await m.start();
       await eventually(async () => (done ? true : undefined), 60_000);

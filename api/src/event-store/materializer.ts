@@ -73,16 +73,19 @@ export interface MaterializerOptions {
 
 const MAX_BACKOFF_MS = 5000;
 /**
- * A backlog drains ~2.2x faster in chunks of 2,000 than of 500 (bench 1c on
- * FerretDB: 1,471-1,605 -> 3,278 events/s; 5,000, a whole fetch, 4,214) and a
- * chunk still takes a few seconds at most; MATERIALIZER_CHUNK_EVENTS.
+ * Events per chunk by default (MATERIALIZER_CHUNK_EVENTS). Bigger chunks drain
+ * a backlog faster (bench 1c on FerretDB: 1,471-1,605 events/s in chunks of
+ * 500, 2,547-2,960 in chunks of 2,000), but on a store shared with the
+ * delivery process they made two delivery processes fall into the retry
+ * path in most rounds (bench 5f: 221-2,070 deliveries/s against 2,760-3,457),
+ * so the default stays 500; see docs/architecture.md.
  */
-const DEFAULT_CHUNK_EVENTS = 2000;
+const DEFAULT_CHUNK_EVENTS = 500;
 /**
- * Most events per insert into `events`. The page writes are what a bigger
- * chunk saves; one insert of 2,000 documents held FerretDB's write lock long
- * enough to stall the delivery process's writes to the same database (bench
- * 5f: 216-1,175 deliveries/s against 2,805 with chunks of 500).
+ * Most events per insert into `events` when a chunk is bigger. The page writes
+ * are what a bigger chunk saves; one insert of 2,000 documents held FerretDB's
+ * write lock long enough to stall the delivery process's writes to the same
+ * database (bench 5f: 216 and 1,175 deliveries/s against 2,805 with chunks of 500).
  */
 const INSERT_SLICE = 500;
 const DEFAULT_MAX_REFUSALS = 5;
