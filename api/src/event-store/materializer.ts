@@ -75,10 +75,9 @@ const MAX_BACKOFF_MS = 5000;
 /**
  * Events per chunk by default (MATERIALIZER_CHUNK_EVENTS). Bigger chunks drain
  * a backlog faster (bench 1c on FerretDB: 1,471-1,605 events/s in chunks of
- * 500, 2,547-2,960 in chunks of 2,000), but on a store shared with the
- * delivery process they made two delivery processes fall into the retry
- * path in most rounds (bench 5f: 221-2,070 deliveries/s against 2,760-3,457),
- * so the default stays 500; see docs/architecture.md.
+ * 500, 2,547-3,278 in chunks of 2,000), but two delivery processes sharing
+ * the store fell into the retry path more often with 2,000 in the runs made
+ * (bench 5f), so the tested default stays; see docs/architecture.md.
  */
 const DEFAULT_CHUNK_EVENTS = 500;
 /**
