@@ -10,14 +10,14 @@ import type { CommandStartedEvent } from 'mongodb';
 import { bearer, createAccount } from './support/accounts.js';
 import { call, startTestApi } from './support/api.js';
 import { findUser } from '../src/features/auth/service.js';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { ownDatabase } from '../../shared/test/support/env.js';
 
 describe('store operations per authenticated request', function () {
   this.timeout(60_000);
 
   it('shares one user read among simultaneous lookups of that user, and finds API keys and limit windows by _id', async () => {
     // MONGO_SLOW_MS turns on the driver's command events, which this test counts.
-    const api = await startTestApi({ MONGO_DB: `${baseTestEnv().MONGO_DB}_${uniqueName('lookups')}`, MONGO_SLOW_MS: '600000' });
+    const api = await startTestApi({ MONGO_DB: ownDatabase('lookups'), MONGO_SLOW_MS: '600000' });
     const commands: CommandStartedEvent[] = [];
     try {
       const acct = await createAccount(api.url);

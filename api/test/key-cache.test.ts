@@ -10,7 +10,7 @@ import type { CommandStartedEvent } from 'mongodb';
 import { bearer, createAccount } from './support/accounts.js';
 import { call, startTestApi } from './support/api.js';
 import type { RunningApi } from '../src/server.js';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { ownDatabase, uniqueName } from '../../shared/test/support/env.js';
 
 const KEY_COLLECTIONS = ['api_keys', 'api_key_hashes'];
 const SYNC_COLLECTIONS = ['key_epoch', 'api_pods'];
@@ -40,7 +40,7 @@ describe('API key cache across two processes', function () {
 
   before(async () => {
     // One database of their own (so no other test's processes are waited for); MONGO_SLOW_MS turns on command events.
-    const env = { MONGO_DB: `${baseTestEnv().MONGO_DB}_${uniqueName('keycache')}`, MONGO_SLOW_MS: '600000', KEY_CACHE_SYNC_MS: '100', KEY_CACHE_LEASE_MS: '1000' };
+    const env = { MONGO_DB: ownDatabase('keycache'), MONGO_SLOW_MS: '600000', KEY_CACHE_SYNC_MS: '100', KEY_CACHE_LEASE_MS: '1000' };
     [a, b] = await Promise.all([startTestApi({ ...env, INSTANCE_ID: uniqueName('pod-a') }), startTestApi({ ...env, INSTANCE_ID: uniqueName('pod-b') })]);
     await until('both key caches to sync', () => a.deps.keyCache.usable() && b.deps.keyCache.usable());
   });

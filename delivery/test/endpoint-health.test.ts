@@ -13,7 +13,7 @@
 import { expect } from 'chai';
 import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
 import type { WebhookDoc, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { ownDatabase, uniqueName } from '../../shared/test/support/env.js';
 import { Receiver, status, type Behaviour } from '../../shared/test/support/receiver.js';
 import { EndpointHealth } from '../src/endpoint-health.js';
 import type { RunningDelivery } from '../src/worker.js';
@@ -32,8 +32,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function healthEnv(caFile: string, period = `${PERIOD_MS / 1000}s`): Record<string, string> {
   return deliveryTestEnv(caFile, {
     EVENTS_TOPIC: uniqueName('events-health'),
-    // Under the run's database name, so the run's cleanup drops it.
-    MONGO_DB: `${baseTestEnv().MONGO_DB}_${uniqueName('health').replace('-', '_')}`,
+    MONGO_DB: ownDatabase('health'),
     WEBHOOK_DISABLE_AFTER: period,
     WEBHOOK_RETRY_SCHEDULE: FAST_RETRIES,
     WEBHOOK_POLL_INTERVAL_MS: '100',

@@ -9,7 +9,7 @@
  * (another group on the shared topic) would send these events too.
  */
 import { expect } from 'chai';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { ownDatabase, uniqueName } from '../../shared/test/support/env.js';
 import { Receiver, type Received } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
@@ -33,7 +33,7 @@ describe('per-subscription rate limit', function () {
   before(async function () {
     this.timeout(90_000);
     receiver = await Receiver.start();
-    const env = deliveryTestEnv(receiver.caFile, { EVENTS_TOPIC: uniqueName('events-ratelimit'), MONGO_DB: `${baseTestEnv().MONGO_DB}_${uniqueName('ratelimit').replace('-', '_')}` }); // under the run's name: its cleanup drops it
+    const env = deliveryTestEnv(receiver.caFile, { EVENTS_TOPIC: uniqueName('events-ratelimit'), MONGO_DB: ownDatabase('ratelimit') });
     await startTestDelivery(env);
     await waitForGroup(env);
     log = new TestLog(env);

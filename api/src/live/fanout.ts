@@ -74,7 +74,6 @@ const GAP_PAGE = 500;
  */
 const WAKE_SLICE = 500;
 
-
 export class FanOut {
   readonly groupId: string;
   private readonly positions = new Map<number, bigint>();

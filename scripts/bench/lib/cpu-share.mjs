@@ -4,8 +4,9 @@
 // pid files of scripts/infra. Linux only; elsewhere it reports nothing.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { cpus, homedir } from 'node:os';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
+import { infraRunDir } from './paths.mjs';
 
 let clockTicks;
 function ticksPerSecond() {
@@ -42,12 +43,11 @@ function machineTicks() {
   }
 }
 
-const runDir = process.env.EVENT_PLATFORM_RUN ?? join(process.env.EVENT_PLATFORM_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'event-platform'), 'run');
 
 /** The local FerretDB's and Kafka's pids, from the pid files scripts/infra/up.sh writes (undefined: not found). */
 export function servicePids() {
   const pidOf = (name) => {
-    const file = join(runDir, `${name}.pid`);
+    const file = join(infraRunDir, `${name}.pid`);
     return existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) || undefined : undefined;
   };
   return { ferretdb: pidOf('ferretdb'), kafka: pidOf('kafka') };

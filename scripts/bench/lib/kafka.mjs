@@ -3,10 +3,9 @@
 // (ProducerPerformance, EndToEndLatency), run against the same broker.
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { root, scratchDir } from './paths.mjs';
+import { infraCache, root, scratchDir } from './paths.mjs';
 
 function infraSetting(name) {
   const m = new RegExp(`^${name}=(.+)$`, 'm').exec(readFileSync(join(root, 'scripts', 'infra', 'lib.sh'), 'utf8'));
@@ -16,8 +15,7 @@ function infraSetting(name) {
 export const KAFKA_VERSION = infraSetting('KAFKA_VERSION');
 
 function kafkaLib() {
-  const cache = process.env.EVENT_PLATFORM_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'event-platform');
-  const lib = join(cache, `kafka-${KAFKA_VERSION}`, 'lib');
+  const lib = join(infraCache, `kafka-${KAFKA_VERSION}`, 'lib');
   if (!existsSync(join(lib, `kafka-tools-${KAFKA_VERSION}.jar`))) {
     throw new Error(`kafka-tools jar not found in ${lib}: run scripts/infra/up.sh (it installs Kafka with its tools)`);
   }

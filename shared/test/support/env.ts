@@ -54,3 +54,8 @@ export const usedDatabases = new Set<string>();
 export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(5).toString('hex')}`;
 }
+
+/** A database a single test owns, named under the run's database so the run's cleanup drops it. */
+export function ownDatabase(prefix: string): string {
+  return `${baseTestEnv().MONGO_DB}_${uniqueName(prefix).replace('-', '_')}`;
+}
