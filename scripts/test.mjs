@@ -11,7 +11,7 @@
 //   --full    the fault tests at the issue's full sizes (FAULTS_FULL=1; `npm run test:faults:full`)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureTestTools } from './infra/test-tools.mjs';
@@ -135,6 +135,7 @@ if (splitQuick) {
 // pass: it counts as failed here and in .ci/run.
 const total = { passes: 0, failures: 0, pending: 0, tests: 0, duration: 0 };
 const failed = [];
+const timings = {};
 for (const r of parts) {
   if (!r) {
     total.failures += 1; // a mocha process that ended without results (it crashed)
@@ -143,6 +144,15 @@ for (const r of parts) {
   }
   for (const k of Object.keys(total)) total[k] += r[k];
   failed.push(...(r.failed ?? []));
+  Object.assign(timings, r.timings ?? {});
+}
+// Where the time went: every file's wall time in test-artifacts/timings.json, the slowest shown.
+const slowest = Object.entries(timings).sort((a, b) => b[1] - a[1]);
+if (slowest.length > 1) {
+  mkdirSync(join(root, 'test-artifacts'), { recursive: true });
+  writeFileSync(join(root, 'test-artifacts', 'timings.json'), JSON.stringify(Object.fromEntries(slowest), null, 1) + '\n');
+  console.log(`\n[test] the slowest files (all in test-artifacts/timings.json):`);
+  for (const [file, ms] of slowest.slice(0, 12)) console.log(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${file}`);
 }
 writeFileSync(resultsFile, JSON.stringify(total) + '\n');
 // CI shows the end of the output: what failed is repeated here, next to the summary.
