@@ -605,7 +605,7 @@ export class OpenedSecrets {
 }
 
 /** One signed POST; returns what the recorder stores, next attempt time included. */
-/** One attempt under `sub`; null when the gate withheld the request (nothing was sent). */
+/** One attempt under `sub`, on the subscription's own connections; null when nothing was sent (the gate withheld the request, or no connection came free in time). */
 async function send(deps: DispatchDeps, secrets: OpenedSecrets, delivery: DeliveryDoc, sub: WebhookDoc, gate: SendGate): Promise<AttemptRecord | null> {
   const at = deps.clock();
   const headers = {
@@ -613,7 +613,7 @@ async function send(deps: DispatchDeps, secrets: OpenedSecrets, delivery: Delive
     'X-Service-Event': delivery.event_type,
     'X-Service-Delivery': delivery._id,
   };
-  const result = await deps.sender.send(sub.url, delivery.body, headers, { account: sub.account_id }, gate);
+  const result = await deps.sender.send(sub.url, delivery.body, headers, { account: sub.account_id, subscription: sub._id }, gate);
   if (!result) return null;
   const number = delivery.attempts + 1;
   const delay = result.outcome === 'ok' || isPermanentFailure(result) ? null : nextDelay(number, deps.retrySchedule, result);

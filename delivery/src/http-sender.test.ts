@@ -119,7 +119,7 @@ describe('http sender (real HTTPS receiver)', () => {
     expect(receiver.received('/gate-slow')).to.have.length(0);
   });
 
-  it('keeps at most socketsPerOrigin connections to one receiver; the rest wait their turn', async () => {
+  it('keeps at most socketsPerOrigin connections to one receiver per subscription; the rest wait their turn', async () => {
     receiver.on('/slowish', () => ({ status: 200, delayMs: 200 }));
     const s = createSender({ policy: { allowPrivate: true, allowedPorts: [[receiver.port, receiver.port]] }, resolve: async () => ['127.0.0.1'], caPem: ca, timeoutMs: 4000, userAgent: 'x', socketsPerOrigin: 2 });
     senders.push(s);
@@ -127,6 +127,61 @@ describe('http sender (real HTTPS receiver)', () => {
     const results = await Promise.all(Array.from({ length: 6 }, (_, i) => s.send(receiver.url('/slowish'), `{"n":${i}}`, {})));
     expect(results.map((r) => r.outcome)).to.deep.equal(Array(6).fill('ok'));
     expect(receiver.connections - before).to.equal(2);
+  });
+
+  const withSockets = (sockets: number, timeoutMs: number, extra: { idlePoolMs?: number } = {}): Sender => {
+    const s = createSender({ policy: { allowPrivate: true, allowedPorts: [[receiver.port, receiver.port]] }, resolve: async () => ['127.0.0.1'], caPem: ca, timeoutMs, userAgent: 'x', socketsPerOrigin: sockets, ...extra });
+    senders.push(s);
+    return s;
+  };
+
+  it('gives each subscription its own connections to an origin: one that hangs holds up no other', async () => {
+    receiver.on('/shared-hang', hang);
+    const s = withSockets(1, 1500);
+    const hung = s.send(receiver.url('/shared-hang'), '{}', {}, { subscription: 'wh_hung' });
+    await receiver.waitFor('/shared-hang', 1);
+    // Same origin, another subscription: its request goes on a connection of its own at once.
+    const healthy = await s.send(receiver.url('/shared-ok'), '{}', {}, { subscription: 'wh_healthy' });
+    expect(healthy).to.include({ status: 200, outcome: 'ok' });
+    expect(receiver.received('/shared-ok')).to.have.length(1);
+    expect((await hung).outcome).to.equal('timeout');
+    expect(s.pools()).to.equal(2);
+  });
+
+  it('does not count the wait for a connection against the attempt\'s time limit', async () => {
+    receiver.on('/one-at-a-time', () => ({ status: 200, delayMs: 400 }));
+    const s = withSockets(1, 700);
+    // One connection: the second waits ~400 ms for it, then takes ~400 ms (800 in all, 400 counted).
+    const [first, second] = await Promise.all([0, 1].map((n) => s.send(receiver.url('/one-at-a-time'), `{"n":${n}}`, {}, { subscription: 'wh_one' })));
+    expect(first).to.include({ status: 200, outcome: 'ok' });
+    expect(second).to.include({ status: 200, outcome: 'ok' });
+    expect(second!.durationMs, 'the time counted: the answer, not the wait').to.be.below(700);
+  });
+
+  it('withdraws a gated request that got no connection within the limit: nothing written, nothing to report', async () => {
+    receiver.on('/held', hang);
+    const s = withSockets(1, 500);
+    const open: SendGate = { ready: () => true, refresh: async () => true };
+    // Two ahead of it on the one connection, each held for its whole limit (the second's wait is not counted).
+    const ahead = [1, 2].map((n) => s.send(receiver.url('/held'), `{"n":${n}}`, {}, { subscription: 'wh_w' }));
+    await receiver.waitFor('/held', 1);
+    const withdrawn = await s.send(receiver.url('/held'), '{"n":3}', {}, { subscription: 'wh_w' }, open);
+    expect(withdrawn, 'withdrawn unwritten').to.equal(null);
+    expect((await Promise.all(ahead)).map((r) => r.outcome)).to.deep.equal(['timeout', 'timeout']);
+    // The connection came free after the withdrawal: the withdrawn request was given to none.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(receiver.received('/held').map((r) => r.raw.toString())).to.deep.equal(['{"n":1}', '{"n":2}']);
+  });
+
+  it('closes the pools of subscriptions that sent nothing for a while', async () => {
+    const s = withSockets(2, 4000, { idlePoolMs: 200 });
+    for (const sub of ['wh_a', 'wh_b', 'wh_c']) expect(await s.send(receiver.url('/idle'), '{}', {}, { subscription: sub })).to.include({ outcome: 'ok' });
+    expect(s.pools()).to.equal(3);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(s.pools()).to.equal(0);
+    // And a new one when the subscription sends again.
+    expect(await s.send(receiver.url('/idle'), '{}', {}, { subscription: 'wh_a' })).to.include({ outcome: 'ok' });
+    expect(s.pools()).to.equal(1);
   });
 
   it('classifies 3xx (not followed), 4xx and 5xx, and reads Retry-After', async () => {

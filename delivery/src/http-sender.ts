@@ -1,9 +1,23 @@
 /**
  * One HTTPS POST to a receiver, bounded in time and in what it may reach.
  *
- * The client is undici's (an Agent: a pool of keep-alive connections per
- * receiver origin, at most `socketsPerOrigin` of them). got, the stack's
- * first choice, cost ~10x the CPU per request (docs/decisions.md).
+ * The client is undici's: a pool of keep-alive connections per subscription
+ * and receiver origin (scheme, host, port), at most `socketsPerOrigin` of
+ * them. Subscriptions do not share connections, even to the same origin: a
+ * receiver that hangs for one subscription holds that subscription's
+ * connections only, and the others' requests never queue behind it (many
+ * customers point webhooks at the same SaaS origin). A pool nothing was sent
+ * through for IDLE_POOL_MS is closed. got, the stack's first choice, cost
+ * ~10x the CPU per request (docs/decisions.md).
+ *
+ * An attempt has `timeoutMs` for its lookup, connect, handshake, the gate's
+ * reads and the answer. The time its request waits in its pool for a
+ * connection (behind the same subscription's other requests) is not part of
+ * it: the attempt's clock stops while it waits. With a gate, a request that
+ * waited `timeoutMs` without getting a connection is withdrawn unwritten and
+ * send() resolves null, like a withheld request (the caller prepares it
+ * again): nothing reached the receiver, so there is no attempt to report and
+ * nothing to charge to the subscription's health.
  *
  * The connection goes only to an address checked at this moment: the URL's
  * literal IP is checked before anything is sent, and a name is resolved
@@ -35,7 +49,7 @@
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { isIP } from 'node:net';
 import { createSecureContext, rootCertificates } from 'node:tls';
-import { Agent, buildConnector, type Dispatcher } from 'undici';
+import { buildConnector, Client, Pool, type Dispatcher } from 'undici';
 import { LOOKUP_LIMIT } from '../../shared/src/dns.js';
 import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
 import { checkResolved, precheckUrl, redactAddresses, type LookupContext, type Resolver, type SafetyPolicy } from '../../shared/src/url-safety.js';
@@ -56,8 +70,15 @@ interface SenderOptions {
   caPem: string | null;
   timeoutMs: number;
   userAgent: string;
-  /** Connections kept to one receiver origin (scheme, host, port); requests beyond them wait their turn. */
+  /** Connections one subscription keeps to one receiver origin (scheme, host, port); its requests beyond them wait their turn. */
   socketsPerOrigin?: number;
+  /** A pool nothing was sent through for this long is closed (default IDLE_POOL_MS). */
+  idlePoolMs?: number;
+}
+
+/** Whose send it is: the account (its cap on DNS queries in flight) and the subscription (its own connections). */
+export interface SendContext extends LookupContext {
+  subscription?: string;
 }
 
 /**
@@ -74,11 +95,16 @@ export interface SendGate {
 
 export interface Sender {
   /**
-   * `ctx.account`: whose lookup this is (the per-account cap on DNS queries in flight).
-   * With a `gate`: null when the gate withheld the request (nothing reached the receiver).
+   * `ctx.account`: whose lookup this is (the per-account cap on DNS queries in flight);
+   * `ctx.subscription`: whose connections it goes on (none: the origin's pool for sends of no subscription).
+   * With a `gate`: null when nothing reached the receiver (the gate withheld the request,
+   * or no connection of its pool came free within `timeoutMs`). Without one, a request
+   * waits for its connection as long as that takes (each request ahead of it is bounded).
    */
-  send(url: string, body: string, headers: Record<string, string>, ctx?: LookupContext): Promise<SendResult>;
-  send(url: string, body: string, headers: Record<string, string>, ctx: LookupContext, gate: SendGate): Promise<SendResult | null>;
+  send(url: string, body: string, headers: Record<string, string>, ctx?: SendContext): Promise<SendResult>;
+  send(url: string, body: string, headers: Record<string, string>, ctx: SendContext, gate: SendGate): Promise<SendResult | null>;
+  /** Pools held now: one per (subscription, origin) used within the idle time. */
+  pools(): number;
   close(): void;
 }
 
@@ -96,6 +122,86 @@ class TimeoutError extends Error {
 
 /** A request dropped unwritten because its gate was not ready. */
 const NOT_READY = new Error('the gate was not ready: dropped unwritten');
+
+/** A request withdrawn while it waited for a connection: given to none. */
+const WITHDRAWN = new Error('withdrawn while waiting for a connection');
+
+/** A pool nothing was sent through for this long is closed (its connections are closed by then: keepAliveMaxTimeout). */
+export const IDLE_POOL_MS = 60_000;
+
+/**
+ * Set on a request's dispatch options: called when its pool hands it to a
+ * connection (one already up, or one about to dial). False: the request was
+ * withdrawn meanwhile and is given to no connection.
+ */
+const ON_CONNECTION = Symbol('on connection');
+type HookedOptions = Dispatcher.DispatchOptions & { [ON_CONNECTION]?: () => boolean };
+
+/** A pool's connection that tells each request when the pool hands it over (the end of its wait). */
+function hookedClient(origin: URL, options: object): Dispatcher {
+  const client = new Client(origin, options as Client.Options);
+  const dispatch = client.dispatch.bind(client);
+  client.dispatch = (o: HookedOptions, handler: Dispatcher.DispatchHandler): boolean => {
+    const taken = o[ON_CONNECTION];
+    if (taken && !taken()) {
+      // Not handed over: the connection stays free for the next one waiting.
+      handler.onError?.(WITHDRAWN);
+      return true;
+    }
+    return dispatch(o, handler);
+  };
+  return client;
+}
+
+/**
+ * An attempt's time limit: a clock that runs while the attempt is the
+ * receiver's business and stops while its request waits for a connection.
+ */
+class AttemptClock {
+  private left: number;
+  private since = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private ended = false;
+
+  constructor(
+    private readonly limitMs: number,
+    private readonly onOver: () => void,
+  ) {
+    this.left = limitMs;
+    this.run();
+  }
+
+  run(): void {
+    if (this.timer || this.ended) return;
+    this.since = performance.now();
+    this.timer = setTimeout(this.onOver, Math.max(0, this.left));
+  }
+
+  stop(): void {
+    if (!this.timer) return;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.left -= performance.now() - this.since;
+  }
+
+  end(): void {
+    this.stop();
+    this.ended = true;
+  }
+
+  /** Time counted so far. */
+  get spentMs(): number {
+    return this.limitMs - this.left + (this.timer ? performance.now() - this.since : 0);
+  }
+}
+
+/** One subscription's connections to one origin, and when it was last used. */
+interface PoolEntry {
+  pool: Pool;
+  /** Requests given to the pool whose handler has not finished yet. */
+  inFlight: number;
+  lastUsed: number;
+}
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address?: string | LookupAddress[], family?: number) => void;
 
@@ -152,7 +258,7 @@ function remember<K, V>(cache: Map<K, V>, key: K, value: V): V {
   return value;
 }
 
-type Round = { kind: 'response'; status: number; headers: Record<string, string | string[] | undefined> } | { kind: 'error'; err: unknown } | { kind: 'not-ready' };
+type Round = { kind: 'response'; status: number; headers: Record<string, string | string[] | undefined> } | { kind: 'error'; err: unknown } | { kind: 'not-ready' } | { kind: 'no-connection' };
 
 export function createSender(opts: SenderOptions): Sender {
   // An extra CA goes into ONE secure context shared by every connection: built per
@@ -181,16 +287,43 @@ export function createSender(opts: SenderOptions): Sender {
     );
   };
   const connect = buildConnector({ ...(secureContext ? { secureContext } : {}), lookup: dialLookup, timeout: opts.timeoutMs } as buildConnector.BuildOptions);
-  const agent = new Agent({
-    connect,
-    connections: opts.socketsPerOrigin ?? 128,
-    pipelining: 1,
-    // Idle connections are kept this long unless the receiver's Keep-Alive header says less.
-    keepAliveTimeout: 30_000,
-    keepAliveMaxTimeout: 60_000,
-    headersTimeout: opts.timeoutMs,
-    bodyTimeout: opts.timeoutMs,
-  });
+  const newPool = (origin: string): Pool =>
+    new Pool(origin, {
+      connect,
+      connections: opts.socketsPerOrigin ?? 128,
+      pipelining: 1,
+      // Idle connections are kept this long unless the receiver's Keep-Alive header says less.
+      keepAliveTimeout: 30_000,
+      keepAliveMaxTimeout: 60_000,
+      headersTimeout: opts.timeoutMs,
+      bodyTimeout: opts.timeoutMs,
+      factory: hookedClient,
+    });
+
+  // One pool per (subscription, origin); idle ones closed, so memory follows the pairs in use.
+  const pools = new Map<string, PoolEntry>();
+  const closeIdle = (idleMs: number): void => {
+    const now = performance.now();
+    for (const [key, entry] of pools) {
+      if (entry.inFlight > 0 || now - entry.lastUsed < idleMs) continue;
+      pools.delete(key);
+      entry.pool.destroy().catch(() => {});
+    }
+  };
+  const idlePoolMs = opts.idlePoolMs ?? IDLE_POOL_MS;
+  const sweeper = setInterval(() => closeIdle(idlePoolMs), idlePoolMs / 2);
+  sweeper.unref();
+  const poolFor = (subscription: string, origin: string): PoolEntry => {
+    const key = `${subscription}\n${origin}`;
+    let entry = pools.get(key);
+    if (!entry) {
+      if (pools.size >= 10_000) closeIdle(0);
+      entry = { pool: newPool(origin), inFlight: 0, lastUsed: 0 };
+      pools.set(key, entry);
+    }
+    entry.lastUsed = performance.now();
+    return entry;
+  };
 
   const outOfTime = (): TimeoutError => new TimeoutError(`no answer within ${opts.timeoutMs} ms`);
   const targets = new Map<string, Target>();
@@ -199,23 +332,47 @@ export function createSender(opts: SenderOptions): Sender {
   };
 
   /** Resolves a name for `ctx.account` and checks every address; throws what the attempt fails with. */
-  async function checkName(name: string, ctx: LookupContext): Promise<void> {
-    const addresses = await opts.resolve(name, ctx);
+  async function checkName(name: string, ctx: SendContext): Promise<void> {
+    const { subscription: _subscription, ...lookup } = ctx;
+    const addresses = await opts.resolve(name, lookup);
     const refused = refusalOf(name, addresses, opts.policy);
     if (refused) throw refused;
     remember(checked, name, addresses);
   }
 
-  /** One request on one connection; `over` aborts it (the attempt's time is up). */
-  function round(target: { origin: string; path: string }, body: string, headers: Record<string, string>, gate: SendGate | undefined, over: { aborted: boolean; abort?: () => void }): Promise<Round> {
+  /**
+   * One request on one connection of `entry`'s pool; `over` aborts it (the attempt's time is up).
+   * The clock stops while the request waits for a connection; with `waitMs`, a request still
+   * waiting then is withdrawn ('no-connection': given to no connection, nothing written).
+   */
+  function round(
+    target: { origin: string; path: string },
+    body: string,
+    headers: Record<string, string>,
+    gate: SendGate | undefined,
+    over: { aborted: boolean; abort?: () => void },
+    clock: AttemptClock,
+    entry: PoolEntry,
+    waitMs: number | null,
+  ): Promise<Round> {
     return new Promise<Round>((resolve) => {
       let done = false;
+      let released = false;
       let read = 0;
+      let waiting: NodeJS.Timeout | null = null;
       const finish = (r: Round): void => {
         if (done) return;
         done = true;
         over.abort = undefined;
+        if (waiting) clearTimeout(waiting);
         resolve(r);
+      };
+      // The pool is done with the request (answered, failed, or let go after its withdrawal).
+      const letGo = (): void => {
+        if (released) return;
+        released = true;
+        entry.inFlight--;
+        entry.lastUsed = performance.now();
       };
       // The attempt's answer is the status, but the round ends with the body (read, up to a limit, so
       // the connection is free for the next request the moment the round ends); a body cut short,
@@ -236,48 +393,71 @@ export function createSender(opts: SenderOptions): Sender {
           if (read > MAX_RESPONSE_BYTES) controller.abort(new Error('response body over the limit'));
         },
         onResponseEnd() {
+          letGo();
           if (answer) finish(answer);
         },
         onResponseError(_controller, err) {
+          letGo();
           finish(answer ?? (err === NOT_READY ? { kind: 'not-ready' } : { kind: 'error', err }));
         },
       };
+      const options: HookedOptions = {
+        origin: target.origin,
+        path: target.path,
+        method: 'POST',
+        headers: { 'user-agent': opts.userAgent, 'content-type': 'application/json', ...headers },
+        body,
+        // Handed to a connection: the wait is over and the clock runs again (connect and handshake count).
+        [ON_CONNECTION]: () => {
+          if (done) return false;
+          if (waiting) clearTimeout(waiting);
+          waiting = null;
+          clock.run();
+          return true;
+        },
+      };
+      clock.stop();
+      if (waitMs !== null) waiting = setTimeout(() => finish({ kind: 'no-connection' }), waitMs);
+      entry.inFlight++;
       try {
-        agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { 'user-agent': opts.userAgent, 'content-type': 'application/json', ...headers }, body }, handler);
+        entry.pool.dispatch(options, handler);
       } catch (err) {
+        letGo();
         finish({ kind: 'error', err });
       }
     });
   }
 
-  async function send(url: string, body: string, headers: Record<string, string>, ctx: LookupContext = {}, gate?: SendGate): Promise<SendResult | null> {
-    const started = performance.now();
-    const elapsed = (): number => Math.round(performance.now() - started);
-    const failed = (err: unknown): SendResult => ({ status: null, ...classifyError(err), retryAfterMs: null, durationMs: elapsed() });
-    const target = targetOnce(url);
-    if ('blocked' in target) return { status: null, outcome: 'blocked_address', error: target.blocked, retryAfterMs: null, durationMs: elapsed() };
-
-    // One limit for the whole attempt: lookup, connect, handshake, the gate's reads, the answer.
+  async function send(url: string, body: string, headers: Record<string, string>, ctx: SendContext = {}, gate?: SendGate): Promise<SendResult | null> {
+    // One limit for the whole attempt: lookup, connect, handshake, the gate's reads, the answer
+    // (not the wait for a connection: the clock stops then).
     const over: { aborted: boolean; abort?: () => void } = { aborted: false };
     let timedOut: () => void = () => {};
     const deadline = new Promise<'over'>((resolve) => (timedOut = () => resolve('over')));
-    const timer = setTimeout(() => {
+    const clock = new AttemptClock(opts.timeoutMs, () => {
       over.aborted = true;
       over.abort?.();
       timedOut();
-    }, opts.timeoutMs);
+    });
+    const elapsed = (): number => Math.round(clock.spentMs);
+    const failed = (err: unknown): SendResult => ({ status: null, ...classifyError(err), retryAfterMs: null, durationMs: elapsed() });
     const timeout = (): SendResult => failed(outOfTime());
     const pending = (): boolean => !over.aborted && !finished;
     let finished = false;
     try {
+      const target = targetOnce(url);
+      if ('blocked' in target) return { status: null, outcome: 'blocked_address', error: target.blocked, retryAfterMs: null, durationMs: elapsed() };
       if (target.name) {
         const looked = await Promise.race([checkName(target.name, ctx).then(() => null, (err: unknown) => failed(err)), deadline]);
         if (looked === 'over') return timeout();
         if (looked) return looked;
       }
       for (;;) {
-        const r = await Promise.race([round(target, body, headers, gate, over), deadline]);
+        const entry = poolFor(ctx.subscription ?? '', target.origin);
+        const r = await Promise.race([round(target, body, headers, gate, over, clock, entry, gate ? opts.timeoutMs : null), deadline]);
         if (r === 'over') return timeout();
+        // Waited its whole limit for a connection: nothing was written, nothing is charged.
+        if (r.kind === 'no-connection') return null;
         if (r.kind === 'error') return over.aborted ? timeout() : failed(r.err);
         if (r.kind === 'response') {
           const retryAfter = r.headers['retry-after'];
@@ -290,14 +470,17 @@ export function createSender(opts: SenderOptions): Sender {
       }
     } finally {
       finished = true;
-      clearTimeout(timer);
+      clock.end();
     }
   }
 
   return {
     send: send as Sender['send'],
+    pools: () => pools.size,
     close: () => {
-      agent.destroy().catch(() => {});
+      clearInterval(sweeper);
+      for (const entry of pools.values()) entry.pool.destroy().catch(() => {});
+      pools.clear();
     },
   };
 }

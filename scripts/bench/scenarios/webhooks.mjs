@@ -10,6 +10,9 @@
 // schedule; a receiver that answers 500 to each delivery's first attempt and
 // 200 to its retry). 5f: 5a's burst with a second delivery process in the
 // group (the issue's horizontal scale, on whatever cores the machine has).
+// 5g: 20 subscriptions of 20 accounts on ONE receiver origin (different
+// paths), 4 of them hanging: the 16 healthy ones' deliveries/s with the
+// hanging ones' events in the burst, as a ratio to the same 16 alone.
 import { join } from 'node:path';
 import { ensureAccounts } from '../lib/accounts.mjs';
 import { call, pool } from '../lib/http.mjs';
@@ -24,6 +27,8 @@ const SUBS = 50; // per configuration, one per account
 const HANGING = 10; // of SUBS in the second configuration: 20%
 const CONCURRENCY = 256; // WEBHOOK_CONCURRENCY's default, also the reference client's
 const RETRY_SUBS = 20; // 5e: subscriptions on the flaky receiver, one per account
+const ORIGIN_SUBS = 20; // 5g: subscriptions on one origin, one per account
+const ORIGIN_HANGING = 4; // of ORIGIN_SUBS: 20%
 const LOW_RATE = 100; // events/s of the latency phases (issue 16: p50/p99 at 100 and 1,000 events/s)
 const HIGH_RATE = 1000;
 
@@ -34,13 +39,17 @@ export async function run(ctx) {
   const topic = ctx.topic('webhooks');
   const env = { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_CA_FILE: caFile };
   const api = await startApi(ctx, { name: 'api', topic, env });
-  const accounts = (await ensureAccounts(ctx, api.url, 2 * SUBS + RETRY_SUBS)).slice(0, 2 * SUBS + RETRY_SUBS);
+  const all = 2 * SUBS + RETRY_SUBS + ORIGIN_SUBS;
+  const accounts = (await ensureAccounts(ctx, api.url, all)).slice(0, all);
   const configs = {
     healthy: accounts.slice(0, SUBS).map((a, i) => ({ account: a, url: `https://127.0.0.1:${ports.fast}/healthy/${i}` })),
-    mixed: accounts.slice(SUBS, 2 * SUBS).map((a, i) => ({ account: a, url: i < HANGING ? `https://127.0.0.1:${ports.hang}/mixed/${i}` : `https://127.0.0.1:${ports.fast}/mixed/${i}` })),
+    mixed: accounts.slice(SUBS, 2 * SUBS).map((a, i) => ({ account: a, url: i < HANGING ? `https://127.0.0.1:${ports.hang}/mixed/${i}` : `https://127.0.0.1:${ports.fast}/mixed/${i}`, hanging: i < HANGING })),
   };
-  configs.retry = accounts.slice(2 * SUBS).map((a, i) => ({ account: a, url: `https://127.0.0.1:${ports.flaky}/retry/${i}` }));
-  await pool([...configs.healthy, ...configs.mixed, ...configs.retry], 8, async (s) => {
+  configs.retry = accounts.slice(2 * SUBS, 2 * SUBS + RETRY_SUBS).map((a, i) => ({ account: a, url: `https://127.0.0.1:${ports.flaky}/retry/${i}` }));
+  // 5g: every one on the fast receiver's origin; the hanging ones' paths are never answered there.
+  configs.origin = accounts.slice(2 * SUBS + RETRY_SUBS).map((a, i) => ({ account: a, url: `https://127.0.0.1:${ports.fast}/origin/${i < ORIGIN_HANGING ? 'hanging/' : ''}${i}`, hanging: i < ORIGIN_HANGING }));
+  configs.originAlone = configs.origin.filter((s) => !s.hanging);
+  await pool([...configs.healthy, ...configs.mixed, ...configs.retry, ...configs.origin], 8, async (s) => {
     s.id = (await call(api.url, 'POST', '/api/v1/webhooks', { body: { url: s.url, events: ['*'], description: 'bench' }, headers: { authorization: `Bearer ${s.account.token}` } })).id;
   });
   // MONGO_SLOW_MS turns the driver's command monitor on: the probe counts the store operations (nothing is that slow: no log).
@@ -80,20 +89,20 @@ export async function run(ctx) {
   const burst = Math.max(200, Math.min(ctx.quick ? 600 : 6000, Math.round(capacity * (ctx.quick ? 8 : 30))));
   ctx.log(`warm-up delivered at ~${capacity.toFixed(0)}/s: bursts of ${burst} events`);
 
-  const healthyShareOf = (subs) => subs.filter((s) => s.url.includes(`:${ports.fast}/`)).length / subs.length;
-  // Throughput: a burst far larger than what is in flight at once, drained.
-  const throughput = async (name) => {
+  const healthyShareOf = (subs) => subs.filter((s) => !s.hanging).length / subs.length;
+  // Throughput: a burst far larger than what is in flight at once, drained (`prefix`: the paths received).
+  const throughput = async (name, prefix = `/${name}/`) => {
     const subs = configs[name];
     const ids = subs.map((s) => s.account.id);
     // Exactly the burst's events whose account has a healthy subscription (event k goes to ids[k % n]).
-    const healthyAt = subs.map((s) => s.url.includes(`:${ports.fast}/`));
+    const healthyAt = subs.map((s) => !s.hanging);
     const expected = Array.from({ length: burst }, (_, k) => healthyAt[k % subs.length]).filter(Boolean).length;
     await receivers.request('take');
     await delivery.child.request('stats', { reset: true });
     const infra = infraCpu();
     const got = await ctx.profiled(delivery.child, name, async () => {
       await ingest(ids, burst, {});
-      return collect(`/${name}/`, expected, 45_000);
+      return collect(prefix, expected, 45_000);
     });
     if (got.length < expected) {
       // Which healthy subscriptions came up short, and the spread of arrival times: a missing
@@ -143,7 +152,12 @@ export async function run(ctx) {
     const healthyLatency = { low: await latency('healthy', LOW_RATE), high: await latency('healthy', HIGH_RATE) };
     const mixed = await throughput('mixed');
     const mixedLatency = { low: await latency('mixed', LOW_RATE) };
-    rounds.push({ healthy, mixed, healthyLatency, mixedLatency, mixedRatio: healthy.deliveriesPerSec > 0 ? mixed.deliveriesPerSec / healthy.deliveriesPerSec : null });
+    // 5g: the same 16 healthy subscriptions on one origin, alone and then with the 4 hanging ones' events in the burst.
+    const originAlone = await throughput('originAlone', '/origin/');
+    const origin = await throughput('origin', '/origin/');
+    const originRatio = originAlone.deliveriesPerSec > 0 ? origin.deliveriesPerSec / originAlone.deliveriesPerSec : null;
+    ctx.log(`one origin, ${ORIGIN_HANGING} of ${ORIGIN_SUBS} hanging: ${origin.deliveriesPerSec.toFixed(0)} healthy deliveries/s, ${originAlone.deliveriesPerSec.toFixed(0)} without the hanging ones: ratio ${originRatio?.toFixed(2)}`);
+    rounds.push({ healthy, mixed, healthyLatency, mixedLatency, mixedRatio: healthy.deliveriesPerSec > 0 ? mixed.deliveriesPerSec / healthy.deliveriesPerSec : null, originAlone, origin, originRatio });
   }
   const fig = (pick) => spreadOf(rounds.map(pick));
 
@@ -152,7 +166,7 @@ export async function run(ctx) {
   // retries fell due during 5f and saturated the store (one round at 166 deliveries/s, 1.9 store
   // operations per delivery): a hung backlog's cost is 5b's figure, not 5f's.
   await pool(
-    configs.mixed.filter((s) => !s.url.includes(`:${ports.fast}/`)),
+    [...configs.mixed, ...configs.origin].filter((s) => s.hanging),
     10,
     (s) => call(api.url, 'DELETE', `/api/v1/webhooks/${s.id}`, { headers: { authorization: `Bearer ${s.account.token}` } }),
   );
@@ -203,6 +217,9 @@ export async function run(ctx) {
   const rate5a = fig((r) => r.healthy.deliveriesPerSec);
   const rate5b = fig((r) => r.mixed.deliveriesPerSec);
   const ratio5b = fig((r) => r.mixedRatio);
+  const rate5gAlone = fig((r) => r.originAlone.deliveriesPerSec);
+  const rate5g = fig((r) => r.origin.deliveriesPerSec);
+  const ratio5g = fig((r) => r.originRatio);
   const ops = fig((r) => r.healthy.storeOpsPerDelivery);
   const opsMixed = fig((r) => r.mixed.storeOpsPerDelivery);
   const lowP50 = fig((r) => r.healthyLatency.low.p50);
@@ -222,12 +239,13 @@ export async function run(ctx) {
       { id: 'webhooks.high.p99', label: `5c delivery latency p99 @${HIGH_RATE} events/s, all healthy`, value: highP99.median, spread: highP99.spread, unit: 'ms', reference: null },
       { id: 'webhooks.storeOps', label: '5d store operations per delivery, all healthy (burst)', value: ops.median, spread: ops.spread, unit: 'ops/delivery', reference: { label: '20% hanging', value: opsMixed.median, unit: 'ops/delivery' }, target: { valueAtMost: 1 } },
       { id: 'webhooks.two.throughput', label: '5f webhook deliveries/s, two delivery processes (one group), all healthy', value: rateTwo.median, spread: rateTwo.spread, unit: 'deliveries/s', reference: { label: '5a (one process)', value: rate5a.median, unit: 'deliveries/s' }, ratio: rate5a.median > 0 ? rateTwo.median / rate5a.median : null },
+      { id: 'webhooks.origin.throughput', label: `5g healthy deliveries/s, ${ORIGIN_SUBS} subscriptions on one origin, 20% hanging`, value: rate5g.median, spread: rate5g.spread, unit: 'deliveries/s', reference: { label: `the ${ORIGIN_SUBS - ORIGIN_HANGING} healthy ones alone (same round)`, value: rate5gAlone.median, unit: 'deliveries/s' }, ratio: ratio5g.median, target: { ratioAtLeast: 0.9 } },
       { id: 'webhooks.retry.throughput', label: '5e retried deliveries/s through the retry store (500 then 200, retry after 100 ms)', value: retry.retriesPerSec, unit: 'deliveries/s', reference: { label: 'store operations per retried delivery', value: retry.storeOpsPerRetry, unit: 'ops/delivery' } },
     ],
     rounds,
     twoProcesses: twoRounds,
     retry,
     reference: ref,
-    notes: { subscriptions: SUBS, hanging: HANGING, burst, rates: [LOW_RATE, HIGH_RATE], concurrency: CONCURRENCY, rounds: ctx.runs },
+    notes: { subscriptions: SUBS, hanging: HANGING, origin: { subscriptions: ORIGIN_SUBS, hanging: ORIGIN_HANGING }, burst, rates: [LOW_RATE, HIGH_RATE], concurrency: CONCURRENCY, rounds: ctx.runs },
   };
 }

@@ -1,7 +1,9 @@
 // Scenario 5's webhook receivers, HTTPS on 127.0.0.1 with a self-signed
 // certificate (its PEM handed back for WEBHOOK_CA_FILE): `fast` answers 200 at
-// once; `hang` reads the request and never answers (the sender's 4 s timeout
-// ends each attempt); `flaky` answers 500 to the first request of each
+// once, except on paths with a `/hanging/` segment, which it reads and never
+// answers (scenario 5g: hanging subscriptions on the healthy ones' origin);
+// `hang` reads the request and never answers (the sender's 4 s timeout ends
+// each attempt); `flaky` answers 500 to the first request of each
 // delivery id and 200 to the next (scenario 5e: every delivery goes through
 // one retry). Records when each delivery arrived (answered 200) and its data.t.
 import https from 'node:https';
@@ -22,7 +24,7 @@ async function listen(kind, cert, key) {
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
       counts[kind]++;
-      if (kind === 'hang') return; // never answered
+      if (kind === 'hang' || req.url.includes('/hanging/')) return; // never answered
       const delivery = req.headers['x-service-delivery'];
       if (kind === 'flaky' && !failedOnce.has(delivery)) {
         failedOnce.add(delivery);
