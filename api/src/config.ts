@@ -109,6 +109,8 @@ export interface ApiConfig extends BaseConfig {
     retryMs: number;
     tokenTtlSeconds: number;
     maxPerAccount: number;
+    /** Live events one stream may have queued for a reader that is not keeping up before it is ended (it resumes by cursor). */
+    queueEvents: number;
   };
   webhooks: WebhookConfig & {
     /** Subscriptions one account may have. */
@@ -194,6 +196,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       retryMs: 3000,
       tokenTtlSeconds: read.int(env, 'STREAM_TOKEN_TTL_S', 120, 10, 3600),
       maxPerAccount: read.int(env, 'MAX_STREAMS_PER_ACCOUNT', 6, 1, 100),
+      queueEvents: read.int(env, 'STREAM_QUEUE_EVENTS', 50_000, 1, 1_000_000),
     },
     webhooks: {
       ...loadWebhookConfig(env, base.production),

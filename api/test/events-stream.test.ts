@@ -20,17 +20,21 @@ async function poll(api: RunningApi, who: TestAccount): Promise<any[]> {
   return res.body.events;
 }
 
-/** Opens a stream with fetch and reads it until `until` matches the text so far (or the server ends it). */
+/**
+ * Opens a stream with fetch and reads it until `until` matches the text so far (or the server ends it).
+ * `readToEnd` then reads on until the server ends the stream, returning what came after.
+ */
 async function rawStream(url: string, opts: { headers?: Record<string, string>; until?: RegExp; maxMs?: number } = {}) {
   const abort = new AbortController();
   const res = await fetch(url, { headers: opts.headers, signal: abort.signal });
-  let text = '';
-  if (res.body && opts.until) {
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    const timer = setTimeout(() => abort.abort(), opts.maxMs ?? 10_000);
+  const reader = res.body?.getReader();
+  const decoder = new TextDecoder();
+  const read = async (stop: (text: string) => boolean, maxMs: number): Promise<string> => {
+    let text = '';
+    if (!reader) return text;
+    const timer = setTimeout(() => abort.abort(), maxMs);
     try {
-      while (!opts.until.test(text)) {
+      while (!stop(text)) {
         const { value, done } = await reader.read();
         if (done) break;
         text += decoder.decode(value, { stream: true });
@@ -40,8 +44,11 @@ async function rawStream(url: string, opts: { headers?: Record<string, string>; 
     } finally {
       clearTimeout(timer);
     }
-  }
-  return { res, text, close: () => abort.abort() };
+    return text;
+  };
+  const until = opts.until;
+  const text = until ? await read((t) => until.test(t), opts.maxMs ?? 10_000) : '';
+  return { res, text, close: () => abort.abort(), readToEnd: (maxMs: number) => read(() => false, maxMs) };
 }
 
 describe('server-sent events', function () {
@@ -285,6 +292,44 @@ describe('server-sent events over time (short-lived streams)', function () {
     } finally {
       client.close();
     }
+  });
+});
+
+describe('server-sent events for a reader that falls behind', function () {
+  this.timeout(60_000);
+  let api: RunningApi;
+
+  before(async () => {
+    const env = baseTestEnv();
+    api = await startTestApi({ EVENTS_TOPIC: `${env.EVENTS_TOPIC}-queue`, MONGO_DB: `${env.MONGO_DB}_queue`, STREAM_QUEUE_EVENTS: '2' });
+  });
+
+  /** The id/event pairs of a stream's text, in order. */
+  const blocks = (text: string) =>
+    text
+      .split('\n\n')
+      .map((b) => ({ id: /^id: (.+)$/m.exec(b)?.[1], event: /^event: (.+)$/m.exec(b)?.[1] }))
+      .filter((b): b is { id: string; event: string } => b.id !== undefined && b.event !== undefined);
+
+  it('ends an overflowing stream with a resume point at the last event it wrote; resuming there misses nothing', async () => {
+    const account = await createAccount(api.url);
+    // The headers come once the stream's waiter is registered: what is ingested next reaches it live.
+    const first = await rawStream(await streamUrl(api, account), { until: /^retry: \d+\n\n/, maxMs: 5000 });
+    // One request: the fan-out dispatches the burst in one go, more than the stream's queue holds.
+    const sent = (await ingest(api, Array.from({ length: 20 }, (_, i) => ({ account_id: account.userId, type: 'message.received', data: { i } })))).map((e) => e.cursor);
+    const rest = await first.readToEnd(10_000);
+    const written = blocks(first.text + rest);
+    const events = written.filter((b) => b.event !== 'resume').map((b) => b.id);
+    expect(events.length, 'the stream overflowed and ended before carrying every event').to.be.within(1, sent.length - 1);
+    expect(events).to.deep.equal(sent.slice(0, events.length));
+    const closing = written.at(-1)!;
+    expect(closing.event, 'the server ends the stream with a resume point').to.equal('resume');
+    expect(closing.id, 'the resume point is the last event written, not the one that overflowed').to.equal(events.at(-1));
+
+    const resumed = await rawStream(await streamUrl(api, account), { headers: { 'last-event-id': closing.id }, until: new RegExp(`id: ${sent.at(-1)}\n`), maxMs: 10_000 });
+    resumed.close();
+    const replayed = blocks(resumed.text).filter((b) => b.event !== 'resume').map((b) => b.id);
+    expect([...events, ...replayed], 'every event exactly once across the reconnect').to.deep.equal(sent);
   });
 });
 

@@ -95,7 +95,7 @@ describe('tail window: reads near the head come from memory', function () {
 
   it('returns an acknowledged event to a poll, a long-poll and a stream resume with a cursor while the materializer is held', async () => {
     const [first] = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }]);
-    await eventually(async () => ((await poll(store, '')).body.events.length === 1 ? true : undefined));
+    await eventually(async () => ((await poll(store, '')).body.events?.length === 1 ? true : undefined));
     await holdMaterializers();
     try {
       const sent = await ingest(win, [
@@ -114,7 +114,9 @@ describe('tail window: reads near the head come from memory', function () {
       expect(page.cursor).to.equal(sent[2]!.cursor);
       expect(page.events.map((e: any) => e.cursor)).to.deep.equal(sent.map((s) => s.cursor));
       expect(page.events[2].occurred_at).to.equal('2026-01-01T10:00:00.000Z');
-      expect((await poll(store, since)).body.events, 'MongoDB has none of them yet').to.deep.equal([]);
+      const unstored = await poll(store, since);
+      expect(unstored.status, 'a pod without a window waits for MongoDB, then answers 503: never a page without them').to.equal(503);
+      expect(unstored.headers.get('retry-after')).to.match(/^\d+$/);
 
       const typed = (await poll(win, `${since}&type=call.started`)).body;
       expect(ids(typed)).to.deep.equal([sent[0]!.id, sent[2]!.id]);
@@ -145,7 +147,7 @@ describe('tail window: reads near the head come from memory', function () {
       for (const query of [since, `${since}&type=call.started`, `${since}&type=call.ended`, `${since}&limit=1`, `${since}&limit=2&type=call.started`]) {
         const fromStore = await eventually(async () => {
           const res = await poll(store, `?since=${first!.cursor}&limit=100`);
-          return res.body.events.length === 3 ? (await poll(store, query)).body : undefined;
+          return res.body.events?.length === 3 ? (await poll(store, query)).body : undefined;
         }, 30_000);
         const before = hits(win);
         expect((await poll(win, query)).body, query).to.deep.equal(fromStore);
@@ -169,12 +171,13 @@ describe('tail window: reads near the head come from memory', function () {
       expect(ids(inside.body), 'every event after the cursor, with MongoDB held').to.deep.equal(sent.slice(4).map((s) => s.id));
       const before = hits(win);
       const outside = await poll(win, `?since=${sent[2]!.cursor}`);
-      expect(hits(win)).to.deep.equal({ hits: before.hits, misses: before.misses + 1 });
-      expect(outside.body, 'MongoDB read, and it holds nothing yet: never a gap').to.deep.equal({ events: [], cursor: sent[2]!.cursor });
+      expect(hits(win).hits, 'not answered from the window').to.equal(before.hits);
+      expect(outside.status, 'MongoDB holds none of them yet: 503, never a gap or a page without them').to.equal(503);
+      expect(outside.headers.get('retry-after')).to.match(/^\d+$/);
     } finally {
       await releaseMaterializers();
     }
-    await eventually(async () => ((await poll(store, `?since=${sent[2]!.cursor}`)).body.events.length === WINDOW + 1 ? true : undefined), 30_000);
+    await eventually(async () => ((await poll(store, `?since=${sent[2]!.cursor}`)).body.events?.length === WINDOW + 1 ? true : undefined), 30_000);
     for (const query of [`?since=${sent[2]!.cursor}`, `?since=${sent[2]!.cursor}&type=call.ended`, `?since=${sent[2]!.cursor}&limit=3`]) {
       const fromStore = (await poll(store, query)).body;
       const before = hits(win);
@@ -187,7 +190,7 @@ describe('tail window: reads near the head come from memory', function () {
 
   it('a pod whose window starts after the cursor (freshly started) reads MongoDB, and its own window from its start', async () => {
     const sent = await ingest(win, Array.from({ length: 5 }, (_, i) => ({ account_id: acct.userId, type: 'message.received', data: { i } })));
-    await eventually(async () => ((await poll(store, `?since=${sent[0]!.cursor}`)).body.events.length === 4 ? true : undefined));
+    await eventually(async () => ((await poll(store, `?since=${sent[0]!.cursor}`)).body.events?.length === 4 ? true : undefined));
     const fresh = await heldApi({ ...env, INSTANCE_ID: 'test-tail-fresh', TAIL_WINDOW_EVENTS: String(WINDOW) });
     try {
       expect(tail(fresh).range(0)!.start > decodeCursor(sent.at(-1)!.cursor).offset, 'the window starts after every event sent').to.equal(true);
@@ -214,9 +217,9 @@ describe('tail window: reads near the head come from memory', function () {
   for (const silent of [true, false]) {
     it(silent
       ? 'a pod whose fan-out has gone silent does not answer from its window: MongoDB moves on without it'
-      : 'a pod whose fan-out is behind the materializer adds the stored events beyond its window\'s head', async () => {
+      : 'a pod whose fan-out is behind the log answers from MongoDB, which has every event acknowledged before the read', async () => {
       const [first] = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }]);
-      await eventually(async () => ((await poll(store, '')).body.events.length === 1 ? true : undefined));
+      await eventually(async () => ((await poll(store, '')).body.events?.length === 1 ? true : undefined));
       // Its fan-out "runs" and dispatches nothing (and the watchdog is far away): its window stays at its start.
       // Silent: the window is refused after 300 ms of silence. Not silent: the window still answers, up to its head.
       const deaf = await heldApi(
@@ -233,18 +236,17 @@ describe('tail window: reads near the head come from memory', function () {
       try {
         expect(tail(deaf).covers(0, decodeCursor(first!.cursor).offset), 'the cursor is at the start of its window').to.equal(true);
         const sent = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }, { account_id: acct.userId, type: 'call.ended' }]);
-        await eventually(async () => ((await poll(store, `?since=${first!.cursor}`)).body.events.length === 2 ? true : undefined));
+        await eventually(async () => ((await poll(store, `?since=${first!.cursor}`)).body.events?.length === 2 ? true : undefined));
         if (silent) await sleep(400);
         const before = hits(deaf);
-        // Behind: the window answers alone (up to its head) until the fan-out has been seen behind for a second.
-        const page = await eventually(async () => {
-          const res = (await poll(deaf, `?since=${first!.cursor}`)).body;
-          return res.events.length > 0 ? res : undefined;
-        });
+        // Behind the log's head: the window cannot answer for the events after its own head; MongoDB has them all.
+        const res = await poll(deaf, `?since=${first!.cursor}`);
+        expect(res.status, JSON.stringify(res.body)).to.equal(200);
+        const page = res.body;
         expect(ids(page)).to.deep.equal(sent.map((e) => e.id));
         expect(page.cursor).to.equal(sent[1]!.cursor);
         if (silent) expect(hits(deaf), 'refused by the window').to.deep.equal({ hits: before.hits, misses: before.misses + 1 });
-        else expect(hits(deaf).misses, 'the window answered (nothing), MongoDB the rest').to.equal(before.misses);
+        else expect(hits(deaf), 'the window covers the cursor but not the head: MongoDB answered').to.deep.equal(before);
         expect(deaf.deps.events.fanout.position(0), 'its fan-out saw none of them').to.equal(decodeCursor(first!.cursor).offset + 1n);
         const typed = (await poll(deaf, `?since=${first!.cursor}&type=call.ended&limit=1`)).body;
         expect(ids(typed)).to.deep.equal([sent[1]!.id]);

@@ -215,6 +215,26 @@ describe('Feed (the resume handoff)', () => {
     expect(await drain(feed)).to.deep.equal([0n, 1n]);
   });
 
+  it('a feed closed by overflow reports the last event it handed over, never the one it dropped', async () => {
+    const f = new FakeLog();
+    const feed = await openFeed(f.ports(), { accountId: 'a', types: null, since: null, pageSize: 10, maxQueue: { events: 2, bytes: 1e9 } });
+    for (let i = 0; i < 4; i++) f.append('a');
+    f.fanOut(); // 0 and 1 queued, 2 overflows, 3 comes after the close
+    expect(feed.closedBy).to.equal('overflow');
+    expect(await drain(feed)).to.deep.equal([0n, 1n]);
+    expect(decodeCursor(feed.checkedCursor()!).offset, 'resuming here reads 2 and 3').to.equal(1n);
+  });
+
+  it('a waiter overflowing on bytes keeps its resume point below the dropped event', async () => {
+    const f = new FakeLog();
+    const waiter = new Waiter('a', null, -1n, { events: 100, bytes: 100 });
+    for (let i = 0; i < 3; i++) waiter.offer({ ...f.event(f.append('a')), size: 40 });
+    expect(waiter.closedBy).to.equal('overflow');
+    await waiter.next(0);
+    await waiter.next(0);
+    expect(waiter.deliveredThrough).to.equal(1n);
+  });
+
   it('also bounds what a slow reader holds in bytes', async () => {
     const f = new FakeLog();
     const waiter = new Waiter('a', null, -1n, { events: 100, bytes: 100 });

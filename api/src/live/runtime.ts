@@ -13,6 +13,7 @@ import type { Mongo } from '../../../shared/src/mongo/index.js';
 import type { ApiConfig } from '../config.js';
 import { DeadlineWheel } from './deadlines.js';
 import { FanOut, type FanOutOptions } from './fanout.js';
+import { KafkaHeadSource, LogHead } from './log-head.js';
 import type { FeedPorts } from './feed.js';
 import { Materializer, type MaterializerOptions } from '../event-store/materializer.js';
 import { readPartition, readRange } from '../event-store/store.js';
@@ -37,6 +38,8 @@ export interface EventsRuntime {
   pageCache: PageCache;
   /** The timers of every parked long-poll: one per deadline bucket, not one per long-poll (deadlines.ts). */
   deadlines: DeadlineWheel;
+  /** Each partition's end offset from Kafka, asked afresh: where a read must reach (log-head.ts). */
+  head: LogHead;
 }
 
 /** How late past its timeout_ms a long-poll may answer: its deadline is rounded up to this. */
@@ -106,7 +109,9 @@ export function createEventsRuntime(
     topicChecked = producer.topicId;
   };
   const pageCache = new PageCache(config.events.historyCacheBytes);
-  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, deadlines: new DeadlineWheel(DEADLINE_RESOLUTION_MS) };
+  const headSource = new KafkaHeadSource(kafka, topic, config.events.handoffTimeoutMs);
+  const head = new LogHead(() => headSource.fetch(), () => headSource.close());
+  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, deadlines: new DeadlineWheel(DEADLINE_RESOLUTION_MS), head };
 }
 
 /**
@@ -147,6 +152,7 @@ export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifec
   }
   lifecycle.onStop('materializer', () => events.materializer.stop());
   lifecycle.onStop('fan-out', () => events.fanout.stop());
+  lifecycle.onStop('log head', () => events.head.close());
   await Promise.all([events.materializer.start(), events.fanout.start()]);
 }
 

@@ -110,8 +110,6 @@ export interface TailRead {
 
 export class TailWindow {
   private readonly partitions = new Map<number, PartitionTail>();
-  /** Since when readers have seen each partition's head behind the materializer (ms). */
-  private readonly behindSince = new Map<number, number>();
   /** Reads answered from memory / refused (not covered), for metrics and tests. */
   hits = 0;
   misses = 0;
@@ -197,21 +195,6 @@ export class TailWindow {
       out.push(event);
     }
     return out;
-  }
-
-  /**
-   * A reader saw the partition's head behind the materializer's watermark
-   * (`behind`) or not: how long (ms) it has been seen behind without a break
-   * (0 when not behind, and at the first sighting).
-   */
-  behindFor(partition: number, behind: boolean, now = Date.now()): number {
-    if (!behind) {
-      this.behindSince.delete(partition);
-      return 0;
-    }
-    const since = this.behindSince.get(partition);
-    if (since === undefined) this.behindSince.set(partition, now);
-    return since === undefined ? 0 : now - since;
   }
 
   /** Size and span of each partition's window. */

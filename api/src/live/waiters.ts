@@ -66,14 +66,18 @@ export class Waiter {
 
   offer(event: LiveEvent): void {
     if (this.closeReason || event.position.offset <= this.floor) return;
-    this.floor = event.position.offset;
-    if (this.types && !this.types.has(event.record.type)) return;
+    if (this.types && !this.types.has(event.record.type)) {
+      this.floor = event.position.offset;
+      return;
+    }
     const size = event.size ?? 0;
     if (this.queue.length >= this.limit.events || this.queuedBytes + size > this.limit.bytes) {
       // A reader this far behind resumes from its cursor instead (SSE reconnects with Last-Event-ID).
+      // The floor stays below the event it could not take, so the resume point never passes it.
       this.close('overflow');
       return;
     }
+    this.floor = event.position.offset;
     this.queue.push(event);
     this.queuedBytes += size;
     this.signal();

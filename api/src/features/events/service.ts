@@ -4,7 +4,7 @@
  * validated here, so each caller gets the same 400s.
  */
 import { decodeCursor, type Position } from '../../../../shared/src/cursor.js';
-import { validationFailed } from '../../../../shared/src/errors/index.js';
+import { unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord, EventType } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
@@ -28,51 +28,128 @@ export function resolveSince(deps: ApiDeps, accountId: string, raw: string, fiel
 }
 
 /**
- * GET /api/v1/events: the account's events strictly after `since`, oldest
- * first. A cursor inside this process's tail window is answered from memory
- * (every event after it up to the fan-out's head is there); any other read
- * goes to MongoDB, up to the materializer's watermark.
+ * GET /api/v1/events: the account's events strictly after `since` (or from
+ * the oldest), oldest first. The read notes the log's head H of the account's
+ * partition when it starts (Kafka's end offset, so an acknowledgement on any
+ * pod counts) and answers only from sources complete up to H: the tail window
+ * when this process's fan-out has dispatched up to H and the window covers
+ * the cursor; MongoDB up to the materializer's watermark W when W >= H - 1;
+ * or MongoDB up to W followed by the window from W when the window covers W.
+ * Until one of those holds it waits (the fan-out or the materializer catching
+ * up), and after HANDOFF_TIMEOUT_MS answers 503 with Retry-After: never a page
+ * that silently leaves out an event acknowledged before the read began.
+ * A page that fills up (`limit`) before H is complete as it is.
  */
 export async function listEvents(deps: ApiDeps, accountId: string, input: ListEventsInput | Record<string, unknown>): Promise<EventPage> {
   const q = listEventsQuery({ ...input }); // a copy: validation coerces query strings in place
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
-  const partition = since?.partition ?? deps.events.producer.partitionOf(accountId);
-  const types = q.type ? [q.type] : null;
-  const limit = q.limit ?? LIST_DEFAULT_LIMIT;
-  const recent = since ? readTail(deps.events, { accountId, partition, after: since.offset, before: null, types, limit }) : null;
-  if (recent) {
-    // Read in the same tick as the events: the window held every event below `head`.
-    const head = deps.events.tail.range(partition)!.next;
-    const events = recent.map((e) => e.record);
-    if (events.length < limit) events.push(...(await storedBeyondHead(deps, { accountId, partition, head, types, limit: limit - events.length })));
-    return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
+  const read: PageRead = {
+    accountId,
+    partition: since?.partition ?? deps.events.producer.partitionOf(accountId),
+    after: since?.offset ?? -1n,
+    types: q.type ? [q.type] : null,
+    limit: q.limit ?? LIST_DEFAULT_LIMIT,
+  };
+  const deadline = Date.now() + deps.config.events.handoffTimeoutMs;
+  const head = await headOf(deps, read.partition, deadline);
+  let again = false;
+  for (;;) {
+    const events = await readThrough(deps, read, head, again);
+    if (events) return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
+    // The first attempt may have left MongoDB out: the second, one poll interval later, reads it whatever happened.
+    if (!(await caughtUp(deps, read, head, deadline, !again))) throw unavailable('Event history', 2);
+    again = true;
   }
-  const through = await deps.events.watermarks.current(partition);
-  const docs = await readAfter(deps.mongo.collections.eventPages, { accountId, partition, since, through, types, limit }, deps.events.pageCache);
-  const events = docs.map(docToRecord);
-  return { events, cursor: events.at(-1)?.cursor ?? q.since ?? null };
 }
 
-/** A fan-out behind for less than this is about to catch up: reading MongoDB (a scan on FerretDB) would only slow the poll. */
-const BEHIND_GRACE_MS = 1000;
+interface PageRead {
+  accountId: string;
+  partition: number;
+  /** Exclusive lower bound: the cursor's offset, -1 without one. */
+  after: bigint;
+  types: EventType[] | null;
+  limit: number;
+}
+
+/** The partition's end offset, from a Kafka request sent after this call; 503 when Kafka gives none by `deadline`. */
+async function headOf(deps: ApiDeps, partition: number, deadline: number): Promise<bigint> {
+  for (;;) {
+    try {
+      const head = (await withDeadline(deps.events.head.latest(), deadline)).get(partition);
+      if (head !== undefined) return head;
+    } catch (err) {
+      if (Date.now() >= deadline) {
+        deps.log.warn({ err, partition }, 'could not learn the end of the event log for a read; answering 503');
+        throw unavailable('Event history', 2);
+      }
+    }
+    if (Date.now() >= deadline) throw unavailable('Event history', 2);
+    await sleep(Math.min(100, deadline - Date.now()));
+  }
+}
 
 /**
- * When this process's fan-out has been behind the materializer for a while
- * (it is catching up after a rejoin or a broker restart), MongoDB already
- * holds events at or after the window's head: they follow the window's
- * answer, so a pod does not show less than the store would for long.
- * Usually the watermark is below the head (the fan-out runs ahead of the
- * materializer), or only briefly above it, and nothing is read. Failures
- * leave the window's answer, which is complete up to the head.
+ * The page when this process can answer it complete through `head - 1`
+ * (or full before it), else null (the fan-out and the store are both behind).
+ * At first (`again` false) a cursor the window covers waits for the fan-out,
+ * usually a few milliseconds behind the acknowledgement, rather than read MongoDB.
  */
-async function storedBeyondHead(deps: ApiDeps, q: { accountId: string; partition: number; head: bigint; types: EventType[] | null; limit: number }): Promise<EventRecord[]> {
+async function readThrough(deps: ApiDeps, q: PageRead, head: bigint, again: boolean): Promise<EventRecord[] | null> {
+  const { events } = deps;
+  const { partition } = q;
+  const windowAtHead = (): boolean => events.fanout.tailUsable() && events.fanout.position(partition) >= head;
+  const fromWindow = (after: bigint, limit: number): EventRecord[] | null => {
+    if (!windowAtHead()) return null;
+    return readTail(events, { accountId: q.accountId, partition, after, before: null, types: q.types, limit })?.map((e) => e.record) ?? null;
+  };
+  // Near the head: the window alone (no MongoDB), when it covers the cursor and the fan-out reached H.
+  if (events.tail.covers(partition, q.after) && events.fanout.tailUsable()) {
+    const recent = fromWindow(q.after, q.limit);
+    if (recent) return recent;
+    if (!again) return null;
+  } else if (!again && q.after >= 0n && events.tail.enabled) events.tail.misses += 1; // a cursor the window cannot answer
+  const through = await events.watermarks.current(partition);
+  const stored = through > q.after ? (await readAfter(deps.mongo.collections.eventPages, { accountId: q.accountId, partition, since: { partition, offset: q.after }, through, types: q.types, limit: q.limit }, events.pageCache)).map(docToRecord) : [];
+  // Complete through the watermark: enough when it reached H (or the cursor is past it), or the page is full.
+  if (stored.length >= q.limit || through >= head - 1n || q.after >= head - 1n) return stored;
+  // The rest from the window, which must hold every event after the watermark (read in this same tick).
+  const rest = events.tail.covers(partition, through) ? fromWindow(through, q.limit - stored.length) : null;
+  return rest ? [...stored, ...rest] : null;
+}
+
+/**
+ * Waits until a read of `q` could be answered complete through `head - 1`:
+ * this process's fan-out has dispatched up to `head` and its window covers the
+ * cursor or the watermark, or the materializer has stored up to `head - 1`
+ * (`once`: only one poll interval). False at `deadline`.
+ */
+async function caughtUp(deps: ApiDeps, q: PageRead, head: bigint, deadline: number, once: boolean): Promise<boolean> {
+  const { fanout, watermarks, tail } = deps.events;
+  const { partition } = q;
+  for (;;) {
+    const left = deadline - Date.now();
+    if (left <= 0) return false;
+    await sleep(Math.min(CATCH_UP_POLL_MS, left));
+    if (once) return true;
+    // Re-read from MongoDB at most every CATCH_UP_POLL_MS, one read shared by every waiting read of the process.
+    const watermark = await watermarks.recent(partition, CATCH_UP_POLL_MS * 2, CATCH_UP_POLL_MS, Math.max(0, deadline - Date.now()));
+    if (watermark >= head - 1n) return true;
+    if (fanout.tailUsable() && fanout.position(partition) >= head && (tail.covers(partition, q.after) || tail.covers(partition, watermark))) return true;
+  }
+}
+
+/** How often a read waiting for the fan-out or the materializer looks again. */
+const CATCH_UP_POLL_MS = 10;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+}
+
+async function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
   try {
-    const through = await deps.events.watermarks.recent(q.partition);
-    if (deps.events.tail.behindFor(q.partition, through >= q.head) < BEHIND_GRACE_MS) return [];
-    const since = { partition: q.partition, offset: q.head - 1n };
-    return (await readAfter(deps.mongo.collections.eventPages, { accountId: q.accountId, partition: q.partition, since, through, types: q.types, limit: q.limit }, deps.events.pageCache)).map(docToRecord);
-  } catch (err) {
-    deps.log.warn({ err, partition: q.partition }, 'could not read the events beyond the tail window from MongoDB; answering from the window');
-    return [];
+    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('deadline passed')), Math.max(0, deadline - Date.now()))))]);
+  } finally {
+    clearTimeout(timer);
   }
 }

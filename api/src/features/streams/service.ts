@@ -8,7 +8,8 @@ import { SseWriter } from './sse.js';
 import { LiveStream, type StreamDone, type StreamEnd } from './stream.js';
 import { mintStreamToken } from './tokens.js';
 
-const STREAM_QUEUE_LIMIT = { events: 50_000, bytes: 16 * 1024 * 1024 };
+/** Bytes of live events one stream may have queued (the count is config.streams.queueEvents). */
+const STREAM_QUEUE_BYTES = 16 * 1024 * 1024;
 
 interface StreamTokenResponse {
   token: string;
@@ -47,7 +48,7 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
       since: opts.since,
       pageSize: 200,
       // A burst of live events is fine; a reader that stops reading is cut off and resumes by cursor.
-      maxQueue: STREAM_QUEUE_LIMIT,
+      maxQueue: { events: deps.config.streams.queueEvents, bytes: STREAM_QUEUE_BYTES },
     });
   } catch (err) {
     await slots.release(lease).catch(() => undefined);

@@ -1,0 +1,179 @@
+import { expect } from 'chai';
+import type { Consumer, EachBatchPayload } from 'kafkajs';
+import { decodeCursor } from '../../shared/src/cursor.js';
+import { createConsumer } from '../../shared/src/eventlog/kafka.js';
+import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { baseTestEnv } from '../../shared/test/support/env.js';
+import { createDeps } from '../src/deps.js';
+import type { EventsRuntimeOverrides } from '../src/live/runtime.js';
+import { startApi, type RunningApi } from '../src/server.js';
+import { createAccount, type TestAccount } from './support/accounts.js';
+import { call, testApiConfig } from './support/api.js';
+import { eventually, ingest, sleep, type IngestedEvent } from './support/events.js';
+
+/** While `held`, every materializer batch of the pods below waits (heartbeating) before it is written. */
+const gate = { held: false };
+
+function holdingConsumer(consumer: Consumer): Consumer {
+  const run = consumer.run.bind(consumer);
+  consumer.run = (config) =>
+    run({
+      ...config,
+      eachBatch: async (payload: EachBatchPayload) => {
+        while (gate.held && payload.isRunning() && !payload.isStale()) {
+          await sleep(50);
+          await payload.heartbeat().catch(() => undefined);
+        }
+        await config!.eachBatch!(payload);
+      },
+    });
+  return consumer;
+}
+
+async function pod(overrides: Record<string, string>, fanout: EventsRuntimeOverrides['fanout'] = {}): Promise<RunningApi> {
+  const config = testApiConfig(overrides);
+  const deps = createDeps(config, { events: { fanout, materializer: { newConsumer: (kafka, groupId) => holdingConsumer(createConsumer(kafka, groupId)) } } });
+  const api = await startApi(config, { deps });
+  atRunEnd(() => api.close());
+  return api;
+}
+
+/** A fan-out consumer that joins nothing and dispatches nothing: the pod's fan-out stays where it started. */
+const deafFanout: EventsRuntimeOverrides['fanout'] = {
+  stallMs: 60_000,
+  tailSilenceMs: 60_000,
+  newConsumer: (kafka, groupId) => {
+    const real = createConsumer(kafka, groupId);
+    return Object.assign(Object.create(real) as Consumer, { connect: async () => {}, subscribe: async () => {}, run: async () => {}, disconnect: async () => {}, on: () => () => {}, seek: () => {} });
+  },
+};
+
+/**
+ * A read that starts after an acknowledgement includes it, on every read path
+ * (no `since`, `since`, `type`, a cursor older than the tail window, another
+ * pod, a pod whose fan-out is behind), or answers 503 with Retry-After: never
+ * an empty page that leaves it out (docs/decisions.md, "A read includes every
+ * event acknowledged before it").
+ *
+ * Its own topic (one partition: the window's bounds are exact) and database,
+ * so holding these pods' materializers holds every write to MongoDB.
+ */
+describe('a read includes every event acknowledged before it started', function () {
+  this.timeout(90_000);
+  const base = baseTestEnv();
+  const env = { EVENTS_TOPIC: `${base.EVENTS_TOPIC}-ack`, MONGO_DB: `${base.MONGO_DB}_ack`, EVENTS_PARTITIONS: '1', HANDOFF_TIMEOUT_MS: '1000' };
+  const WINDOW = 8;
+  /** The pod that acknowledges the events. */
+  let a: RunningApi;
+  /** Another pod, with its own fan-out. */
+  let b: RunningApi;
+  /** A pod whose fan-out never moves past its start. */
+  let deaf: RunningApi;
+  let acct: TestAccount;
+
+  const poll = (api: RunningApi, query = '') => call(api.url, 'GET', `/api/v1/events${query}`, { headers: { 'x-api-key': acct.apiKey } });
+  const ids = (body: any): string[] => body.events.map((e: any) => e.id);
+  const hold = async (): Promise<void> => {
+    gate.held = true;
+    await sleep(300); // a batch already past the gate finishes writing
+  };
+  /** Everything so far is in MongoDB (the watermark reached the last event). */
+  const stored = (event: IngestedEvent) => eventually(async () => ((await a.deps.events.watermarks.current(0)) >= decodeCursor(event.cursor).offset ? true : undefined), 30_000);
+
+  before(async () => {
+    a = await pod({ ...env, INSTANCE_ID: 'test-ack-a', TAIL_WINDOW_EVENTS: String(WINDOW) });
+    b = await pod({ ...env, INSTANCE_ID: 'test-ack-b', TAIL_WINDOW_EVENTS: String(WINDOW) });
+    deaf = await pod({ ...env, INSTANCE_ID: 'test-ack-deaf', TAIL_WINDOW_EVENTS: String(WINDOW) }, deafFanout);
+  });
+
+  afterEach(() => {
+    gate.held = false;
+  });
+
+  beforeEach(async () => {
+    acct = await createAccount(a.url);
+  });
+
+  it('right after the 202, a poll without since, with a type filter, with a cursor and on another pod includes the event', async () => {
+    for (let round = 0; round < 5; round++) {
+      const [first] = await ingest(a, [{ account_id: acct.userId, type: 'call.started', data: { round } }]);
+      const [second] = await ingest(a, [{ account_id: acct.userId, type: 'call.ended', data: { round } }]);
+      const [noSince, typed, onB, typedOnB, withCursor] = await Promise.all([
+        poll(a, '?limit=100'),
+        poll(a, '?type=call.ended&limit=100'),
+        poll(b, '?limit=100'),
+        poll(b, '?type=call.ended&limit=100'),
+        poll(b, `?since=${first!.cursor}`),
+      ]);
+      for (const [res, want, what] of [
+        [noSince, [first!, second!], 'no since'],
+        [typed, [second!], 'type filter'],
+        [onB, [first!, second!], 'no since, other pod'],
+        [typedOnB, [second!], 'type filter, other pod'],
+        [withCursor, [second!], 'since, other pod'],
+      ] as const) {
+        expect(res.status, `${what}: ${JSON.stringify(res.body)}`).to.equal(200);
+        expect(ids(res.body), `round ${round}, ${what}`).to.include.members(want.map((s) => s.id));
+      }
+    }
+  });
+
+  it('with the materializer held, the pods answer from their windows; a cursor older than the window and a pod whose fan-out is behind answer 503, never an empty page', async () => {
+    const [before] = await ingest(a, [{ account_id: acct.userId, type: 'message.received' }]);
+    await stored(before!);
+    await hold();
+    const sent = await ingest(a, Array.from({ length: WINDOW + 2 }, (_, i) => ({ account_id: acct.userId, type: i === WINDOW ? 'call.ended' : 'call.started', data: { i } })));
+    const all = [before!, ...sent];
+    const last = sent.at(-1)!;
+
+    // 10 events went by windows of 8: MongoDB's part ends before the window starts.
+    for (const api of [a, b]) {
+      for (const query of ['?limit=100', '?type=call.ended', `?since=${before!.cursor}`]) {
+        const res = await poll(api, query);
+        expect(res.status, `${query}, MongoDB held and the window past the watermark: ${JSON.stringify(res.body)}`).to.equal(503);
+        expect(res.headers.get('retry-after')).to.match(/^\d+$/);
+      }
+      const near = await poll(api, `?since=${sent[3]!.cursor}`);
+      expect(near.status, 'a cursor the window covers is answered from it').to.equal(200);
+      expect(ids(near.body)).to.deep.equal(sent.slice(4).map((s) => s.id));
+    }
+    const behind = await poll(deaf, `?since=${before!.cursor}`);
+    expect(behind.status, `a pod whose fan-out saw none of them: ${JSON.stringify(behind.body)}`).to.equal(503);
+    expect(behind.headers.get('retry-after')).to.match(/^\d+$/);
+    const behindNoSince = await poll(deaf, '?limit=100');
+    expect(behindNoSince.status, `the same without since: ${JSON.stringify(behindNoSince.body)}`).to.equal(503);
+
+    gate.held = false;
+    await stored(last);
+    for (const api of [a, b, deaf]) {
+      expect(ids((await poll(api, '?limit=100')).body)).to.deep.equal(all.map((s) => s.id));
+      expect(ids((await poll(api, `?since=${before!.cursor}`)).body)).to.deep.equal(sent.map((s) => s.id));
+      expect(ids((await poll(api, '?type=call.ended')).body)).to.deep.equal([sent[WINDOW]!.id]);
+    }
+  });
+
+  it('with the materializer held and a window that covers the watermark, a poll without since or with a type filter is answered from MongoDB and the window', async () => {
+    const [before] = await ingest(a, [{ account_id: acct.userId, type: 'message.received' }]);
+    await stored(before!);
+    await hold();
+    const sent = await ingest(a, [
+      { account_id: acct.userId, type: 'call.started' },
+      { account_id: acct.userId, type: 'call.ended' },
+    ]);
+    for (const api of [a, b]) {
+      const res = await poll(api, '?limit=100');
+      expect(res.status, JSON.stringify(res.body)).to.equal(200);
+      expect(ids(res.body), 'the stored event, then the two only the window holds').to.deep.equal([before!.id, ...sent.map((s) => s.id)]);
+      expect(res.body.cursor).to.equal(sent[1]!.cursor);
+      const typed = await poll(api, '?type=call.ended');
+      expect(ids(typed.body)).to.deep.equal([sent[1]!.id]);
+      const limited = await poll(api, '?limit=1');
+      expect(ids(limited.body), 'a full page from MongoDB is complete as it is').to.deep.equal([before!.id]);
+    }
+    const behind = await poll(deaf, '?limit=100');
+    expect(behind.status, `a pod whose fan-out is behind: ${JSON.stringify(behind.body)}`).to.equal(503);
+    const full = await poll(deaf, '?limit=1');
+    expect(full.status, JSON.stringify(full.body)).to.equal(200);
+    expect(ids(full.body), 'but a page that fills before the head is answered').to.deep.equal([before!.id]);
+  });
+});
