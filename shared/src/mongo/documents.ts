@@ -213,6 +213,28 @@ export interface IngestKeyDoc {
   created_at: string[];
   cursors: string[] | null;
   expires_at: Date;
+  /** The account a per-event key belongs to (absent on request keys, and on event keys stored before keys were per account). */
+  account_id?: string;
+}
+
+/**
+ * One step of an ingest key after its reservation, in `ingest_keys` beside
+ * the key (`_id` = `<key _id>:<its attempt 0>:<n>`, n = 1, 2, ...; swept with the key by
+ * `expires_at`). Step n ends attempt n - 1 (the reservation is attempt 0):
+ * `done` (its outcome), `released` (it failed), or `attempt` (a retry took
+ * the key over after attempt n - 1 failed or its lease ran out). Each is
+ * written once, by a unique insert, never updated: of an outcome and a
+ * takeover of the same attempt exactly one is stored.
+ */
+export interface IngestKeyStepDoc {
+  _id: string;
+  kind: 'attempt' | 'released' | 'done';
+  /** kind attempt: the attempt that took the key over, and until when it holds it. */
+  attempt: string | null;
+  lease_until: Date | null;
+  /** kind done: the cursors of the key's events. */
+  cursors: string[] | null;
+  expires_at: Date;
 }
 
 /**

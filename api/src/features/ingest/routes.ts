@@ -23,7 +23,7 @@ export function ingestRoutes(deps: ApiDeps): Router {
       'Retries: a 503 or a lost answer may leave some events of the request written. Send an `Idempotency-Key` header (or an `idempotency_key` per event) ' +
       'and retry with the same key and body: a finished request answers again with the first ids and cursors (`Idempotent-Replayed: true`) and writes nothing; ' +
       'a failed one is written again under the same ids, and an event written by both attempts is stored and served once. ' +
-      'Keys are scoped to the ingest token and kept 24 hours. The same key with another body answers 409; a key whose first attempt is still running answers 409 with `Retry-After`.',
+      'A request\'s key is scoped to the ingest token, an event\'s `idempotency_key` to the token and the event\'s `account_id` (two accounts may use one key); both are kept 24 hours. The same key with another body answers 409; a key whose first attempt is still running answers 409 with `Retry-After`.',
     headers: [
       {
         name: 'Idempotency-Key',

@@ -1,5 +1,5 @@
 import { encodeCursor } from '../../../../shared/src/cursor.js';
-import { validationFailed } from '../../../../shared/src/errors/index.js';
+import { unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
 import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventEnvelope } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
@@ -11,7 +11,7 @@ interface IngestResult {
 }
 
 interface IngestOptions {
-  /** The ingest token the request came with: idempotency keys are scoped to it. */
+  /** The ingest token the request came with: idempotency keys are scoped to it (a per-event key to its account too). */
   token?: string;
   /** The request's Idempotency-Key header, checked. */
   requestKey?: string;
@@ -51,6 +51,8 @@ export async function ingestEvents(deps: ApiDeps, events: IngestEvent[], opts: I
   if (toSend.length > 0) {
     let produced: IngestResult;
     try {
+      // A lease that cannot outlast the produce may be taken over while it runs: produce nothing then.
+      if (!keys.held(reservations, deps.config.events.produceTimeoutMs)) throw unavailable('Ingest (the idempotency key was held too long before producing)');
       produced = await produce(
         deps,
         toSend.map((s) => s.e),
@@ -61,7 +63,9 @@ export async function ingestEvents(deps: ApiDeps, events: IngestEvent[], opts: I
     }
     toSend.forEach((s, k) => (answers[s.index] = produced.events[k]!));
     try {
-      await keys.complete(reservations, (r) => r.claim.indexes.map((index) => answers[index]!.cursor));
+      const late = await keys.complete(reservations, (r) => r.claim.indexes.map((index) => answers[index]!.cursor));
+      // A retry took these over after their lease: it produces the same ids, so this answer stands.
+      if (late.length > 0) deps.log.warn({ keys: late.length }, 'an idempotency key was taken over before its outcome was stored; its retry writes the same event ids again');
     } catch (err) {
       // Kafka has the events: answer 202. A retry after the lease writes the same ids again (stored once).
       deps.log.warn({ err }, 'could not store the outcome of an idempotency key; a retry after its lease writes the same event ids again');
@@ -76,7 +80,11 @@ async function produce(deps: ApiDeps, envelopes: EventEnvelope[]): Promise<Inges
   return { events: envelopes.map((e, i) => ({ id: e.id, cursor: encodeCursor(positions[i]!) })) };
 }
 
-/** The header's key covers the whole request; without it, each event's own key covers that event. */
+/**
+ * The header's key covers the whole request (its events may be of several
+ * accounts: scoped to the token); without it, each event's own key covers
+ * that event, scoped to the token and the event's account.
+ */
 function claimsOf(events: IngestEvent[], opts: IngestOptions): Claim[] {
   const token = opts.token ?? '';
   if (opts.requestKey !== undefined) {
@@ -89,7 +97,8 @@ function claimsOf(events: IngestEvent[], opts: IngestOptions): Claim[] {
     const first = seen.get(e.idempotency_key);
     if (first !== undefined) throw validationFailed([{ path: `events[${i}].idempotency_key`, message: `repeats the key of events[${first}] in the same request` }]);
     seen.set(e.idempotency_key, i);
-    claims.push({ _id: keyId('event', token, e.idempotency_key), kind: 'event', bodyHash: bodyHash(e), indexes: [i] });
+    const legacyId = keyId('event', token, e.idempotency_key);
+    claims.push({ _id: keyId('event', token, e.idempotency_key, e.account_id), kind: 'event', bodyHash: bodyHash(e), indexes: [i], accountId: e.account_id, legacyId });
   });
   return claims;
 }

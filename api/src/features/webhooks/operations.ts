@@ -18,19 +18,21 @@
  *   event once (the unique `_id`), and only a failure since gets a new id.
  *
  * All three refuse a disabled subscription (409): the delivery process would
- * give the work up unsent.
+ * give the work up unsent, and queue within the account's limits on pending
+ * and per-minute operation deliveries, all of a call or nothing (429:
+ * op-admission.ts).
  */
 import { createHash } from 'node:crypto';
 import { encodeCursor } from '../../../../shared/src/cursor.js';
 import { AppError, notFound, validationFailed } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventType } from '../../../../shared/src/eventlog/types.js';
-import { insertDeliveries } from '../../../../shared/src/mongo/delivery-queue.js';
 import type { DeliveryDoc, DeliveryTrigger, EventDoc, WebhookDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { readAfter } from '../../event-store/store.js';
 import { resolveSince } from '../events/index.js';
 import { DELIVERY_ID, MAX_RECOVER_AGE_MS, MAX_RECOVER_DELIVERIES, MAX_REPLAY_EVENTS, type RecoverInput, type ReplayInput } from './schemas.js';
+import { admitAndInsert } from './op-admission.js';
 import { findOwned, type WebhookDeps } from './service.js';
 
 type OperationDeps = WebhookDeps;
@@ -104,7 +106,7 @@ export async function resendDelivery(deps: OperationDeps, accountId: string, sub
   }
   const now = deps.clock();
   const id = operationDeliveryId(seed, 'resend', deliveryId);
-  await insertDeliveries(deps.mongo.collections, [queued({ id, sub, eventId, eventType, body, trigger: 'resend', origin: deliveryId, now, due: now })]);
+  await admitAndInsert(deps, accountId, [queued({ id, sub, eventId, eventType, body, trigger: 'resend', origin: deliveryId, now, due: now })]);
   return { delivery_id: id, resent_from: deliveryId, event_id: eventId, trigger: 'resend' };
 }
 
@@ -185,7 +187,7 @@ export async function recoverDeliveries(deps: OperationDeps, accountId: string, 
     docs.push(queued({ id: recoveryId(origin), sub, eventId: d.event_id, eventType: d.event_type, body: d.body, trigger: 'recover', origin, now, due: now }));
   }
   await recoverHooks.beforeInsert?.(sub._id);
-  const stored = docs.length > 0 ? await insertDeliveries(deps.mongo.collections, docs) : new Set<string>();
+  const stored = await admitAndInsert(deps, accountId, docs);
   return { queued: stored.size, truncated, next_since: last ? last.created_at.toISOString() : null, next_after_id: last ? last._id : null };
 }
 
@@ -244,7 +246,7 @@ export async function replayEvents(deps: OperationDeps, accountId: string, subsc
       due: new Date(now.getTime() - (events.length - i)),
     }),
   );
-  if (docs.length > 0) await insertDeliveries(deps.mongo.collections, docs);
+  await admitAndInsert(deps, accountId, docs);
   const cut = full || (until !== null && until.offset > reached);
   return { queued: docs.length, cursor: encodeCursor({ partition, offset: reached }), truncated: cut };
 }

@@ -24,6 +24,7 @@ import {
 import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, pingWebhook, revealSecret, rotateSecret, updateWebhook } from './service.js';
 import { newRouter, route, type RouteDoc } from '../../middleware/route.js';
 import { checkOpKey, OP_KEY_TTL_MS, runOnce } from './op-keys.js';
+import { operationLimits } from './op-admission.js';
 import { recoverDeliveries, replayEvents, resendDelivery } from './operations.js';
 import {
   DeliveryIdParams,
@@ -145,12 +146,13 @@ export function webhookRoutes(deps: ApiDeps): Router {
       schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
     },
   ];
+  const limitsNote = ` 429 (naming the limit, with Retry-After; nothing queued) when the call would take the account past ${operationLimits.maxPending} pending resend, recover and replay deliveries, or past ${operationLimits.perMinute} of them queued per minute.`;
   const replayedHeader = { 'Idempotent-Replayed': { description: '`true` when this is the answer of an earlier call with the same Idempotency-Key (nothing queued now)', schema: { const: 'true' } } };
 
   route(router, deps.config.http, { method: 'post', path: '/:id/deliveries/:delivery_id/resend', guard: auth,
     doc: op('resendWebhookDelivery', 'Send one delivery again, now', {
       description:
-        "Queues the delivery again, whatever its state (succeeded, failed, still retrying), as a new delivery with its own id (X-Service-Delivery, webhook-id) and the same body (the same event id: receivers dedupe on it); it is sent within the delivery process's polling interval and retried on failure like any delivery. Its attempts have `trigger: \"resend\"` in GET …/deliveries and GET /api/v1/events/{id}/deliveries. 404 for a delivery of another subscription or account; 409 when the subscription is disabled.",
+        "Queues the delivery again, whatever its state (succeeded, failed, still retrying), as a new delivery with its own id (X-Service-Delivery, webhook-id) and the same body (the same event id: receivers dedupe on it); it is sent within the delivery process's polling interval and retried on failure like any delivery. Its attempts have `trigger: \"resend\"` in GET …/deliveries and GET /api/v1/events/{id}/deliveries. 404 for a delivery of another subscription or account; 409 when the subscription is disabled." + limitsNote,
       params: DeliveryIdParams,
       headers: keyHeader,
       responses: { '202': { description: 'Queued', schema: ResendResultSchema, headers: replayedHeader }, ...errors(400, 401, 404, 409, 429, 503) },
@@ -167,7 +169,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
 
   route(router, deps.config.http, { method: 'post', path: '/:id/recover', guard: auth,
     doc: one('recoverWebhookDeliveries', 'Send again every failed delivery since a time', {
-      description: `Queues again (trigger \`recover\`) every delivery of this subscription created at or after \`since\` (at most 30 days ago) that failed for good: one new delivery per event, none for an event already delivered or on its way (recovering twice does not send twice). Looks at ${MAX_RECOVER_DELIVERIES} failed deliveries per call at most, oldest first: \`truncated\` then says to call again with \`since\` = \`next_since\` and \`after_id\` = \`next_after_id\`. The recovery of an event has an id derived from its newest failed delivery, so two recovers at once queue it once. 409 when the subscription is disabled.`,
+      description: `Queues again (trigger \`recover\`) every delivery of this subscription created at or after \`since\` (at most 30 days ago) that failed for good: one new delivery per event, none for an event already delivered or on its way (recovering twice does not send twice). Looks at ${MAX_RECOVER_DELIVERIES} failed deliveries per call at most, oldest first: \`truncated\` then says to call again with \`since\` = \`next_since\` and \`after_id\` = \`next_after_id\`. The recovery of an event has an id derived from its newest failed delivery, so two recovers at once queue it once. 409 when the subscription is disabled.${limitsNote}`,
       body: RecoverBody,
       headers: keyHeader,
       responses: { '202': { description: 'Queued', schema: RecoverResultSchema, headers: replayedHeader }, ...errors(400, 401, 404, 409, 413, 415, 429, 503) },
@@ -185,7 +187,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
 
   route(router, deps.config.http, { method: 'post', path: '/:id/replay', guard: auth,
     doc: one('replayWebhookEvents', "Deliver the account's events from a cursor to this subscription", {
-      description: `Every event of the account strictly after \`since\` and up to \`until\` (included; without it, the last event stored now) whose type this subscription takes is queued for it (trigger \`replay\`), in log order, events older than the subscription included. The cursors are polling's (GET /api/v1/events). At most ${MAX_REPLAY_EVENTS} events per call: \`cursor\` says where it stopped and \`truncated\` that there is more: call again with \`since\` = \`cursor\`. Deliveries are sent concurrently like all deliveries: they are due in log order, but may arrive out of it (each body carries its cursor). 409 when the subscription is disabled.`,
+      description: `Every event of the account strictly after \`since\` and up to \`until\` (included; without it, the last event stored now) whose type this subscription takes is queued for it (trigger \`replay\`), in log order, events older than the subscription included. The cursors are polling's (GET /api/v1/events). At most ${MAX_REPLAY_EVENTS} events per call: \`cursor\` says where it stopped and \`truncated\` that there is more: call again with \`since\` = \`cursor\`. Deliveries are sent concurrently like all deliveries: they are due in log order, but may arrive out of it (each body carries its cursor). 409 when the subscription is disabled.${limitsNote}`,
       body: ReplayBody,
       headers: keyHeader,
       responses: { '202': { description: 'Queued', schema: ReplayResultSchema, headers: replayedHeader }, ...errors(400, 401, 404, 409, 413, 415, 429, 503) },
