@@ -21,7 +21,7 @@ import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, predatesEnabling, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
@@ -374,7 +374,8 @@ export class Dispatcher {
       const sub = read.sub;
       // Deleted, or no longer taking this event type (PATCH events): dropped unsent.
       if (!sub || !takesEventType(sub, delivery.event_type)) return { kind: 'gone' };
-      if (sub.enabled === false) return { kind: 'disabled' };
+      // Disabled, or re-enabled since this delivery's event occurred: given up unsent.
+      if (sub.enabled === false || predatesEnabling(sub, delivery)) return { kind: 'disabled' };
       // Its rate limit (a token, waited for if need be) once per delivery, not per re-prepared request.
       if (!admitted) await this.admit(sub, gated);
       admitted = true;

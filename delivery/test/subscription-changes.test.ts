@@ -1,28 +1,33 @@
 /**
  * The read right before a send, against the real Mongo server and a real
  * HTTPS receiver, through a dispatcher as the delivery process runs it:
- * the subscription table answers a send only when it lets it go ahead (a
- * load a few hundred ms old may predate a create or re-enable that the
- * consumer's matching already found in the store): a subscription missing
- * from it, or disabled in it, is read from the store, never taken as deleted
- * or disabled.
+ * - the subscription table answers a send only when it lets it go ahead (a
+ *   load a few hundred ms old may predate a create or re-enable that the
+ *   consumer's matching already found in the store): a subscription missing
+ *   from it, or disabled in it, is read from the store, never taken as
+ *   deleted or disabled;
+ * - a re-enabled subscription gets nothing that occurred before its
+ *   `enabled_at`: a delivery still queued, waiting for a retry, or connecting
+ *   across the disable and the enable is given up unsent.
  */
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { pino } from 'pino';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+import { deliveryId, insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
+import { claim } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';
 import { createSender } from '../src/http-sender.js';
 import { SubscriptionTable } from '../src/subscription-table.js';
 import { deliveryTestEnv, newAccountId, TestDb } from './support/delivery.js';
 
 const silent = pino({ level: 'silent' });
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe('the read before a send: table answers and re-enabled subscriptions', function () {
   this.timeout(60_000);
@@ -42,6 +47,14 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
     db = new TestDb(env);
   });
   after(() => receiver.close());
+
+  function holdLookup(host: string): { reached: Promise<void>; release: () => void } {
+    let reached!: () => void;
+    let release!: () => void;
+    const r = new Promise<void>((res) => (reached = res));
+    heldLookups.set(host, { reached: () => reached(), release: new Promise<void>((res) => (release = res)) });
+    return { reached: r, release: () => release() };
+  }
 
   /** A dispatcher as one delivery process runs it, with `table` (if any) for its pre-send reads. */
   function dispatcher(owner: string, table?: SubscriptionTable): Dispatcher {
@@ -128,5 +141,57 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
     const d = dispatcher('proc-reenabled', stale);
     await sendFresh(d, delivery(sub, new Date(enabledAt.getTime() + 1)));
     expect(receiver.received(path), 'the event after enabled_at is sent').to.have.length(1);
+  });
+
+  it('gives up unsent (subscription_disabled) a retry of an event from before a disable and re-enable', async () => {
+    const path = '/reenabled-retry';
+    const sub = await db.subscribe(newAccountId(), receiver.url(path), ['*']);
+    // Its first attempt failed while enabled; the retry is due only after the re-enable.
+    const retry = delivery(sub, new Date(), true);
+    await insertDeliveries(mongo.collections, [retry]);
+    await db.change(sub._id, { enabled: false });
+    await db.reenable(sub._id);
+    const current = (await mongo.collections.webhooks.findOne({ _id: sub._id }))!;
+    const d = dispatcher('proc-retry', await tableOf([current]));
+    const held = await claim(mongo.collections, retry, 'proc-retry', new Date(), 15_000);
+    expect(held).to.not.equal(null);
+    expect(d.enqueue({ delivery: held! })).to.equal('queued');
+    const doc = await db.until(async () => {
+      const x = await mongo.collections.deliveries.findOne({ _id: retry._id });
+      return x?.state !== 'pending' && x;
+    }, 10_000, 'the retry to be given up');
+    expect(doc).to.include({ state: 'failed', last_outcome: 'subscription_disabled' });
+    expect(receiver.received(path), 'requests of the event from before the re-enable').to.have.length(0);
+  });
+
+  it('sends nothing of a fresh delivery still queued across a disable and re-enable, and the events after it', async () => {
+    const path = '/reenabled-queued';
+    const sub = await db.subscribe(newAccountId(), receiver.url(path), ['*']);
+    const old = delivery(sub, new Date());
+    await db.change(sub._id, { enabled: false });
+    const enabledAt = await db.reenable(sub._id);
+    // Its turn comes now (from the store's read: no table).
+    const d = dispatcher('proc-queued');
+    await sendFresh(d, old);
+    const later = delivery(sub, new Date(enabledAt.getTime() + 1));
+    await sendFresh(d, later);
+    expect(receiver.received(path).map((r) => r.headers['x-service-delivery']), 'only the event after enabled_at').to.deep.equal([later._id]);
+  });
+
+  it('writes no request of an event from before a disable and re-enable, though the send read the subscription before them and was still connecting', async () => {
+    const host = 'reenable-connecting.webhooks.test';
+    const path = '/reenabled-connecting';
+    const sub = await db.subscribe(newAccountId(), receiver.url(path, host), ['*']);
+    const d = dispatcher('proc-connecting');
+    const held = holdLookup(host);
+    const finished = sendFresh(d, delivery(sub, new Date()));
+    // The send read the subscription (enabled) and waits for DNS: disable, then re-enable, as the API does.
+    await held.reached;
+    await db.change(sub._id, { enabled: false });
+    await db.reenable(sub._id);
+    held.release();
+    await finished;
+    await sleep(200);
+    expect(receiver.received(path), 'requests written after the re-enable').to.have.length(0);
   });
 });
