@@ -131,7 +131,20 @@ interface Planned {
  * store unleased and due now, where the retry scheduler finds them (a slow
  * receiver's backlog holds no memory or slot here).
  */
-export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepDone: StepDone = async () => true, progress = new PartitionProgress()): Promise<number> {
+export async function scheduleBatch(
+  deps: ConsumerDeps,
+  events: Decoded[],
+  stepDone: StepDone = async () => true,
+  progress = new PartitionProgress(),
+  skipped: string[] = [],
+): Promise<number> {
+  // The batch's messages that are not events (offsets, increasing): seen in their place among
+  // the events, never ahead of an event whose deliveries are not tracked yet (the committer
+  // would commit past it).
+  let nextSkipped = 0;
+  const seenSkippedBelow = (offset: string | null): void => {
+    for (; nextSkipped < skipped.length && (offset === null || BigInt(skipped[nextSkipped] as string) < BigInt(offset)); nextSkipped++) progress.seen(skipped[nextSkipped] as string);
+  };
   const accounts = [...new Set(events.map((e) => e.envelope.account_id))];
   const subs = deps.table?.forEvents(accounts, newestCreatedAt(events)) ?? (await subscriptionsByAccount(deps.collections, accounts));
   let created = 0;
@@ -148,13 +161,16 @@ export async function scheduleBatch(deps: ConsumerDeps, events: Decoded[], stepD
       planned.push({ envelope, body, sub, offset, id });
       progress.add(offset, id);
     }
+    seenSkippedBelow(offset);
     progress.seen(offset);
     if (planned.length >= DELIVERIES_PER_STEP || i === events.length - 1) {
       created += await handOver(deps, planned, progress);
       planned = [];
-      if (!(await stepDone(events[i] as Decoded))) break;
+      if (!(await stepDone(events[i] as Decoded))) return created;
     }
   }
+  // Every event is tracked: the non-events after the last one are seen too.
+  seenSkippedBelow(null);
   return created;
 }
 
@@ -268,10 +284,11 @@ export function eachBatchHandler(deps: ConsumerDeps & { offsets: Offsets }) {
       if (!alive()) return;
       if (progress.resume === null && deps.offsets.resume) await deps.offsets.resume(batch.partition, (batch.messages[0] as KafkaMessage).offset);
       const events: Decoded[] = [];
+      const skipped: string[] = [];
       for (const m of batch.messages) {
         const e = decodeMessage(m, batch.partition, deps.log);
         if (e) events.push(e);
-        else progress.seen(m.offset);
+        else skipped.push(m.offset);
       }
       const created = await scheduleBatch(
         deps,
@@ -286,6 +303,7 @@ export function eachBatchHandler(deps: ConsumerDeps & { offsets: Offsets }) {
           return alive();
         },
         progress,
+        skipped,
       );
       if (!alive()) return;
       payload.resolveOffset(batch.lastOffset());

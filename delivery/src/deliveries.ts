@@ -141,6 +141,32 @@ export function takesEventType(sub: Pick<WebhookDoc, 'events'>, type: string): b
   return sub.events.includes('*') || sub.events.includes(type);
 }
 
+/**
+ * True for a delivery from before the subscription's last re-enabling
+ * (`enabled_at`), given up unsent as for a disabled subscription: one of an
+ * event that occurred before then (as the consumer plans none), or a resend,
+ * recovery or replay asked for before then (none is asked for while it is
+ * disabled). Checked right before each send, so a delivery still queued or
+ * waiting for a retry across a disable and an enable is never sent. An event
+ * time that cannot be read does not stop the send.
+ */
+export function predatesEnabling(sub: Pick<WebhookDoc, 'enabled_at'>, delivery: Pick<DeliveryDoc, 'body' | 'trigger' | 'created_at'>): boolean {
+  if (!(sub.enabled_at instanceof Date)) return false;
+  const enabledAt = sub.enabled_at.getTime();
+  if ((delivery.trigger ?? 'event') !== 'event') return delivery.created_at.getTime() < enabledAt;
+  return eventTime(delivery.body) < enabledAt;
+}
+
+/** The `created_at` (ms) of the event record a delivery sends; NaN when there is none. */
+function eventTime(body: string): number {
+  try {
+    const record = JSON.parse(body) as { created_at?: unknown };
+    return typeof record.created_at === 'string' ? Date.parse(record.created_at) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
 /** A delivery whose subscription was deleted (or no longer takes its event type) is dropped rather than sent. */
 export async function dropDelivery(c: DeliveryCollections, held: DeliveryDoc): Promise<void> {
   await c.deliveries.deleteOne({ _id: held._id, claim_seq: held.claim_seq });

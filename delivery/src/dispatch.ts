@@ -21,7 +21,7 @@ import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, predatesEnabling, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
@@ -369,12 +369,13 @@ export class Dispatcher {
    */
   private async attempt(delivery: DeliveryDoc, gated: boolean): Promise<{ kind: 'gone' } | { kind: 'disabled' } | { kind: 'sent'; outcome: AttemptRecord }> {
     for (let admitted = false; ; ) {
-      const read = await this.readForSend(delivery.subscription_id);
+      const read = await this.readForSend(delivery.subscription_id, delivery.event_type);
       let asked = read.asked;
       const sub = read.sub;
       // Deleted, or no longer taking this event type (PATCH events): dropped unsent.
       if (!sub || !takesEventType(sub, delivery.event_type)) return { kind: 'gone' };
-      if (sub.enabled === false) return { kind: 'disabled' };
+      // Disabled, or re-enabled since this delivery's event occurred: given up unsent.
+      if (sub.enabled === false || predatesEnabling(sub, delivery)) return { kind: 'disabled' };
       // Its rate limit (a token, waited for if need be) once per delivery, not per re-prepared request.
       if (!admitted) await this.admit(sub, gated);
       admitted = true;
@@ -386,7 +387,7 @@ export class Dispatcher {
           while (!ready()) {
             // The attempt timed out while the store was too slow to answer a fresh read: stop reading.
             if (!pending()) return false;
-            const again = await this.readForSend(delivery.subscription_id);
+            const again = await this.readForSend(delivery.subscription_id, delivery.event_type);
             asked = again.asked;
             if (!again.sub || sendingState(again.sub) !== state || !takesEventType(again.sub, delivery.event_type)) return false;
           }
@@ -401,10 +402,11 @@ export class Dispatcher {
   /**
    * The subscription as read by a query that started at `asked` (monotonic
    * ms; null: deleted): from the table when its latest load started at most
-   * SEND_READ_MAX_AGE_MS ago, else from the store, by a read started now.
+   * SEND_READ_MAX_AGE_MS ago and lets the send go ahead, else from the store,
+   * by a read started now.
    */
-  private async readForSend(id: string): Promise<{ sub: WebhookDoc | null; asked: number }> {
-    const cached = this.deps.table?.forSend(id);
+  private async readForSend(id: string, eventType: string): Promise<{ sub: WebhookDoc | null; asked: number }> {
+    const cached = this.deps.table?.forSend(id, eventType);
     if (cached) return cached;
     const asked = performance.now();
     return { sub: await this.subscriptions.read(id), asked };

@@ -29,7 +29,7 @@ describe('subscription table freshness', () => {
     const { clocks: k } = clocks();
     const table = new SubscriptionTable(memorySource([doc('wh_a', 'acct_1')]), undefined, k);
     expect(table.forEvents(['acct_1'], 0)).to.equal(null);
-    expect(table.forSend('wh_a')).to.equal(null);
+    expect(table.forSend('wh_a', 'call.started')).to.equal(null);
   });
 
   it('serves a batch whose newest event is at most ACTIVATION_SLACK_MS after the load started, by account', async () => {
@@ -61,22 +61,36 @@ describe('subscription table freshness', () => {
     await table.load();
     expect(table.loadedFrom).to.equal(startedAt);
     expect(table.forEvents(['acct_1'], c.wall)).to.equal(null);
-    expect(table.forSend('wh_a'), 'a load started 2 s ago is too old for a send').to.equal(null);
+    expect(table.forSend('wh_a', 'call.started'), 'a load started 2 s ago is too old for a send').to.equal(null);
   });
 
-  it('serves a send while the load started at most SEND_READ_MAX_AGE_MS ago (absent: deleted), then falls back', async () => {
+  it('serves a send while the load started at most SEND_READ_MAX_AGE_MS ago, then falls back', async () => {
     const { c, clocks: k } = clocks();
     const table = new SubscriptionTable(memorySource([doc('wh_a', 'acct_1')]), undefined, k);
     const startedMono = c.mono;
     await table.load();
-    expect(table.forSend('wh_a')).to.deep.include({ asked: startedMono });
-    expect(table.forSend('wh_a')!.sub!._id).to.equal('wh_a');
-    expect(table.forSend('wh_gone')).to.deep.equal({ sub: null, asked: startedMono });
+    expect(table.forSend('wh_a', 'call.started')).to.deep.include({ asked: startedMono });
+    expect(table.forSend('wh_a', 'call.started')!.sub._id).to.equal('wh_a');
     c.advance(SEND_READ_MAX_AGE_MS);
-    expect(table.forSend('wh_a')).to.not.equal(null);
+    expect(table.forSend('wh_a', 'call.started')).to.not.equal(null);
     c.advance(1);
-    expect(table.forSend('wh_a')).to.equal(null);
-    expect(table.forSend('wh_gone'), 'a stale table does not say deleted either').to.equal(null);
+    expect(table.forSend('wh_a', 'call.started')).to.equal(null);
+  });
+
+  it('answers a send only when its load lets the send go ahead: absent, disabled or not taking the type means unknown (the store decides), never deleted', async () => {
+    const { c, clocks: k } = clocks();
+    // The load started before a create or re-enable that the consumer's matching found in the store.
+    const table = new SubscriptionTable(
+      memorySource([{ ...doc('wh_off', 'acct_1'), enabled: false }, { ...doc('wh_calls', 'acct_1'), events: ['call.started'] }]),
+      undefined,
+      k,
+    );
+    await table.load();
+    c.advance(SEND_READ_MAX_AGE_MS / 2);
+    expect(table.forSend('wh_new', 'call.started'), 'a subscription stored after the load started').to.equal(null);
+    expect(table.forSend('wh_off', 'call.started'), 're-enabled after the load started').to.equal(null);
+    expect(table.forSend('wh_calls', 'message.sent'), 'given the type after the load started').to.equal(null);
+    expect(table.forSend('wh_calls', 'call.started')!.sub._id).to.equal('wh_calls');
   });
 
   it('sees a deletion and a new subscription at its next load', async () => {
@@ -87,7 +101,8 @@ describe('subscription table freshness', () => {
     source.docs = [doc('wh_b', 'acct_1')];
     c.advance(250);
     await table.load();
-    expect(table.forSend('wh_a')!.sub).to.equal(null);
+    expect(table.forSend('wh_a', 'call.started'), 'gone from the table: the store is read').to.equal(null);
+    expect(table.forSend('wh_b', 'call.started')!.sub._id).to.equal('wh_b');
     expect(table.forEvents(['acct_1'], c.wall)!.get('acct_1')!.map((s) => s._id)).to.deep.equal(['wh_b']);
   });
 
@@ -102,13 +117,13 @@ describe('subscription table freshness', () => {
     await table.load();
     expect(table.failures).to.equal(1);
     expect(table.loadedFrom, 'a failed load does not count as fresh').to.equal(firstFrom);
-    expect(table.forSend('wh_a')!.sub!._id).to.equal('wh_a');
+    expect(table.forSend('wh_a', 'call.started')!.sub._id).to.equal('wh_a');
     c.advance(SEND_READ_MAX_AGE_MS);
-    expect(table.forSend('wh_a')).to.equal(null);
+    expect(table.forSend('wh_a', 'call.started')).to.equal(null);
     expect(table.forEvents(['acct_1'], c.wall)).to.equal(null);
     source.fail = false;
     await table.load();
-    expect(table.forSend('wh_a')).to.not.equal(null);
+    expect(table.forSend('wh_a', 'call.started')).to.not.equal(null);
     expect(table.forEvents(['acct_1'], c.wall)).to.not.equal(null);
   });
 
@@ -140,8 +155,8 @@ describe('subscription table freshness', () => {
     await second;
     pending[0]!.resolve([doc('wh_old', 'acct_1')]);
     await first;
-    expect(table.forSend('wh_new')).to.deep.include({ asked: secondMono });
-    expect(table.forSend('wh_old')!.sub, 'the earlier-started load does not overwrite the later one').to.equal(null);
+    expect(table.forSend('wh_new', 'call.started')).to.deep.include({ asked: secondMono });
+    expect(table.forSend('wh_old', 'call.started'), 'the earlier-started load does not overwrite the later one').to.equal(null);
     expect(secondMono - firstMono).to.equal(250);
     expect(table.loads).to.equal(2);
   });

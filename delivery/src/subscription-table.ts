@@ -21,7 +21,9 @@
  *   least SUBSCRIPTION_FENCE_MS / 2 before the event's `created_at`
  *   (shared/src/subscription-fence.ts), so such a load contains it.
  * - Fresh for a send: the load started at most SEND_READ_MAX_AGE_MS ago
- *   (monotonic): it is then as good as the pre-send read it replaces.
+ *   (monotonic): it is then as good as the pre-send read it replaces for
+ *   a send it lets go ahead. A subscription it lacks, or holds disabled or
+ *   without the event's type, is read from the store (`forSend`).
  *
  * Scaling: a scan of N subscriptions per REFRESH_MS per process. Beyond some N
  * the scan takes long, the table is seldom fresh and every batch falls back to
@@ -31,6 +33,7 @@ import type { Collection, Document } from 'mongodb';
 import type { Logger } from '../../shared/src/log.js';
 import type { WebhookDoc } from '../../shared/src/mongo/index.js';
 import { ACTIVATION_SLACK_MS, SEND_READ_MAX_AGE_MS } from '../../shared/src/subscription-fence.js';
+import { takesEventType } from './deliveries.js';
 
 /** How often a load of the table starts (from the previous load's start). */
 const REFRESH_MS = 250;
@@ -174,11 +177,19 @@ export class SubscriptionTable {
 
   /**
    * The subscription as of a load that started at most SEND_READ_MAX_AGE_MS
-   * ago, with that start (monotonic ms; `sub` null: deleted); null when the
-   * table is older (read the store instead).
+   * ago, with that start (monotonic ms), when that load lets the send of an
+   * `eventType` event go ahead: it holds the subscription, enabled and
+   * taking the type. Null otherwise (read the store instead): the table is
+   * older, or its answer would stop the send. Such a load may predate a
+   * create or re-enable that the consumer's matching already saw in the
+   * store (activation comes only half a fence after the write, the load may
+   * be SEND_READ_MAX_AGE_MS old), so absent or disabled here means unknown,
+   * never deleted or disabled: the store's answer decides.
    */
-  forSend(id: string): { sub: WebhookDoc | null; asked: number } | null {
+  forSend(id: string, eventType: string): { sub: WebhookDoc; asked: number } | null {
     if (this.clocks.mono() - this.loadedMono > SEND_READ_MAX_AGE_MS) return null;
-    return { sub: this.byId.get(id) ?? null, asked: this.loadedMono };
+    const sub = this.byId.get(id);
+    if (!sub || sub.enabled === false || !takesEventType(sub, eventType)) return null;
+    return { sub, asked: this.loadedMono };
   }
 }

@@ -50,14 +50,20 @@ export async function waitUntilTime(at: Date, now: () => number = Date.now): Pro
   for (let left = at.getTime() - now(); left > 0; left = at.getTime() - now()) await new Promise((r) => setTimeout(r, left));
 }
 
-/** What a send signs for and where it goes: a change to any of it withholds a request prepared under the old state. */
+/**
+ * What a send signs for, where it goes and since when the subscription
+ * takes events (a disable and re-enable while a send was connecting moves
+ * `enabled_at`): a change to any of it withholds a request prepared under
+ * the old state.
+ */
 export function sendingState(sub: {
   url: string;
   enabled?: boolean;
+  enabled_at?: Date;
   secret_enc: string;
   secret_gen?: number;
   previous_secret_enc?: string;
   previous_secret_expires_at?: Date;
 }): string {
-  return JSON.stringify([sub.url, sub.enabled !== false, sub.secret_enc, sub.secret_gen ?? 0, sub.previous_secret_enc ?? null, sub.previous_secret_expires_at?.getTime() ?? null]);
+  return JSON.stringify([sub.url, sub.enabled !== false, sub.enabled_at?.getTime() ?? null, sub.secret_enc, sub.secret_gen ?? 0, sub.previous_secret_enc ?? null, sub.previous_secret_expires_at?.getTime() ?? null]);
 }
