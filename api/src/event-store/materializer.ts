@@ -65,6 +65,8 @@ export interface MaterializerOptions {
    * return 'crash' to act as if the process died right there.
    */
   afterWrite?: (stage: 'events' | 'pages' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
+  /** Most events per insert into `events` (default INSERT_SLICE; tests make it small). */
+  insertSlice?: number;
   /** A consumer showing no sign of life this long is replaced (default 60 s; see SupervisedConsumer). */
   stallMs?: number;
   /** Makes the consumers (tests stand in a hung one). */
@@ -177,7 +179,7 @@ export class Materializer {
    * partition moves on instead of stalling every reader behind it.
    */
   private async persist(partition: number, chunk: KafkaMessage[], lastOffset: bigint, lost: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
-    const docs = this.decode(partition, chunk);
+    const docs = firstCopies(this.decode(partition, chunk));
     let backoff = 100;
     for (;;) {
       const deadBefore = this.deadLettered;
@@ -185,7 +187,8 @@ export class Materializer {
         const standIns = new Set<string>();
         const elsewhere = new Set<string>();
         // The events go in slices: one insert holds the database's write lock (SQLite under FerretDB) for all its documents, and other writers wait behind it.
-        for (let at = 0; at < docs.length; at += INSERT_SLICE) await this.insertNew(docs.slice(at, at + INSERT_SLICE), partition, standIns, elsewhere);
+        const slice = this.opts.insertSlice ?? INSERT_SLICE;
+        for (let at = 0; at < docs.length; at += slice) await this.insertNew(docs.slice(at, at + slice), partition, standIns, elsewhere);
         if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
         if (this.pages) {
           // An id stored before at another position (a producer's retry the broker took twice) is not the event's: only its first copy is in the streams.
@@ -374,6 +377,24 @@ const REFUSAL_CODES = new Set([
   10334, // BSONObjectTooLarge
   17280, // KeyTooLong
 ]);
+
+/**
+ * The chunk's events without the later copies of an id (a producer's retry
+ * the broker took twice, both in this chunk): an event is stored, and in its
+ * streams, once, at its first position. Done before the chunk is cut into
+ * insert slices, so copies in two slices are found too; a copy in a later
+ * chunk is found by its insert (stored before at another position: see persist).
+ */
+function firstCopies(docs: EventDoc[]): EventDoc[] {
+  const seen = new Set<string>();
+  const out: EventDoc[] = [];
+  for (const d of docs) {
+    if (seen.has(d._id)) continue;
+    seen.add(d._id);
+    out.push(d);
+  }
+  return out.length === docs.length ? docs : out;
+}
 
 function safeJson(doc: EventDoc): string {
   try {
