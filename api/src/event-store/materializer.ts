@@ -16,7 +16,7 @@ import { SupervisedConsumer, type ConsumerHealth } from '../../../shared/src/eve
 import type { Logger } from '../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../shared/src/metrics.js';
 import type { DeadEventDoc, EventDoc, WatermarkDoc } from '../../../shared/src/mongo/documents.js';
-import { PageWriter, type PagesCollection } from './pages.js';
+import { FencedError, PageWriter, type PagesCollection } from './pages.js';
 import { watermarkId } from './watermarks.js';
 
 export interface MaterializerOptions {
@@ -139,10 +139,16 @@ export class Materializer {
     return this.supervised.start();
   }
 
+  /** Which consumer is the current one: a replaced consumer's batch still running stops at its next check. */
+  private generation = 0;
+
   private async runConsumer(consumer: Consumer): Promise<void> {
+    // A replaced consumer (the watchdog's) may still be inside a chunk: the new one claims every partition afresh (pages.ts), which refuses the old one's writes.
+    const generation = ++this.generation;
+    this.pages?.forgetAll();
     await consumer.connect();
     await consumer.subscribe({ topic: this.opts.topic, fromBeginning: true });
-    const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(payload);
+    const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(payload, () => this.generation !== generation);
     await consumer.run({
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 4,
@@ -155,15 +161,17 @@ export class Materializer {
     return this.supervised.stop();
   }
 
-  private async handleBatch(payload: EachBatchPayload): Promise<void> {
+  private async handleBatch(payload: EachBatchPayload, replaced: () => boolean): Promise<void> {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
     const size = this.opts.chunkSize ?? DEFAULT_CHUNK_EVENTS;
+    // Not proof of ownership (kafkajs does not see a session that expired while this process stalled): the page writes are fenced (pages.ts).
+    const lost = (): boolean => replaced() || !isRunning() || isStale();
     for (let i = 0; i < batch.messages.length; i += size) {
       if (this.crashed) return sleep(50); // a dead process commits nothing
-      if (!isRunning() || isStale()) return;
+      if (lost()) return;
       const chunk = batch.messages.slice(i, i + size);
       const lastOffset = (chunk.at(-1) as KafkaMessage).offset;
-      const written = await this.persist(batch.partition, chunk, BigInt(lastOffset), () => !isRunning() || isStale(), heartbeat);
+      const written = await this.persist(batch.partition, chunk, BigInt(lastOffset), lost, heartbeat);
       if (!written) return;
       resolveOffset(lastOffset);
       await commitOffsetsIfNecessary();
@@ -201,6 +209,11 @@ export class Materializer {
         this.opts.onWatermark?.(partition, lastOffset);
         return !this.crashesAfter('watermark', partition, chunk, lastOffset);
       } catch (err) {
+        if (err instanceof FencedError) {
+          // A newer writer claimed the partition (this process stalled past its session): it writes from the committed offset on.
+          this.opts.log.warn({ partition, lastOffset: lastOffset.toString(), epoch: err.epoch }, 'materializer lost the partition to a newer writer; its write was refused');
+          return false;
+        }
         this.opts.log.warn({ err, partition, lastOffset: lastOffset.toString(), retryInMs: backoff }, 'materializer write failed; retrying');
         if (lost()) return false;
         await sleep(backoff);
