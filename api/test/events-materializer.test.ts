@@ -7,6 +7,7 @@ import { createLogger } from '../../shared/src/log.js';
 import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Materializer, type MaterializerOptions } from '../src/event-store/materializer.js';
+import { readAfter } from '../src/event-store/store.js';
 import { testApiConfig } from './support/api.js';
 import { eventually, fakeAccountId, sleep } from './support/events.js';
 
@@ -214,5 +215,74 @@ describe('materializer crash safety', function () {
     expect(m.replaced).to.be.at.least(1);
     expect(made).to.equal(m.replaced + 1);
     expect(await mongo.collections.events.countDocuments({ _id: { $in: envelopes.map((e) => e.id) } })).to.equal(20);
+  });
+  describe('the same event id twice in the log (a keyed ingest retried after a lost reply)', () => {
+    /**
+     * Publishes `shape` (letters: one event each; a letter again is the same
+     * envelope again) for a new account, runs a materializer until it is
+     * written, and returns what history holds: the account's stream, the
+     * type stream of the repeated event, and the stored event.
+     */
+    const run = async (shape: string[], more: Partial<MaterializerOptions>) => {
+      const account = fakeAccountId();
+      const byLetter = new Map<string, ReturnType<typeof buildEnvelope>>();
+      const envelopes = shape.map((letter) => {
+        let e = byLetter.get(letter);
+        if (!e) {
+          e = buildEnvelope({ account_id: account, type: letter === 'X' ? 'message.received' : 'call.started', data: { letter } }, new Date());
+          byLetter.set(letter, e);
+        }
+        return e;
+      });
+      const positions = await eventLog.publish(envelopes);
+      const partition = positions[0]!.partition;
+      expect(positions.every((p, i) => p.partition === partition && (i === 0 || p.offset === positions[i - 1]!.offset + 1n)), 'one run of the partition').to.equal(true);
+      const end = positions.at(-1)!.offset;
+      const chunks: [bigint, bigint][] = [];
+      let done = false;
+      const m = materializer(
+        (at, p, first, last) => {
+          if (p !== partition) return;
+          if (at === 'events') chunks.push([first, last]);
+          if (at === 'watermark' && last >= end) done = true;
+        },
+        config.events.materializerGroupId,
+        { pages: mongo.collections.eventPages, ...more },
+      );
+      await m.start();
+      await eventually(async () => (done ? true : undefined), 60_000);
+      await m.stop();
+      const read = (types: ['message.received'] | null) =>
+        readAfter(mongo.collections.eventPages, { accountId: account, partition, since: null, through: end, types, limit: 100 });
+      const x = byLetter.get('X')!;
+      const xAt = positions.map((p, i) => ({ p, letter: shape[i] })).filter((e) => e.letter === 'X').map((e) => e.p.offset);
+      return { x, xAt, positions, chunks, history: await read(null), typed: await read(['message.received']), stored: await mongo.collections.events.findOne({ _id: x.id }) };
+    };
+    const sameChunk = (chunks: [bigint, bigint][], a: bigint, b: bigint) => chunks.some(([first, last]) => first <= a && b <= last);
+
+    it('keeps it once, at its first position, when both copies fall into one chunk: [A, X, B, X]', async () => {
+      const got = await run(['A', 'X', 'B', 'X'], { chunkSize: 2000 });
+      expect(sameChunk(got.chunks, got.xAt[0]!, got.xAt[1]!), `both copies in one chunk: ${JSON.stringify(got.chunks, (_, v) => (typeof v === 'bigint' ? Number(v) : v))}`).to.equal(true);
+      expect(got.history.map((d) => d.offset)).to.deep.equal(got.positions.slice(0, 3).map((p) => Number(p.offset)));
+      expect(got.history.filter((d) => d._id === got.x.id).map((d) => d.offset)).to.deep.equal([Number(got.xAt[0])]);
+      expect(got.typed.map((d) => [d._id, d.offset])).to.deep.equal([[got.x.id, Number(got.xAt[0])]]);
+      expect(got.stored?.offset).to.equal(Number(got.xAt[0]));
+    });
+
+    it('keeps it once, at its first position, when the copies are in two insert slices of one chunk', async () => {
+      const got = await run(['A', 'X', 'B', 'C', 'D', 'X'], { chunkSize: 2000, insertSlice: 2 });
+      expect(sameChunk(got.chunks, got.xAt[0]!, got.xAt[1]!), 'both copies in one chunk').to.equal(true);
+      expect(got.history.map((d) => d.offset)).to.deep.equal(got.positions.slice(0, 5).map((p) => Number(p.offset)));
+      expect(got.typed.map((d) => [d._id, d.offset])).to.deep.equal([[got.x.id, Number(got.xAt[0])]]);
+      expect(got.stored?.offset).to.equal(Number(got.xAt[0]));
+    });
+
+    it('keeps it once, at its first position, when the second copy comes in a later chunk', async () => {
+      const got = await run(['A', 'X', 'B', 'X'], { chunkSize: 2 });
+      expect(sameChunk(got.chunks, got.xAt[0]!, got.xAt[1]!), 'the copies in two chunks').to.equal(false);
+      expect(got.history.map((d) => d.offset)).to.deep.equal(got.positions.slice(0, 3).map((p) => Number(p.offset)));
+      expect(got.typed.map((d) => [d._id, d.offset])).to.deep.equal([[got.x.id, Number(got.xAt[0])]]);
+      expect(got.stored?.offset).to.equal(Number(got.xAt[0]));
+    });
   });
 });

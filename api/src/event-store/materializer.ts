@@ -16,7 +16,7 @@ import { SupervisedConsumer, type ConsumerHealth } from '../../../shared/src/eve
 import type { Logger } from '../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../shared/src/metrics.js';
 import type { DeadEventDoc, EventDoc, WatermarkDoc } from '../../../shared/src/mongo/documents.js';
-import { PageWriter, type PagesCollection } from './pages.js';
+import { FencedError, PageWriter, type PagesCollection } from './pages.js';
 import { watermarkId } from './watermarks.js';
 
 export interface MaterializerOptions {
@@ -65,6 +65,8 @@ export interface MaterializerOptions {
    * return 'crash' to act as if the process died right there.
    */
   afterWrite?: (stage: 'events' | 'pages' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
+  /** Most events per insert into `events` (default INSERT_SLICE; tests make it small). */
+  insertSlice?: number;
   /** A consumer showing no sign of life this long is replaced (default 60 s; see SupervisedConsumer). */
   stallMs?: number;
   /** Makes the consumers (tests stand in a hung one). */
@@ -137,10 +139,16 @@ export class Materializer {
     return this.supervised.start();
   }
 
+  /** Which consumer is the current one: a replaced consumer's batch still running stops at its next check. */
+  private generation = 0;
+
   private async runConsumer(consumer: Consumer): Promise<void> {
+    // A replaced consumer (the watchdog's) may still be inside a chunk: the new one claims every partition afresh (pages.ts), which refuses the old one's writes.
+    const generation = ++this.generation;
+    this.pages?.forgetAll();
     await consumer.connect();
     await consumer.subscribe({ topic: this.opts.topic, fromBeginning: true });
-    const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(payload);
+    const eachBatch = (payload: EachBatchPayload): Promise<void> => this.handleBatch(payload, () => this.generation !== generation);
     await consumer.run({
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 4,
@@ -153,15 +161,17 @@ export class Materializer {
     return this.supervised.stop();
   }
 
-  private async handleBatch(payload: EachBatchPayload): Promise<void> {
+  private async handleBatch(payload: EachBatchPayload, replaced: () => boolean): Promise<void> {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload;
     const size = this.opts.chunkSize ?? DEFAULT_CHUNK_EVENTS;
+    // Not proof of ownership (kafkajs does not see a session that expired while this process stalled): the page writes are fenced (pages.ts).
+    const lost = (): boolean => replaced() || !isRunning() || isStale();
     for (let i = 0; i < batch.messages.length; i += size) {
       if (this.crashed) return sleep(50); // a dead process commits nothing
-      if (!isRunning() || isStale()) return;
+      if (lost()) return;
       const chunk = batch.messages.slice(i, i + size);
       const lastOffset = (chunk.at(-1) as KafkaMessage).offset;
-      const written = await this.persist(batch.partition, chunk, BigInt(lastOffset), () => !isRunning() || isStale(), heartbeat);
+      const written = await this.persist(batch.partition, chunk, BigInt(lastOffset), lost, heartbeat);
       if (!written) return;
       resolveOffset(lastOffset);
       await commitOffsetsIfNecessary();
@@ -177,7 +187,7 @@ export class Materializer {
    * partition moves on instead of stalling every reader behind it.
    */
   private async persist(partition: number, chunk: KafkaMessage[], lastOffset: bigint, lost: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
-    const docs = this.decode(partition, chunk);
+    const docs = firstCopies(this.decode(partition, chunk));
     let backoff = 100;
     for (;;) {
       const deadBefore = this.deadLettered;
@@ -185,7 +195,8 @@ export class Materializer {
         const standIns = new Set<string>();
         const elsewhere = new Set<string>();
         // The events go in slices: one insert holds the database's write lock (SQLite under FerretDB) for all its documents, and other writers wait behind it.
-        for (let at = 0; at < docs.length; at += INSERT_SLICE) await this.insertNew(docs.slice(at, at + INSERT_SLICE), partition, standIns, elsewhere);
+        const slice = this.opts.insertSlice ?? INSERT_SLICE;
+        for (let at = 0; at < docs.length; at += slice) await this.insertNew(docs.slice(at, at + slice), partition, standIns, elsewhere);
         if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
         if (this.pages) {
           // An id stored before at another position (a producer's retry the broker took twice) is not the event's: only its first copy is in the streams.
@@ -198,6 +209,11 @@ export class Materializer {
         this.opts.onWatermark?.(partition, lastOffset);
         return !this.crashesAfter('watermark', partition, chunk, lastOffset);
       } catch (err) {
+        if (err instanceof FencedError) {
+          // A newer writer claimed the partition (this process stalled past its session): it writes from the committed offset on.
+          this.opts.log.warn({ partition, lastOffset: lastOffset.toString(), epoch: err.epoch }, 'materializer lost the partition to a newer writer; its write was refused');
+          return false;
+        }
         this.opts.log.warn({ err, partition, lastOffset: lastOffset.toString(), retryInMs: backoff }, 'materializer write failed; retrying');
         if (lost()) return false;
         await sleep(backoff);
@@ -374,6 +390,24 @@ const REFUSAL_CODES = new Set([
   10334, // BSONObjectTooLarge
   17280, // KeyTooLong
 ]);
+
+/**
+ * The chunk's events without the later copies of an id (a producer's retry
+ * the broker took twice, both in this chunk): an event is stored, and in its
+ * streams, once, at its first position. Done before the chunk is cut into
+ * insert slices, so copies in two slices are found too; a copy in a later
+ * chunk is found by its insert (stored before at another position: see persist).
+ */
+function firstCopies(docs: EventDoc[]): EventDoc[] {
+  const seen = new Set<string>();
+  const out: EventDoc[] = [];
+  for (const d of docs) {
+    if (seen.has(d._id)) continue;
+    seen.add(d._id);
+    out.push(d);
+  }
+  return out.length === docs.length ? docs : out;
+}
 
 function safeJson(doc: EventDoc): string {
   try {

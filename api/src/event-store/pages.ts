@@ -21,9 +21,31 @@
  * before the head that counts them. Every write is a replace filtered by `_id` alone: FerretDB
  * pushes a filter down to SQL only when it is exactly `{_id}` (any other
  * field, even beside `_id`, scans the collection on every write).
- * Consequence: a page is not protected against a late write of a writer that
- * lost the partition mid-chunk (one writer per partition is the consumer
- * group's, checked before every chunk; see docs/architecture.md).
+ *
+ * Fenced writes. The consumer group gives a partition one owner, but a
+ * process stalled past the session timeout (GC, SIGSTOP, a frozen store)
+ * wakes still holding a chunk, and a check of ownership before a write does
+ * not help when the write itself stalls after it. So every writer of a
+ * partition first claims an epoch: it inserts `#claim:<topic id>:<p>:<E>`,
+ * the smallest E not claimed yet (a unique insert: two writers never get the
+ * same epoch, also on FerretDB, which applies conditional updates
+ * read-then-write but enforces unique `_id`s atomically; a `$inc` counter
+ * could hand one epoch to two writers). Epochs are dense, so a newer claim
+ * exists exactly when `#claim:…:<E+1>` does. Each page, directory and head
+ * write then goes as one ordered update command of two statements: a `$inc`
+ * on `#claim:…:<E+1>` (matches nothing while no newer claim exists; fails
+ * with TypeMismatch once one does, its `fence` field being a string), then
+ * the replace, which an ordered command does not run after a failed
+ * statement. The check travels with the write, so a write sent late is
+ * checked when the store runs it; both statements are `_id` equality. A
+ * claim is made before the writer reads the streams' state, so it sees
+ * everything the older writer wrote before the claim. Left open on FerretDB:
+ * the store runs the two statements one after the other, not atomically, so a
+ * stale write whose guard ran just before the newer claim was inserted can
+ * still land after it; it needs the old writer's command to be inside the
+ * store at that very moment (the new owner claims only after the old one's
+ * session expired), and it ends there: its next write is refused.
+ * See docs/architecture.md.
  *
  * A page's events are stored packed: one binary field holding the BSON of
  * `{events}` (FerretDB converts each nested field on every read, so a page of
@@ -104,6 +126,27 @@ interface StreamState {
   page: OpenPage | null;
 }
 
+/** A partition's claim of epoch `epoch` (see the top of this file). */
+export function claimId(topicId: string, partition: number, epoch: number): string {
+  return `#claim:${topicId}:${partition}:${epoch}`;
+}
+
+/** Where the newest epoch of a partition was last seen: only where the search for a free epoch starts. */
+function claimHintId(topicId: string, partition: number): string {
+  return `#claims:${topicId}:${partition}`;
+}
+
+/** A write refused because a newer writer claimed the partition: this writer lost it. */
+export class FencedError extends Error {
+  constructor(
+    readonly partition: number,
+    readonly epoch: number,
+  ) {
+    super(`partition ${partition} was claimed by a newer writer (epoch above ${epoch}); this writer lost it`);
+    this.name = 'FencedError';
+  }
+}
+
 /** Streams whose state the writer keeps between chunks (each holds at most one page). */
 const CACHED_STREAMS = 2000;
 
@@ -115,6 +158,8 @@ interface PageWriterOptions {
   afterPages?: () => 'crash' | void;
   /** The event topic's Kafka id once the topic guard checked it (null before: nothing is written); see EventPageHeadDoc.topic_id. */
   topicId?: () => string | null;
+  /** Test hook, awaited before each page, directory or head write (a writer stalled there). */
+  beforeWrite?: (id: string, partition: number, epoch: number) => Promise<void> | void;
 }
 
 /**
@@ -128,6 +173,10 @@ export class PageWriter {
   private readonly states = new Map<string, StreamState>();
   /** Per partition: the offset after the last chunk written by this process. */
   private readonly nextOffset = new Map<number, bigint>();
+  /** Per partition: the epoch this writer claimed (absent: claimed again before the next chunk). */
+  private readonly epochs = new Map<number, number>();
+  /** Per partition: the newest epoch this process saw claimed (where the next search starts). */
+  private readonly newestSeen = new Map<number, number>();
   private readonly pageEvents: number;
   private readonly pageBytes: number;
   private readonly dirPages: number;
@@ -154,11 +203,20 @@ export class PageWriter {
     if (topicId !== this.topicId) {
       this.states.clear();
       this.nextOffset.clear();
+      this.epochs.clear();
+      this.newestSeen.clear();
       this.topicId = topicId;
     }
     if (this.nextOffset.get(partition) !== firstOffset) this.forget(partition);
     this.nextOffset.delete(partition);
     try {
+      // Claimed before the state is read: the streams are read as the older writer left them.
+      let epoch = this.epochs.get(partition);
+      if (epoch === undefined) {
+        epoch = await this.claim(partition, topicId ?? '');
+        this.epochs.set(partition, epoch);
+      }
+      const fence = claimId(topicId ?? '', partition, epoch + 1);
       const byStream = new Map<string, EventDoc[]>();
       for (const doc of docs) {
         for (const stream of [streamId(doc.account_id, partition, null), streamId(doc.account_id, partition, doc.type)]) {
@@ -179,12 +237,12 @@ export class PageWriter {
         }
         updated.push([stream, next]);
       }
-      await this.bulk(pageWrites);
+      await this.bulk(pageWrites, partition, epoch, fence);
       if (this.opts.afterPages?.() === 'crash') {
         this.forget(partition);
         return false;
       }
-      await this.bulk(headWrites);
+      await this.bulk(headWrites, partition, epoch, fence);
       for (const [stream, state] of updated) this.remember(stream, state);
       this.nextOffset.set(partition, lastOffset + 1n);
       return true;
@@ -252,10 +310,50 @@ export class PageWriter {
   /**
    * Each a replace by `_id` (idempotent), one after the other: an unordered
    * bulkWrite of many upserts left a database of FerretDB 1.24 (SQLite)
-   * hanging in our tests (every later read of it waited for ever).
+   * hanging in our tests (every later read of it waited for ever). Each is
+   * fenced: one ordered update command, the guard on the next epoch's claim
+   * first (see the top of this file).
    */
-  private async bulk(writes: PageWrite[]): Promise<void> {
-    for (const w of writes) await this.pages.replaceOne({ _id: w._id }, w, { upsert: true });
+  private async bulk(writes: PageWrite[], partition: number, epoch: number, fence: string): Promise<void> {
+    for (const w of writes) {
+      await this.opts.beforeWrite?.(w._id, partition, epoch);
+      try {
+        await this.pages.bulkWrite(
+          [
+            { updateOne: { filter: { _id: fence }, update: { $inc: { fence: 1 } } as never } },
+            { replaceOne: { filter: { _id: w._id }, replacement: w, upsert: true } },
+          ],
+          { ordered: true },
+        );
+      } catch (err) {
+        if (isFenceRefusal(err)) throw new FencedError(partition, epoch);
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * Claims the smallest epoch of the partition not claimed yet, by unique
+   * insert (the only write FerretDB applies atomically against a concurrent
+   * one). Starts from the newest epoch seen here or noted in the hint
+   * document; the hint is raised with $max and may lag (then a few inserts
+   * fail as duplicates), never lead.
+   */
+  private async claim(partition: number, topicId: string): Promise<number> {
+    const hint = (await this.pages.findOne({ _id: claimHintId(topicId, partition) })) as unknown as { newest?: number } | null;
+    let epoch = Math.max(hint?.newest ?? 0, this.newestSeen.get(partition) ?? 0) + 1;
+    for (;;) {
+      try {
+        await this.pages.insertOne({ _id: claimId(topicId, partition, epoch), fence: 'claimed', at: new Date() } as never);
+        break;
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== 11000) throw err;
+        epoch += 1;
+      }
+    }
+    this.newestSeen.set(partition, epoch);
+    await this.pages.updateOne({ _id: claimHintId(topicId, partition) }, { $max: { newest: epoch } } as never, { upsert: true });
+    return epoch;
   }
 
   private remember(stream: string, state: StreamState): void {
@@ -264,10 +362,26 @@ export class PageWriter {
     if (this.states.size > CACHED_STREAMS) this.states.delete(this.states.keys().next().value as string);
   }
 
+  /** Forgets every partition: the next chunk of each claims it again (a new consumer, whose predecessor may still be writing). */
+  forgetAll(): void {
+    this.states.clear();
+    this.nextOffset.clear();
+    this.epochs.clear();
+  }
+
   private forget(partition: number): void {
     this.nextOffset.delete(partition);
+    this.epochs.delete(partition);
     for (const stream of this.states.keys()) if (partitionOf(stream) === partition) this.states.delete(stream);
   }
+}
+
+/** The guard statement (the first) failed: a newer claim exists, its `fence` a string that `$inc` refuses. */
+function isFenceRefusal(err: unknown): boolean {
+  const found = (err as { writeErrors?: unknown } | null)?.writeErrors;
+  if (found === undefined || found === null) return false;
+  const errors = (Array.isArray(found) ? found : [found]) as { index?: number; code?: number }[];
+  return errors.some((e) => e.index === 0 && e.code === 14);
 }
 
 function partitionOf(stream: string): number {
