@@ -50,7 +50,9 @@ export function createApp(deps: ApiDeps): Koa {
   routers.push(openApiRoutes(deps, routers));
   for (const router of routers) {
     const routes = router.routes() as unknown as Koa.Middleware;
-    const allowed = router.allowedMethods({ throw: true }) as unknown as Koa.Middleware;
+    // Not thrown: the router sets the status (405, or 501 for a method it does not know at all)
+    // and Allow, and the error middleware renders the JSON error around them.
+    const allowed = router.allowedMethods() as unknown as Koa.Middleware;
     pairs.add(router, routes, allowed);
     app.use(routes);
     app.use(allowed);

@@ -62,6 +62,19 @@ if [[ -n "${INFRA_INSTANCE:-}" ]]; then
   unset _infra_off
 fi
 
+# The SQLite URL FerretDB runs with, for the data directory DIR. WAL mode (FerretDB's default) with
+# synchronous=NORMAL: a commit survives the FerretDB process dying (what the fault tests do to it),
+# not an OS crash; roughly twice the write rate of FULL. journal_size_limit: a WAL file keeps the
+# size of its largest run of frames between two resets unless this says otherwise, so SQLite
+# truncates it to this many bytes at the first commit after each reset (a reset needs a checkpoint
+# that reached the WAL's end with no reader behind it; a long-lived reader postpones it). Per
+# database file. INFRA_SQLITE_WAL_LIMIT_BYTES changes it (the WAL test uses a small one).
+INFRA_SQLITE_WAL_LIMIT_BYTES=${INFRA_SQLITE_WAL_LIMIT_BYTES:-67108864}
+ferretdb_sqlite_url() { # DIR
+  [[ "$INFRA_SQLITE_WAL_LIMIT_BYTES" =~ ^[0-9]+$ ]] || infra_die "INFRA_SQLITE_WAL_LIMIT_BYTES must be a number of bytes (got '$INFRA_SQLITE_WAL_LIMIT_BYTES')"
+  printf 'file:%s/?_pragma=synchronous(normal)&_pragma=journal_size_limit(%s)' "$1" "$INFRA_SQLITE_WAL_LIMIT_BYTES"
+}
+
 infra_log() { echo "[infra${INFRA_INSTANCE:+:$INFRA_INSTANCE}] $*" >&2; }
 infra_die() { infra_log "ERROR: $*"; exit 1; }
 

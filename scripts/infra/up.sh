@@ -36,9 +36,8 @@ FDB_DATA="$RUN/ferretdb-data"
 FDB_PIDFILE="$RUN/ferretdb.pid"
 FDB_PORTFILE="$RUN/ferretdb.port" # written only once FerretDB is ready
 FDB_MARKER="--sqlite-url=file:$FDB_DATA/"
-# SQLite in WAL mode with synchronous=NORMAL: a commit survives the FerretDB process dying (what
-# the fault tests do to it), not an OS crash; roughly twice the write rate of FULL on this machine.
-FDB_URL="file:$FDB_DATA/?_pragma=synchronous(normal)"
+# SQLite in WAL mode with synchronous=NORMAL and a bounded WAL file: lib.sh, ferretdb_sqlite_url.
+FDB_URL="$(ferretdb_sqlite_url "$FDB_DATA")"
 FDB_CMD="$FERRETDB_BIN --handler=sqlite --sqlite-url=$FDB_URL"
 
 # --- installs (stamp checks are instant once done) ---------------------------------------------

@@ -11,10 +11,26 @@ import { guard, type Guard } from './route.js';
 const STREAM_TOKEN_PREFIX = 'svcst_';
 const MAX_CREDENTIAL_LENGTH = 4096;
 
-/** The token of an `Authorization: Bearer …` header; null when absent; 401 when malformed. */
+/**
+ * The one line of a credential header, '' when it is sent empty; null when absent. A header
+ * sent twice is refused: Node keeps only the first `Authorization`, so the second would be
+ * neither checked nor refused.
+ */
+function credentialHeader(ctx: Context, name: 'authorization' | 'x-api-key'): string | null {
+  const raw = ctx.req.rawHeaders; // name, value, name, value…
+  let value: string | null = null;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length !== name.length || raw[i]!.toLowerCase() !== name) continue;
+    if (value !== null) throw unauthorized('Send one credential, not two');
+    value = raw[i + 1]!.trim();
+  }
+  return value;
+}
+
+/** The token of an `Authorization: Bearer …` header; null when absent; 401 when malformed (an empty header too). */
 export function bearerToken(ctx: Context): string | null {
-  const header = ctx.get('Authorization');
-  if (header === '') return null;
+  const header = credentialHeader(ctx, 'authorization');
+  if (header === null) return null;
   const match = /^Bearer +(\S+) *$/i.exec(header);
   if (!match?.[1]) throw unauthorized('Authorization must be "Bearer <session token or API key>"');
   return match[1];
@@ -25,12 +41,18 @@ interface Credential {
   from: 'bearer' | 'x-api-key';
 }
 
+/**
+ * The request's one credential. Every credential presented must be it: a header sent
+ * empty, malformed or twice is a 401 even beside a valid one, and two different credentials
+ * are a 401 whether or not each is valid and whichever accounts they belong to (neither is
+ * looked up). The same value in both headers is one credential.
+ */
 function readCredential(ctx: Context): Credential {
   const bearer = bearerToken(ctx);
-  const apiKey = ctx.get('X-API-Key').trim();
-  // Two different credentials on one request: refuse rather than guess which one counts.
-  if (bearer !== null && apiKey !== '' && bearer !== apiKey) throw unauthorized('Send one credential, not two');
-  const cred: Credential | null = bearer !== null ? { value: bearer, from: 'bearer' } : apiKey ? { value: apiKey, from: 'x-api-key' } : null;
+  const apiKey = credentialHeader(ctx, 'x-api-key');
+  if (apiKey === '') throw unauthorized('X-API-Key is empty');
+  if (bearer !== null && apiKey !== null && bearer !== apiKey) throw unauthorized('Send one credential, not two');
+  const cred: Credential | null = bearer !== null ? { value: bearer, from: 'bearer' } : apiKey !== null ? { value: apiKey, from: 'x-api-key' } : null;
   if (!cred) throw unauthorized('Authentication required: send "Authorization: Bearer <token>" or "X-API-Key: <key>"');
   if (cred.value.length > MAX_CREDENTIAL_LENGTH) throw unauthorized();
   return cred;

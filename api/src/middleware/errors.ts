@@ -19,6 +19,18 @@ function fromHttpError(err: { status?: number; statusCode?: number; type?: strin
 }
 
 /**
+ * What the routers leave without a body: no route for the path (404), a method the path
+ * does not take (405), or a method no router knows at all, TRACE or QUERY (501). The routers'
+ * allowedMethods() set the last two with Allow, the methods the path takes, which stays.
+ */
+function unanswered(ctx: Context): void {
+  if (ctx.response.get('Allow') === '') ctx.remove('Allow'); // a 501 on a path no route has
+  if (ctx.status === 404) throw new AppError('not_found', `No route for ${ctx.method} ${ctx.path}`);
+  if (ctx.status === 405) throw new AppError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`);
+  if (ctx.status === 501) throw new AppError('not_implemented', `${ctx.method} is not a method this service implements`);
+}
+
+/**
  * First in the chain: renders every failure as
  * `{"error":{"code","message","request_id","details"?}}`. Unexpected errors are
  * logged with their stack and answered with a 500 that exposes nothing.
@@ -27,9 +39,7 @@ export function errorMiddleware(log: Logger) {
   return async function renderErrors(ctx: Context, next: Next): Promise<void> {
     try {
       await next();
-      if (ctx.status === 404 && ctx.body === undefined) {
-        throw new AppError('not_found', `No route for ${ctx.method} ${ctx.path}`);
-      }
+      if (ctx.body === undefined) unanswered(ctx);
     } catch (raw) {
       let err: AppError;
       const down = raw instanceof AppError ? null : unavailableFrom(raw);

@@ -10,8 +10,10 @@
  *   webhooks list             the account's subscriptions
  *   webhooks test ID          send a webhook.ping to one and show the attempt
  *
- * Credentials: --api-key or EVENT_PLATFORM_API_KEY; the API at --api-url or
- * EVENT_PLATFORM_API_URL (default http://localhost:3000).
+ * Credentials: EVENT_PLATFORM_API_KEY (or --api-key, with a warning: argv is
+ * visible to every user in `ps`); the API at --api-url or EVENT_PLATFORM_API_URL
+ * (default http://localhost:3000), plain http:// only to loopback unless
+ * --insecure-http.
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -31,7 +33,8 @@ commands:
   listen --forward-to URL [--events TYPES] [--since CURSOR] [--secret whsec_…] [--timeout-ms N]
       Streams the account's events and POSTs each one to URL, signed exactly as a
       webhook delivery (X-Service-Signature and Standard Webhooks headers) with a
-      session secret printed at start (or --secret). One line per event.
+      session secret printed at start (or your own: EVENT_PLATFORM_WEBHOOK_SECRET,
+      or --secret; not printed). One line per event.
   events tail [--types TYPES] [--since CURSOR]
       Prints each event as one line of JSON, as it comes.
   events emit [--type TYPE] [--count N] [--data JSON] [--ingest-token TOKEN]
@@ -42,8 +45,11 @@ commands:
       Sends a webhook.ping to the subscription and waits (default 30 s, 0: not) for its attempt.
 
 options:
-  --api-key KEY    the platform API key (svc_…); else EVENT_PLATFORM_API_KEY
+  --api-key KEY    the platform API key (svc_…); better EVENT_PLATFORM_API_KEY:
+                   the command line is visible to every user of the machine (ps)
   --api-url URL    the API; else EVENT_PLATFORM_API_URL, else ${DEFAULT_BASE_URL}
+  --insecure-http  allow plain http:// to an API that is not on loopback
+                   (the key then crosses the network in clear)
   --help, --version
 
 TYPES: comma-separated event types (${EVENT_TYPES.join(', ')})`;
@@ -54,13 +60,19 @@ interface Env {
   apiKey?: string;
   apiUrl?: string;
   ingestToken?: string;
+  webhookSecret?: string;
 }
 
 function readEnv(): Env {
   // The CLI's own settings, read once here (it is an entry point, like the services' main.ts).
   // eslint-disable-next-line no-restricted-properties
   const env = process.env;
-  return { apiKey: env.EVENT_PLATFORM_API_KEY || undefined, apiUrl: env.EVENT_PLATFORM_API_URL || undefined, ingestToken: env.EVENT_PLATFORM_INGEST_TOKEN || undefined };
+  return {
+    apiKey: env.EVENT_PLATFORM_API_KEY || undefined,
+    apiUrl: env.EVENT_PLATFORM_API_URL || undefined,
+    ingestToken: env.EVENT_PLATFORM_INGEST_TOKEN || undefined,
+    webhookSecret: env.EVENT_PLATFORM_WEBHOOK_SECRET || undefined,
+  };
 }
 
 function parseTypes(raw: string | undefined, flag: string): EventType[] | undefined {
@@ -78,10 +90,44 @@ function positiveInt(raw: string, flag: string, min: number): number {
 const out = (line: string): void => void process.stdout.write(line + '\n');
 const info = (line: string): void => void process.stderr.write(line + '\n');
 
-function client(values: { 'api-key'?: string; 'api-url'?: string }, env: Env, extra: { ingestToken?: string } = {}): EventPlatform {
+/** The options of every command that calls the API. */
+const CONNECTION = {
+  'api-key': { type: 'string' },
+  'api-url': { type: 'string' },
+  'insecure-http': { type: 'boolean', default: false },
+} as const;
+
+/** A secret given on the command line: every user of the machine can read it (`ps`, /proc), and shell history keeps it. */
+function warnArgv(flag: string, variable: string): void {
+  info(`warning: ${flag} on the command line is visible to other users of this machine (ps, /proc) and kept in shell history; set ${variable} instead`);
+}
+
+/** Loopback by the URL's own host (as written, not resolved): localhost, 127.0.0.0/8, [::1]. */
+function isLoopback(url: URL): boolean {
+  return url.hostname === 'localhost' || url.hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(url.hostname);
+}
+
+/** The API's URL; plain http:// (the key in clear on the wire) only to loopback, or with --insecure-http. */
+function apiUrl(raw: string, insecureHttp: boolean): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`--api-url: not a URL: ${raw}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--api-url must be an http or https URL');
+  if (url.protocol === 'http:' && !isLoopback(url) && !insecureHttp) {
+    throw new UsageError(`refusing plain http:// to ${url.host}: the API key would cross the network in clear; use https://, or --insecure-http to send it anyway`);
+  }
+  return raw;
+}
+
+function client(values: { 'api-key'?: string; 'api-url'?: string; 'insecure-http'?: boolean }, env: Env, extra: { ingestToken?: string } = {}): EventPlatform {
   const apiKey = values['api-key'] ?? env.apiKey;
-  if (!apiKey) throw new UsageError('an API key is needed: --api-key or EVENT_PLATFORM_API_KEY');
-  return new EventPlatform({ apiKey, baseUrl: values['api-url'] ?? env.apiUrl ?? DEFAULT_BASE_URL, userAgent: `event-platform-cli/${VERSION}`, ...extra });
+  if (!apiKey) throw new UsageError('an API key is needed: EVENT_PLATFORM_API_KEY (or --api-key)');
+  if (values['api-key'] !== undefined) warnArgv('--api-key', 'EVENT_PLATFORM_API_KEY');
+  const baseUrl = apiUrl(values['api-url'] ?? env.apiUrl ?? DEFAULT_BASE_URL, values['insecure-http'] === true);
+  return new EventPlatform({ apiKey, baseUrl, userAgent: `event-platform-cli/${VERSION}`, ...extra });
 }
 
 /** Stops on ^C / SIGTERM: the listen loops end and the process exits 0. */
@@ -102,8 +148,7 @@ async function listenCommand(args: string[], env: Env): Promise<number> {
       since: { type: 'string' },
       secret: { type: 'string' },
       'timeout-ms': { type: 'string', default: '10000' },
-      'api-key': { type: 'string' },
-      'api-url': { type: 'string' },
+      ...CONNECTION,
     },
   });
   const target = values['forward-to'];
@@ -117,8 +162,13 @@ async function listenCommand(args: string[], env: Env): Promise<number> {
   if (targetUrl.protocol !== 'http:' && targetUrl.protocol !== 'https:') throw new UsageError('--forward-to must be an http or https URL');
   const types = parseTypes(values.events, '--events');
   const timeoutMs = positiveInt(values['timeout-ms'], '--timeout-ms', 1);
-  const secret = values.secret ?? 'whsec_' + randomBytes(32).toString('base64');
-  if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) throw new UsageError('--secret must be whsec_ followed by base64');
+  const given = values.secret ?? env.webhookSecret;
+  const secretFrom = values.secret !== undefined ? '--secret' : 'EVENT_PLATFORM_WEBHOOK_SECRET';
+  if (values.secret !== undefined) warnArgv('--secret', 'EVENT_PLATFORM_WEBHOOK_SECRET');
+  const secret = given ?? 'whsec_' + randomBytes(32).toString('base64');
+  if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) throw new UsageError(`${secretFrom} must be whsec_ followed by base64`);
+  // A secret the user gave is theirs already: named by its end, never echoed (terminals are logged and shared).
+  const shown = given === undefined ? secret : `the one you gave (whsec_…${secret.slice(-4)})`;
   const api = client(values, env);
   const me = await api.auth.me();
   const signal = stopSignal();
@@ -131,7 +181,7 @@ async function listenCommand(args: string[], env: Env): Promise<number> {
       if (ready) return;
       ready = true;
       out(`Ready! Forwarding events of ${me.id}${types ? ` (${types.join(', ')})` : ''} to ${targetUrl.href} over ${transport}`);
-      out(`Your webhook signing secret for this session is ${secret} (^C to quit)`);
+      out(`Your webhook signing secret for this session is ${shown} (^C to quit)`);
     },
     onTransport: (transport, why) => info(`switched to ${transport} (${why})`),
   })) {
@@ -169,7 +219,7 @@ async function listenCommand(args: string[], env: Env): Promise<number> {
 async function tailCommand(args: string[], env: Env): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { types: { type: 'string' }, since: { type: 'string' }, 'api-key': { type: 'string' }, 'api-url': { type: 'string' } },
+    options: { types: { type: 'string' }, since: { type: 'string' }, ...CONNECTION },
   });
   const types = parseTypes(values.types, '--types');
   const api = client(values, env);
@@ -197,8 +247,7 @@ async function emitCommand(args: string[], env: Env): Promise<number> {
       count: { type: 'string', default: '1' },
       data: { type: 'string' },
       'ingest-token': { type: 'string' },
-      'api-key': { type: 'string' },
-      'api-url': { type: 'string' },
+      ...CONNECTION,
     },
   });
   const [type] = parseTypes(values.type, '--type') ?? [];
@@ -214,6 +263,7 @@ async function emitCommand(args: string[], env: Env): Promise<number> {
     }
     if (data === null || typeof data !== 'object' || Array.isArray(data)) throw new UsageError('--data must be a JSON object');
   }
+  if (values['ingest-token'] !== undefined) warnArgv('--ingest-token', 'EVENT_PLATFORM_INGEST_TOKEN');
   const api = client(values, env, { ingestToken: values['ingest-token'] ?? env.ingestToken ?? DEV_INGEST_TOKEN });
   const me = await api.auth.me();
   const sent = await api.ingest.send(
@@ -225,7 +275,7 @@ async function emitCommand(args: string[], env: Env): Promise<number> {
 }
 
 async function webhooksList(args: string[], env: Env): Promise<number> {
-  const { values } = parseArgs({ args, options: { json: { type: 'boolean', default: false }, 'api-key': { type: 'string' }, 'api-url': { type: 'string' } } });
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean', default: false }, ...CONNECTION } });
   const hooks = await client(values, env).webhooks.list();
   if (values.json) {
     out(JSON.stringify(hooks, null, 2));
@@ -246,7 +296,7 @@ async function webhooksTest(args: string[], env: Env): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { wait: { type: 'string', default: '30' }, 'api-key': { type: 'string' }, 'api-url': { type: 'string' } },
+    options: { wait: { type: 'string', default: '30' }, ...CONNECTION },
   });
   const id = positionals[0];
   if (!id || positionals.length > 1) throw new UsageError('webhooks test needs one subscription id (wh_…)');

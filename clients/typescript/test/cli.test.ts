@@ -2,7 +2,7 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
@@ -137,10 +137,15 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
     const app = await localApp();
     const secret = 'whsec_' + Buffer.alloc(32, 7).toString('base64');
     const proc = run(['listen', '--forward-to', `http://127.0.0.1:${await freePort()}/nothing-here`, '--events', 'call.ended', '--secret', secret]);
-    const second = run(['listen', '--forward-to', app.url, '--events', 'call.ended', '--secret', secret]);
+    // The secret from the environment: not on the command line, where `ps` shows it.
+    const second = run(['listen', '--forward-to', app.url, '--events', 'call.ended'], { EVENT_PLATFORM_WEBHOOK_SECRET: secret });
     try {
       await Promise.all([proc.line(/^Ready!.*\(call\.ended\)/), second.line(/^Ready!/)]);
-      expect(await proc.line(/signing secret/)).to.include(secret);
+      // A secret the user gave is theirs already: named by its last characters, never echoed.
+      expect(await proc.line(/signing secret/)).to.include(secret.slice(-4)).and.not.include(secret);
+      expect(await second.line(/signing secret/)).to.not.include(secret);
+      expect(await proc.line(/--secret.*ps/, 'stderr')).to.match(/EVENT_PLATFORM_WEBHOOK_SECRET/);
+      expect(second.stderr.join('\n')).to.not.match(/--secret/);
       const sent = await ingest(api.url, [
         { account_id: account.userId, type: 'call.started', data: {} },
         { account_id: account.userId, type: 'call.ended', data: {} },
@@ -149,6 +154,7 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
       await second.line(/-->/);
       expect(app.requests).to.have.length(1);
       expect(verifyWebhook(app.requests[0]!.raw, app.requests[0]!.headers, secret).id).to.equal(sent[1]!.id);
+      for (const out of [...proc.stdout, ...proc.stderr, ...second.stdout, ...second.stderr]) expect(out).to.not.include(secret);
     } finally {
       await Promise.all([proc.kill(), second.kill()]);
       await app.close();
@@ -216,9 +222,72 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
     expect(await unknown.exited).to.equal(2);
     const badKey = run(['webhooks', 'list', '--api-key', 'svc_not-a-real-key']);
     expect(await badKey.exited).to.equal(1);
-    expect(badKey.stderr[0]).to.match(/^event-platform: 401 unauthorized: /);
+    expect(badKey.stderr.join('\n')).to.match(/^event-platform: 401 unauthorized: /m);
     const missing = run(['webhooks', 'test', 'wh_000000000000000000000000']);
     expect(await missing.exited).to.equal(1);
     expect(missing.stderr[0]).to.match(/404 not_found/);
+  });
+});
+
+/** A stand-in API on every interface that records what reaches it and answers 401. */
+async function recordingApi(): Promise<{ port: number; seen: IncomingHttpHeaders[]; close: () => Promise<void> }> {
+  const seen: IncomingHttpHeaders[] = [];
+  const server = http.createServer((req, res) => {
+    seen.push(req.headers);
+    res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' }).end(JSON.stringify({ error: { code: 'unauthorized', message: 'no', request_id: 'r' } }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, resolve)); // '::', both families
+  return { port: (server.address() as AddressInfo).port, seen, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+/** This machine's first address that is not loopback, where one exists; else one where nothing answers. */
+function outsideAddress(): string {
+  for (const addrs of Object.values(networkInterfaces())) for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  return '192.0.2.1';
+}
+
+describe('CLI credentials on the command line and over plain HTTP (a spawned process, a stand-in API)', function () {
+  this.timeout(60_000);
+  let cli: string;
+  let api: Awaited<ReturnType<typeof recordingApi>>;
+  const KEY = 'svc_' + 'k'.repeat(43);
+  const runCli = (args: string[], env: Record<string, string> = {}) => new Cli(cli, args, env);
+
+  before(async () => {
+    cli = join(await buildClient(), 'cli.js');
+    api = await recordingApi();
+  });
+  after(() => api.close());
+
+  it('refuses plain http:// to an API that is not on loopback, before sending anything; --insecure-http allows it', async () => {
+    const url = `http://${outsideAddress()}:${api.port}`;
+    for (const proc of [runCli(['webhooks', 'list', '--api-url', url], { EVENT_PLATFORM_API_KEY: KEY }), runCli(['webhooks', 'list'], { EVENT_PLATFORM_API_KEY: KEY, EVENT_PLATFORM_API_URL: url })]) {
+      expect(await proc.exited, proc.stderr.join('\n')).to.equal(2);
+      expect(proc.stderr[0]).to.match(/plain http.*--insecure-http/);
+    }
+    expect(api.seen, 'the key was sent in clear').to.have.length(0);
+    if (url.includes('192.0.2.1')) return; // no outside address here to serve the stand-in on
+    const allowed = runCli(['webhooks', 'list', '--api-url', url, '--insecure-http'], { EVENT_PLATFORM_API_KEY: KEY });
+    expect(await allowed.exited).to.equal(1);
+    expect(allowed.stderr.join('\n')).to.match(/401 unauthorized/);
+    expect(api.seen.map((h) => h['authorization'] ?? h['x-api-key'])).to.deep.equal([`Bearer ${KEY}`]);
+  });
+
+  it('takes plain http:// to loopback (localhost, 127.0.0.1, [::1]) without a flag', async () => {
+    for (const host of ['localhost', '127.0.0.1', '[::1]']) {
+      const proc = runCli(['webhooks', 'list', '--api-url', `http://${host}:${api.port}`], { EVENT_PLATFORM_API_KEY: KEY });
+      expect(await proc.exited, `${host}: ${proc.stderr.join('\n')}`).to.equal(1);
+      expect(proc.stderr.join('\n')).to.match(/401 unauthorized/);
+    }
+  });
+
+  it('warns when --api-key is on the command line (visible in ps), and not when it comes from the environment', async () => {
+    const argv = runCli(['webhooks', 'list', '--api-key', KEY, '--api-url', `http://127.0.0.1:${api.port}`]);
+    expect(await argv.exited).to.equal(1);
+    expect(argv.stderr[0]).to.match(/--api-key.*ps.*EVENT_PLATFORM_API_KEY/);
+    expect(argv.stderr.join('\n')).to.not.include(KEY);
+    const fromEnv = runCli(['webhooks', 'list', '--api-url', `http://127.0.0.1:${api.port}`], { EVENT_PLATFORM_API_KEY: KEY });
+    expect(await fromEnv.exited).to.equal(1);
+    expect(fromEnv.stderr.join('\n')).to.not.match(/--api-key/);
   });
 });

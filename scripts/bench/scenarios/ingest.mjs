@@ -3,12 +3,13 @@
 // (b) 100-event batches. References in the same run: a bare Koa app under the
 // same autocannon load (the HTTP ceiling) and Kafka's ProducerPerformance with
 // the same record size and acks=all on the same broker.
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpuShare, formatShare, servicePids, settle } from '../lib/cpu-share.mjs';
 import { accountIds, envelopeBytes, eventBody } from '../lib/events.mjs';
 import { MongoClient } from 'mongodb';
 import { createTopic, kafkaAdmin, producerPerformance } from '../lib/kafka.mjs';
-import { benchDir } from '../lib/paths.mjs';
+import { benchDir, infraRunDir } from '../lib/paths.mjs';
 import { freePort, startNode, waitHttp } from '../lib/proc.mjs';
 import { INGEST_TOKEN, startApi } from '../lib/services.mjs';
 import { median } from '../lib/stats.mjs';
@@ -49,7 +50,7 @@ export async function run(ctx) {
     const s = await settle();
     ctx.log(`${s.settled ? 'quiet' : `NOT quiet (${s.busy} cores busy)`} after ${(s.waitedMs / 1000).toFixed(1)} s, before ${what}`);
   };
-  const samples = { koa: [], single: [], batch: [], kafka: [], apiCpuSingle: [], apiCpuBatch: [], cpuKoa: [], cpuSingle: [], cpuBatch: [], cpuDrain: [], materialized: [] };
+  const samples = { koa: [], single: [], batch: [], kafka: [], apiCpuSingle: [], apiCpuBatch: [], cpuKoa: [], cpuSingle: [], cpuBatch: [], cpuDrain: [], materialized: [], diskPerEvent: [] };
   for (let r = 0; r < ctx.runs; r++) {
     await quiet('bare Koa');
     let share = shared(koa);
@@ -80,6 +81,11 @@ export async function run(ctx) {
     samples.cpuDrain.push(share.stop());
     samples.materialized.push(drain.rate);
     ctx.log(`run ${r + 1}: the materializer wrote a backlog of ${drain.written} events in ${(drain.ms / 1000).toFixed(1)} s: ${drain.rate.toFixed(0)} events/s; cores used: ${formatShare(samples.cpuDrain.at(-1))}`);
+    const disk = storeDisk(ctx.db);
+    if (disk && drain.stored > 0) {
+      samples.diskPerEvent.push((disk.data + disk.wal) / drain.stored);
+      ctx.log(`run ${r + 1}: the store holds ${drain.stored} events in ${mb(disk.data)} of data + ${mb(disk.wal)} of WAL: ${samples.diskPerEvent.at(-1).toFixed(0)} B per stored event`);
+    }
     await quiet('the Kafka tool');
     const p = await producerPerformance(ctx.services.KAFKA_BROKERS, refTopic, { records: quick ? 150_000 : 400_000, recordSize });
     samples.kafka.push(p.recordsPerSec);
@@ -124,10 +130,31 @@ export async function run(ctx) {
       seconds,
       apiCpuSingle: median(samples.apiCpuSingle),
       apiCpuBatch: median(samples.apiCpuBatch),
+      // Disk per stored event right after the drain: the database file and its WAL (local FerretDB only).
+      diskBytesPerStoredEvent: samples.diskPerEvent.length > 0 ? median(samples.diskPerEvent) : null,
       // Cores used by each process during the loads (median over the runs): what else the machine did while the API was measured.
       coresDuring: { bareKoa: medianShare(samples.cpuKoa), single: medianShare(samples.cpuSingle), batch: medianShare(samples.cpuBatch), drain: medianShare(samples.cpuDrain) },
     },
   };
+}
+
+const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MB`;
+
+/**
+ * The bytes the local FerretDB keeps for database `db`: its SQLite file and the file's WAL
+ * (scripts/infra/up.sh: <run>/ferretdb-data/<db>.sqlite); null when the store is not ours (MONGO_URL elsewhere).
+ */
+function storeDisk(db) {
+  const file = join(infraRunDir, 'ferretdb-data', `${db}.sqlite`);
+  const size = (f) => {
+    try {
+      return statSync(f).size;
+    } catch {
+      return null;
+    }
+  };
+  const data = size(file);
+  return data === null ? null : { data, wal: size(`${file}-wal`) ?? 0 };
 }
 
 function medianShare(shares) {
@@ -163,7 +190,8 @@ async function drainRate(ctx, topic) {
     for (;;) {
       const left = await backlog();
       const ms = performance.now() - started;
-      if (left === 0 || ms > 300_000) return { written: first - left, ms: Math.round(ms), rate: ((first - left) / ms) * 1000 };
+      // stored: every event of the topic but those still to write (the database holds this scenario's events only).
+      if (left === 0 || ms > 300_000) return { written: first - left, stored: ends.reduce((n, e) => n + e.last + 1, 0) - left, ms: Math.round(ms), rate: ((first - left) / ms) * 1000 };
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   } finally {

@@ -19,6 +19,7 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   too_many_streams: 429,
   internal: 500,
+  not_implemented: 501,
   unavailable: 503,
 } as const;
 
