@@ -127,7 +127,7 @@ const NOT_READY = new Error('the gate was not ready: dropped unwritten');
 const WITHDRAWN = new Error('withdrawn while waiting for a connection');
 
 /** A pool nothing was sent through for this long is closed (its connections are closed by then: keepAliveMaxTimeout). */
-export const IDLE_POOL_MS = 60_000;
+const IDLE_POOL_MS = 60_000;
 
 /**
  * Set on a request's dispatch options: called when its pool hands it to a

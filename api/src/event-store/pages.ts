@@ -127,7 +127,7 @@ interface StreamState {
 }
 
 /** A partition's claim of epoch `epoch` (see the top of this file). */
-export function claimId(topicId: string, partition: number, epoch: number): string {
+function claimId(topicId: string, partition: number, epoch: number): string {
   return `#claim:${topicId}:${partition}:${epoch}`;
 }
 
