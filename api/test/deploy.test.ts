@@ -90,6 +90,35 @@ describe('shipped deployment', function () {
       return env;
     };
 
+    interface ComposeService {
+      ports?: { target: number; published: string }[];
+      environment?: Record<string, string | null>;
+      volumes?: { type: string; source?: string; target: string }[];
+      restart?: string;
+      deploy?: { restart_policy?: { condition?: string } };
+      healthcheck?: { test?: string[]; start_period?: string; interval?: string };
+      command?: string[];
+    }
+    let resolved: { services: Record<string, ComposeService> } | null = null;
+    /** The file as Compose v2 resolves it (`config --format json`), with the three secrets set. */
+    const config = (): { services: Record<string, ComposeService> } => {
+      if (resolved) return resolved;
+      const [bin, ...pre] = composeCommand();
+      const out = execFileSync(bin!, [...pre, '-f', 'docker-compose.yml', 'config', '--format', 'json'], { cwd: root, env: { ...bare(), ...secrets }, encoding: 'utf8' });
+      resolved = JSON.parse(out) as { services: Record<string, ComposeService> };
+      return resolved;
+    };
+
+    it("keeps Kafka's log on its volume: every log dir is a mounted volume and every volume is a log dir", () => {
+      const kafka = config().services.kafka!;
+      const logDirs = String(kafka.environment?.KAFKA_LOG_DIRS ?? '').split(',').filter(Boolean);
+      // Unset, the apache/kafka image writes to /tmp/kraft-combined-logs inside the container.
+      expect(logDirs.length, 'KAFKA_LOG_DIRS').to.be.greaterThan(0);
+      const mounted = (kafka.volumes ?? []).filter((v) => v.type === 'volume').map((v) => v.target);
+      expect(mounted.sort()).to.deep.equal(logDirs.sort());
+      expect(kafka.environment?.KAFKA_LOG_DIR, 'KAFKA_LOG_DIR would be a second, unmounted log dir').to.equal(undefined);
+    });
+
     it('requires the three secrets and publishes only the gateway (Compose v2 `config`)', () => {
       expect(composeText).to.match(/\$\{JWT_SECRET:\?/);
       const [bin, ...pre] = composeCommand();
@@ -100,12 +129,10 @@ describe('shipped deployment', function () {
         expect(res.status, missing).to.not.equal(0);
         expect(res.stderr).to.include(`required variable ${missing} is missing`);
       }
-      const out = execFileSync(bin!, [...pre, '-f', 'docker-compose.yml', 'config', '--format', 'json'], { cwd: root, env: { ...bare(), ...secrets }, encoding: 'utf8' });
-      const config = JSON.parse(out) as { services: Record<string, { ports?: { target: number; published: string }[]; environment?: Record<string, string | null> }> };
-      const published = Object.entries(config.services).flatMap(([name, s]) => (s.ports ?? []).map((p) => `${name}:${p.published}->${p.target}`));
+      const published = Object.entries(config().services).flatMap(([name, s]) => (s.ports ?? []).map((p) => `${name}:${p.published}->${p.target}`));
       expect(published.sort()).to.deep.equal(['gateway:443->443', 'gateway:80->80']);
       for (const name of ['api', 'delivery']) {
-        expect(config.services[name]!.environment).to.include({ NODE_ENV: 'production', ...secrets });
+        expect(config().services[name]!.environment).to.include({ NODE_ENV: 'production', ...secrets });
       }
     });
   });
