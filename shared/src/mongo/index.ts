@@ -4,7 +4,7 @@
  * change streams, no partial indexes; TTL indexes are created where the server
  * supports them and expiry is also enforced on read.
  */
-import { MongoClient, type Collection, type Db, type IndexDescription } from 'mongodb';
+import { MongoClient, type Collection, type Db, type IndexDescription, type WriteConcernSettings } from 'mongodb';
 import type { BaseConfig } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type {
@@ -93,11 +93,52 @@ export interface Collections {
   rateLimits: Collection<RateLimitDoc>;
 }
 
+/**
+ * The write concern of a write that something is answered or committed on:
+ * journaled (`j`) so a hard stop of mongod cannot lose it, and on a majority
+ * of a replica set (on a standalone server, `majority` is the server itself).
+ * Without it, a standalone MongoDB answers once the write is in memory and
+ * may lose about the last 100 ms of writes when it is killed.
+ */
+export const DURABLE_WRITE: Readonly<WriteConcernSettings> = Object.freeze({ w: 'majority', journal: true });
+
+/**
+ * The collections whose every write is DURABLE_WRITE, and why. The others
+ * use the server's default (w:1 on a standalone, majority on a replica set
+ * since MongoDB 5.0): what they hold is either covered by a durable write
+ * that follows it, or costs only a duplicate when lost.
+ * - watermarks: the materializer commits its Kafka offsets after raising the
+ *   watermark. MongoDB's journal is one ordered log, so journaling the
+ *   watermark write also journals the chunk's events, pages and dead-lettered
+ *   events written before it (the hot inserts pay nothing extra).
+ * - deliveries, retryDue: a delivery that must be retried exists only there
+ *   once its offset is committed; the API queues resends on them and answers.
+ * - users, apiKeys, apiKeyHashes, keyEpoch, webhooks, secretRotations: an
+ *   answered signup, key rotation or subscription change must not be undone
+ *   by a crash of mongod (rare writes: the journal wait costs nothing).
+ * - eventTopics: the partition count and topic id every process checks.
+ * Left at the default: ingestKeys and webhookOpKeys (a lost outcome makes a
+ * retry produce the same ids again, absorbed by those ids), attempts and
+ * webhookStatus (history, latest fields), claims and deliveryProgress (a lost
+ * one costs a second send: at-least-once), stream slots, API pods and
+ * rate-limit windows (short-lived).
+ */
+export const DURABLE_COLLECTIONS: ReadonlySet<keyof Collections> = new Set<keyof Collections>(['watermarks', 'deliveries', 'retryDue', 'users', 'apiKeys', 'apiKeyHashes', 'keyEpoch', 'webhooks', 'secretRotations', 'eventTopics']);
+
 export interface Mongo {
   client: MongoClient;
   db: Db;
   collections: Collections;
   close(): Promise<void>;
+}
+
+/** A handle per collection; those in DURABLE_COLLECTIONS write with DURABLE_WRITE. */
+export function collectionHandles(db: Db): Collections {
+  const out: Partial<Record<keyof Collections, Collection<never>>> = {};
+  for (const key of Object.keys(COLLECTION_NAMES) as (keyof Collections)[]) {
+    out[key] = db.collection<never>(COLLECTION_NAMES[key], DURABLE_COLLECTIONS.has(key) ? { writeConcern: DURABLE_WRITE } : {});
+  }
+  return out as unknown as Collections;
 }
 
 /**
@@ -114,30 +155,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
   });
   if (config.mongo.slowMs > 0 && opts.log) watchSlowCommands(client, opts.log.child({ component: 'mongo' }), config.mongo.slowMs);
   const db = client.db(config.mongo.dbName);
-  const collections: Collections = {
-    users: db.collection(COLLECTION_NAMES.users),
-    apiKeys: db.collection(COLLECTION_NAMES.apiKeys),
-    apiKeyHashes: db.collection(COLLECTION_NAMES.apiKeyHashes),
-    keyEpoch: db.collection(COLLECTION_NAMES.keyEpoch),
-    apiPods: db.collection(COLLECTION_NAMES.apiPods),
-    events: db.collection(COLLECTION_NAMES.events),
-    eventPages: db.collection(COLLECTION_NAMES.eventPages),
-    watermarks: db.collection(COLLECTION_NAMES.watermarks),
-    eventTopics: db.collection(COLLECTION_NAMES.eventTopics),
-    deadEvents: db.collection(COLLECTION_NAMES.deadEvents),
-    ingestKeys: db.collection(COLLECTION_NAMES.ingestKeys),
-    streamSlots: db.collection(COLLECTION_NAMES.streamSlots),
-    webhooks: db.collection(COLLECTION_NAMES.webhooks),
-    webhookStatus: db.collection(COLLECTION_NAMES.webhookStatus),
-    secretRotations: db.collection(COLLECTION_NAMES.secretRotations),
-    deliveries: db.collection(COLLECTION_NAMES.deliveries),
-    attempts: db.collection(COLLECTION_NAMES.attempts),
-    claims: db.collection(COLLECTION_NAMES.claims),
-    webhookOpKeys: db.collection(COLLECTION_NAMES.webhookOpKeys),
-    retryDue: db.collection(COLLECTION_NAMES.retryDue),
-    deliveryProgress: db.collection(COLLECTION_NAMES.deliveryProgress),
-    rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
-  };
+  const collections = collectionHandles(db);
   const watchdog = opts.log ? new MonitorWatchdog(client, opts.log.child({ component: 'mongo' })) : null;
   watchdog?.start();
   return {
