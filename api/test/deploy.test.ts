@@ -119,6 +119,12 @@ describe('shipped deployment', function () {
       expect(kafka.environment?.KAFKA_LOG_DIR, 'KAFKA_LOG_DIR would be a second, unmounted log dir').to.equal(undefined);
     });
 
+    it('restarts every service after a crash or an exit (a process that exits at start included)', () => {
+      const services = config().services;
+      expect(Object.keys(services).sort()).to.deep.equal(['api', 'delivery', 'gateway', 'kafka', 'mongo']);
+      for (const [name, s] of Object.entries(services)) expect(s.restart, name).to.equal('unless-stopped');
+    });
+
     it('requires the three secrets and publishes only the gateway (Compose v2 `config`)', () => {
       expect(composeText).to.match(/\$\{JWT_SECRET:\?/);
       const [bin, ...pre] = composeCommand();

@@ -1,8 +1,9 @@
 /**
  * The only module that names MongoDB collections and creates indexes.
  * Code runs on real MongoDB 7 and on FerretDB 1.x alike: no transactions, no
- * change streams, no partial indexes; TTL indexes are created where the server
- * supports them and expiry is also enforced on read.
+ * change streams; TTL and partial indexes are created where the server
+ * supports them (expiry is also enforced on read, and a partial index is only
+ * ever the one a missing field would otherwise break).
  */
 import { MongoClient, type Collection, type Db, type IndexDescription, type WriteConcernSettings } from 'mongodb';
 import type { BaseConfig } from '../config/index.js';
@@ -169,7 +170,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
   };
 }
 
-const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
+export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } = {
   users: [{ key: { email: 1 }, name: 'email_unique', unique: true }],
   apiKeys: [{ key: { hash: 1 }, name: 'hash_unique', unique: true }],
   apiKeyHashes: [],
@@ -188,7 +189,11 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   streamSlots: [],
   webhooks: [
     { key: { account_id: 1, created_at: 1 }, name: 'account_created' },
-    { key: { account_id: 1, slot: 1 }, name: 'account_slot_unique', unique: true },
+    // Partial: subscriptions created before slots existed have none, and MongoDB indexes a missing
+    // field as null, so two of them in one account would break a plain unique index (E11000) and
+    // stop every process from starting. FerretDB has no partial indexes and treats missing values as
+    // distinct (SQLite's nulls): there the same index is created without the filter.
+    { key: { account_id: 1, slot: 1 }, name: 'account_slot_unique', unique: true, partialFilterExpression: { slot: { $exists: true } } },
   ],
   webhookStatus: [],
   secretRotations: [{ key: { subscription_id: 1 }, name: 'subscription' }],
@@ -230,9 +235,48 @@ function isMissing(err: unknown): boolean {
   return code === 27 || code === 26;
 }
 
-/** FerretDB 1.x answers a TTL index with NotImplemented (238). */
-function isTtlUnsupported(err: unknown): boolean {
+/** FerretDB 1.x answers a TTL or a partial index with NotImplemented (238). */
+function isNotImplemented(err: unknown): boolean {
   return (err as { code?: unknown })?.code === 238 || (err as { codeName?: unknown })?.codeName === 'NotImplemented';
+}
+
+/** IndexOptionsConflict (85) or IndexKeySpecsConflict (86): an index of that name exists with other options. */
+function isConflict(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  return code === 85 || code === 86;
+}
+
+type IndexTarget = Pick<Collection, 'createIndex' | 'dropIndex'>;
+
+/**
+ * Creates one index. An index of the same name with other options (created
+ * by an earlier version: `account_slot_unique` before it was partial) is
+ * dropped and created again. Where the server has no TTL or partial indexes
+ * (FerretDB), a TTL index is skipped (readers check expiry, sweepers remove)
+ * and a partial one is created without its filter.
+ */
+export async function ensureIndex(collection: IndexTarget, name: string, spec: IndexDescription, logger: Logger): Promise<void> {
+  const { key, ...options } = spec;
+  try {
+    await collection.createIndex(key, options);
+  } catch (err) {
+    if (isConflict(err)) {
+      logger.info({ collection: name, index: options.name }, 'index exists with other options; dropping and creating it again');
+      await collection.dropIndex(options.name!).catch((e: unknown) => {
+        if (!isMissing(e)) throw e;
+      });
+      return ensureIndex(collection, name, spec, logger);
+    }
+    if (!isNotImplemented(err)) throw err;
+    if (options.partialFilterExpression !== undefined) {
+      const { partialFilterExpression: _dropped, ...whole } = options;
+      logger.info({ collection: name, index: options.name }, 'server has no partial indexes; creating the index over every document');
+      return ensureIndex(collection, name, { key, ...whole }, logger);
+    }
+    if (options.expireAfterSeconds === undefined) throw err;
+    // Readers check expiry themselves; only the clean-up of old documents is lost.
+    logger.info({ collection: name, index: options.name }, 'server has no TTL indexes; expired documents stay until a sweeper removes them');
+  }
 }
 
 /** Creates every index; safe to call on every boot and from several processes. */
@@ -240,15 +284,7 @@ export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void>
   for (const [name, specs] of Object.entries(INDEXES) as [keyof Collections, IndexDescription[]][]) {
     // One index per call: FerretDB 1.24 panics on a multi-index createIndexes
     // when the indexes already exist (a second boot), closing the connection.
-    for (const { key, ...options } of specs) {
-      try {
-        await mongo.collections[name].createIndex(key, options);
-      } catch (err) {
-        if (options.expireAfterSeconds === undefined || !isTtlUnsupported(err)) throw err;
-        // Readers check expiry themselves; only the clean-up of old documents is lost.
-        logger.info({ collection: name, index: options.name }, 'server has no TTL indexes; expired documents stay until a sweeper removes them');
-      }
-    }
+    for (const spec of specs) await ensureIndex(mongo.collections[name], name, spec, logger);
   }
   for (const [name, indexNames] of Object.entries(RETIRED_INDEXES) as [keyof Collections, string[]][]) {
     for (const index of indexNames) {
