@@ -119,6 +119,21 @@ describe('shipped deployment', function () {
       expect(kafka.environment?.KAFKA_LOG_DIR, 'KAFKA_LOG_DIR would be a second, unmounted log dir').to.equal(undefined);
     });
 
+    it('sets the broker deliberately: every append flushed (one broker, no replica), offsets kept far longer than the log', () => {
+      const env = config().services.kafka!.environment ?? {};
+      const voters = String(env.KAFKA_CONTROLLER_QUORUM_VOTERS).split(',');
+      // A single broker: nothing replicates, so only a flush makes an acknowledged event survive a host crash.
+      expect(voters).to.have.length(1);
+      expect(env.KAFKA_LOG_FLUSH_INTERVAL_MESSAGES).to.equal('1');
+      expect(env.KAFKA_MIN_INSYNC_REPLICAS).to.equal('1');
+      for (const rf of ['KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR', 'KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR']) expect(env[rf], rf).to.equal(String(voters.length));
+      const retentionMs = Number(env.KAFKA_LOG_RETENTION_MS);
+      expect(retentionMs, 'KAFKA_LOG_RETENTION_MS').to.equal(7 * 24 * 3_600_000);
+      // A group's offsets must outlive the events they point at: an expired offset makes the delivery group a new one, placed at the end.
+      const offsetsMs = Number(env.KAFKA_OFFSETS_RETENTION_MINUTES) * 60_000;
+      expect(offsetsMs, 'KAFKA_OFFSETS_RETENTION_MINUTES').to.be.at.least(10 * retentionMs);
+    });
+
     it('restarts every service after a crash or an exit (a process that exits at start included)', () => {
       const services = config().services;
       expect(Object.keys(services).sort()).to.deep.equal(['api', 'delivery', 'gateway', 'kafka', 'mongo']);
