@@ -83,10 +83,10 @@ describe('shipped deployment', function () {
   });
 
   describe('docker-compose.yml', () => {
-    const secrets = { JWT_SECRET: 'j'.repeat(40), INGEST_TOKEN: 'i'.repeat(30), WEBHOOK_SECRET_KEY: Buffer.alloc(32, 3).toString('base64') };
+    const secrets = { JWT_SECRET: 'j'.repeat(40), INGEST_TOKEN: 'i'.repeat(30), WEBHOOK_SECRET_KEY: Buffer.alloc(32, 3).toString('base64'), MONGO_PASSWORD: 'm'.repeat(24) };
     const bare = (): Record<string, string> => {
       const env: Record<string, string> = {};
-      for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in secrets) && k !== 'METRICS_TOKEN' && k !== 'PUBLIC_BASE_URL') env[k] = v;
+      for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in secrets) && !['METRICS_TOKEN', 'PUBLIC_BASE_URL', 'MONGO_USER'].includes(k)) env[k] = v;
       return env;
     };
 
@@ -140,7 +140,22 @@ describe('shipped deployment', function () {
       for (const [name, s] of Object.entries(services)) expect(s.restart, name).to.equal('unless-stopped');
     });
 
-    it('requires the three secrets and publishes only the gateway (Compose v2 `config`)', () => {
+    it('gives MongoDB credentials, and the processes a connection string with them', () => {
+      const { mongo, api, delivery } = config().services;
+      expect(mongo!.environment).to.include({ MONGO_INITDB_ROOT_USERNAME: 'event_platform', MONGO_INITDB_ROOT_PASSWORD: secrets.MONGO_PASSWORD });
+      for (const s of [api!, delivery!]) {
+        const url = new URL(String(s.environment?.MONGO_URL));
+        expect([url.username, url.password, url.host, url.searchParams.get('authSource')]).to.deep.equal(['event_platform', secrets.MONGO_PASSWORD, 'mongo:27017', 'admin']);
+      }
+    });
+
+    it('health-checks Kafka and MongoDB with a start period, MongoDB without starting mongosh', () => {
+      const { mongo, kafka } = config().services;
+      for (const [name, s] of [['mongo', mongo!], ['kafka', kafka!]] as const) expect(s.healthcheck?.start_period, name).to.match(/^\d+m|^[3-9]\ds|^\d{3,}s/);
+      expect(mongo!.healthcheck?.test?.join(' ')).to.not.include('mongosh');
+    });
+
+    it('requires the four secrets and publishes only the gateway (Compose v2 `config`)', () => {
       expect(composeText).to.match(/\$\{JWT_SECRET:\?/);
       const [bin, ...pre] = composeCommand();
       for (const missing of Object.keys(secrets)) {
@@ -153,7 +168,8 @@ describe('shipped deployment', function () {
       const published = Object.entries(config().services).flatMap(([name, s]) => (s.ports ?? []).map((p) => `${name}:${p.published}->${p.target}`));
       expect(published.sort()).to.deep.equal(['gateway:443->443', 'gateway:80->80']);
       for (const name of ['api', 'delivery']) {
-        expect(config().services[name]!.environment).to.include({ NODE_ENV: 'production', ...secrets });
+        const { MONGO_PASSWORD: _inTheUrl, ...appSecrets } = secrets;
+        expect(config().services[name]!.environment).to.include({ NODE_ENV: 'production', ...appSecrets });
       }
     });
   });
