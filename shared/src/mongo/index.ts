@@ -170,6 +170,13 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
   };
 }
 
+/**
+ * How long after its end a rate-limit window is kept: counts are written in
+ * batches, so points of a window that has just ended still arrive. The TTL
+ * index (MongoDB) and the sweeper (FerretDB) both wait this long.
+ */
+export const RATE_WINDOW_GRACE_MS = 60_000;
+
 export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } = {
   users: [{ key: { email: 1 }, name: 'email_unique', unique: true }],
   apiKeys: [{ key: { hash: 1 }, name: 'hash_unique', unique: true }],
@@ -217,8 +224,9 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
   retryDue: [{ key: { b: 1 }, name: 'bucket' }],
   deliveryProgress: [],
   // Each window is its own document found by _id (limits/window-store.ts);
-  // the TTL index removes ended windows where the server has TTL indexes.
-  rateLimits: [{ key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: 0 }],
+  // the TTL index removes ended windows where the server has TTL indexes, as
+  // late as the sweeper does elsewhere (counts of an ended window still arrive).
+  rateLimits: [{ key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: RATE_WINDOW_GRACE_MS / 1000 }],
 };
 
 /**
