@@ -307,6 +307,31 @@ export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void>
   logger.debug('mongo indexes ensured');
 }
 
+const atomicity = new WeakMap<Db, Promise<boolean>>();
+
+/**
+ * Whether a conditional update (`updateOne({_id, lease_id}, ...)`) is atomic
+ * on this server: true on MongoDB; false on FerretDB 1.x, which applies
+ * concurrent updates of one document non-atomically and reads the whole
+ * collection for any filter but a plain `_id` (see docs/operations.md), so
+ * callers keep an `_id` read then an `_id` write there. Asked once per
+ * database handle (`buildInfo` names FerretDB in `ferretdbVersion`); an
+ * error is not remembered, and answers false meanwhile.
+ */
+export function conditionalWritesAreAtomic(db: Pick<Db, 'admin'>): Promise<boolean> {
+  const known = atomicity.get(db as Db);
+  if (known) return known;
+  const asked = db
+    .admin()
+    .command({ buildInfo: 1 })
+    .then((info) => info.ferretdbVersion === undefined);
+  atomicity.set(db as Db, asked);
+  return asked.catch(() => {
+    atomicity.delete(db as Db);
+    return false;
+  });
+}
+
 /** Round-trips a command to the server within `timeoutMs`. */
 export async function pingMongo(mongo: Mongo, timeoutMs = 2000): Promise<void> {
   await mongo.db.command({ ping: 1 }, { timeoutMS: timeoutMs });
