@@ -101,7 +101,7 @@ export interface Collections {
  * Without it, a standalone MongoDB answers once the write is in memory and
  * may lose about the last 100 ms of writes when it is killed.
  */
-export const DURABLE_WRITE: Readonly<WriteConcernSettings> = Object.freeze({ w: 'majority', journal: true });
+const DURABLE_WRITE: Readonly<WriteConcernSettings> = Object.freeze({ w: 'majority', journal: true });
 
 /**
  * The collections whose every write is DURABLE_WRITE, and why. The others
