@@ -83,14 +83,79 @@ describe('shipped deployment', function () {
   });
 
   describe('docker-compose.yml', () => {
-    const secrets = { JWT_SECRET: 'j'.repeat(40), INGEST_TOKEN: 'i'.repeat(30), WEBHOOK_SECRET_KEY: Buffer.alloc(32, 3).toString('base64') };
+    const secrets = { JWT_SECRET: 'j'.repeat(40), INGEST_TOKEN: 'i'.repeat(30), WEBHOOK_SECRET_KEY: Buffer.alloc(32, 3).toString('base64'), MONGO_PASSWORD: 'm'.repeat(24) };
     const bare = (): Record<string, string> => {
       const env: Record<string, string> = {};
-      for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in secrets) && k !== 'METRICS_TOKEN' && k !== 'PUBLIC_BASE_URL') env[k] = v;
+      for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !(k in secrets) && !['METRICS_TOKEN', 'PUBLIC_BASE_URL', 'MONGO_USER'].includes(k)) env[k] = v;
       return env;
     };
 
-    it('requires the three secrets and publishes only the gateway (Compose v2 `config`)', () => {
+    interface ComposeService {
+      ports?: { target: number; published: string }[];
+      environment?: Record<string, string | null>;
+      volumes?: { type: string; source?: string; target: string }[];
+      restart?: string;
+      deploy?: { restart_policy?: { condition?: string } };
+      healthcheck?: { test?: string[]; start_period?: string; interval?: string };
+      command?: string[];
+    }
+    let resolved: { services: Record<string, ComposeService> } | null = null;
+    /** The file as Compose v2 resolves it (`config --format json`), with the three secrets set. */
+    const config = (): { services: Record<string, ComposeService> } => {
+      if (resolved) return resolved;
+      const [bin, ...pre] = composeCommand();
+      const out = execFileSync(bin!, [...pre, '-f', 'docker-compose.yml', 'config', '--format', 'json'], { cwd: root, env: { ...bare(), ...secrets }, encoding: 'utf8' });
+      resolved = JSON.parse(out) as { services: Record<string, ComposeService> };
+      return resolved;
+    };
+
+    it("keeps Kafka's log on its volume: every log dir is a mounted volume and every volume is a log dir", () => {
+      const kafka = config().services.kafka!;
+      const logDirs = String(kafka.environment?.KAFKA_LOG_DIRS ?? '').split(',').filter(Boolean);
+      // Unset, the apache/kafka image writes to /tmp/kraft-combined-logs inside the container.
+      expect(logDirs.length, 'KAFKA_LOG_DIRS').to.be.greaterThan(0);
+      const mounted = (kafka.volumes ?? []).filter((v) => v.type === 'volume').map((v) => v.target);
+      expect(mounted.sort()).to.deep.equal(logDirs.sort());
+      expect(kafka.environment?.KAFKA_LOG_DIR, 'KAFKA_LOG_DIR would be a second, unmounted log dir').to.equal(undefined);
+    });
+
+    it('sets the broker deliberately: every append flushed (one broker, no replica), offsets kept far longer than the log', () => {
+      const env = config().services.kafka!.environment ?? {};
+      const voters = String(env.KAFKA_CONTROLLER_QUORUM_VOTERS).split(',');
+      // A single broker: nothing replicates, so only a flush makes an acknowledged event survive a host crash.
+      expect(voters).to.have.length(1);
+      expect(env.KAFKA_LOG_FLUSH_INTERVAL_MESSAGES).to.equal('1');
+      expect(env.KAFKA_MIN_INSYNC_REPLICAS).to.equal('1');
+      for (const rf of ['KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR', 'KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR']) expect(env[rf], rf).to.equal(String(voters.length));
+      const retentionMs = Number(env.KAFKA_LOG_RETENTION_MS);
+      expect(retentionMs, 'KAFKA_LOG_RETENTION_MS').to.equal(7 * 24 * 3_600_000);
+      // A group's offsets must outlive the events they point at: an expired offset makes the delivery group a new one, placed at the end.
+      const offsetsMs = Number(env.KAFKA_OFFSETS_RETENTION_MINUTES) * 60_000;
+      expect(offsetsMs, 'KAFKA_OFFSETS_RETENTION_MINUTES').to.be.at.least(10 * retentionMs);
+    });
+
+    it('restarts every service after a crash or an exit (a process that exits at start included)', () => {
+      const services = config().services;
+      expect(Object.keys(services).sort()).to.deep.equal(['api', 'delivery', 'gateway', 'kafka', 'mongo']);
+      for (const [name, s] of Object.entries(services)) expect(s.restart, name).to.equal('unless-stopped');
+    });
+
+    it('gives MongoDB credentials, and the processes a connection string with them', () => {
+      const { mongo, api, delivery } = config().services;
+      expect(mongo!.environment).to.include({ MONGO_INITDB_ROOT_USERNAME: 'event_platform', MONGO_INITDB_ROOT_PASSWORD: secrets.MONGO_PASSWORD });
+      for (const s of [api!, delivery!]) {
+        const url = new URL(String(s.environment?.MONGO_URL));
+        expect([url.username, url.password, url.host, url.searchParams.get('authSource')]).to.deep.equal(['event_platform', secrets.MONGO_PASSWORD, 'mongo:27017', 'admin']);
+      }
+    });
+
+    it('health-checks Kafka and MongoDB with a start period, MongoDB without starting mongosh', () => {
+      const { mongo, kafka } = config().services;
+      for (const [name, s] of [['mongo', mongo!], ['kafka', kafka!]] as const) expect(s.healthcheck?.start_period, name).to.match(/^\d+m|^[3-9]\ds|^\d{3,}s/);
+      expect(mongo!.healthcheck?.test?.join(' ')).to.not.include('mongosh');
+    });
+
+    it('requires the four secrets and publishes only the gateway (Compose v2 `config`)', () => {
       expect(composeText).to.match(/\$\{JWT_SECRET:\?/);
       const [bin, ...pre] = composeCommand();
       for (const missing of Object.keys(secrets)) {
@@ -100,12 +165,11 @@ describe('shipped deployment', function () {
         expect(res.status, missing).to.not.equal(0);
         expect(res.stderr).to.include(`required variable ${missing} is missing`);
       }
-      const out = execFileSync(bin!, [...pre, '-f', 'docker-compose.yml', 'config', '--format', 'json'], { cwd: root, env: { ...bare(), ...secrets }, encoding: 'utf8' });
-      const config = JSON.parse(out) as { services: Record<string, { ports?: { target: number; published: string }[]; environment?: Record<string, string | null> }> };
-      const published = Object.entries(config.services).flatMap(([name, s]) => (s.ports ?? []).map((p) => `${name}:${p.published}->${p.target}`));
+      const published = Object.entries(config().services).flatMap(([name, s]) => (s.ports ?? []).map((p) => `${name}:${p.published}->${p.target}`));
       expect(published.sort()).to.deep.equal(['gateway:443->443', 'gateway:80->80']);
       for (const name of ['api', 'delivery']) {
-        expect(config.services[name]!.environment).to.include({ NODE_ENV: 'production', ...secrets });
+        const { MONGO_PASSWORD: _inTheUrl, ...appSecrets } = secrets;
+        expect(config().services[name]!.environment).to.include({ NODE_ENV: 'production', ...appSecrets });
       }
     });
   });

@@ -190,6 +190,32 @@ describe('materializer crash safety', function () {
     expect(await mongo.collections.events.countDocuments({})).to.equal(total);
   });
 
+  it('raises a watermark with a journaled majority write, so the offsets it commits next cannot outlive the events (mongod killed)', async () => {
+    // A client of its own with command monitoring (on whenever a slow-command threshold and a log are given).
+    const monitored = createMongo({ ...config, mongo: { ...config.mongo, slowMs: 3_600_000 } }, { log });
+    const sent: unknown[] = [];
+    monitored.client.on('commandStarted', (e) => {
+      if (e.commandName === 'update' && (e.command as { update?: string }).update === 'watermarks') sent.push((e.command as { writeConcern?: unknown }).writeConcern);
+    });
+    try {
+      await eventLog.publish([buildEnvelope({ account_id: fakeAccountId(), type: 'call.started', data: {} }, new Date())]);
+      let raised = false;
+      const m = materializer((at) => {
+        if (at !== 'watermark') return;
+        raised = true;
+        return 'crash';
+      }, `${config.events.materializerGroupId}.journal`, { watermarks: monitored.collections.watermarks });
+      await m.start();
+      await eventually(async () => raised || undefined, 30_000);
+      await m.stop();
+      expect(sent.length).to.be.greaterThan(0);
+      // FerretDB takes the option and ignores it (SQLite's own commit); MongoDB waits for its journal.
+      for (const wc of sent) expect(wc).to.deep.equal({ w: 'majority', j: true });
+    } finally {
+      await monitored.close();
+    }
+  });
+
   it('replaces a consumer that shows no sign of life (a kafkajs restart that never came back), and the new one writes on', async () => {
     let made = 0;
     const m = materializer(undefined, `${config.events.materializerGroupId}-stall`, {

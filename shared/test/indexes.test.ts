@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { loadBaseConfig } from '../src/config/index.js';
-import { createMongo, ensureIndexes } from '../src/mongo/index.js';
+import { conditionalWritesAreAtomic, createMongo, ensureIndexes } from '../src/mongo/index.js';
 import { baseTestEnv } from './support/env.js';
 
 describe('mongo indexes', () => {
@@ -18,6 +18,15 @@ describe('mongo indexes', () => {
       } finally {
         await mongo.close();
       }
+    }
+  });
+
+  it('knows the test server for FerretDB: conditional updates are not taken as atomic there', async () => {
+    const mongo = createMongo(loadBaseConfig(baseTestEnv(), 'test'));
+    try {
+      expect(await conditionalWritesAreAtomic(mongo.db)).to.equal(false);
+    } finally {
+      await mongo.close();
     }
   });
 });

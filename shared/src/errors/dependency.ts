@@ -1,3 +1,4 @@
+import { MongoError, MongoErrorLabel } from 'mongodb';
 import { AppError, unavailable } from './index.js';
 
 /**
@@ -18,6 +19,41 @@ function isNetworkError(err: Error): boolean {
 }
 
 /**
+ * MongoDB's answers that mean "this server cannot serve you now, try again":
+ * it is shutting down, stepping down or failing over, or not reachable from
+ * the node that answered. These are the retryable-error codes of the
+ * driver's retryable reads and writes specification (the driver keeps them
+ * internal; `dependency.test.ts` checks this list against the installed
+ * driver's), and the legacy "not primary" code. FerretDB only ever drops the
+ * connection, so only a real MongoDB sends them.
+ */
+export const MONGO_UNAVAILABLE_CODES: ReadonlySet<number> = new Set([
+  6, // HostUnreachable
+  7, // HostNotFound
+  89, // NetworkTimeout
+  91, // ShutdownInProgress
+  134, // ReadConcernMajorityNotAvailableYet
+  189, // PrimarySteppedDown
+  262, // ExceededTimeLimit
+  9001, // SocketException
+  10058, // LegacyNotPrimary
+  10107, // NotWritablePrimary
+  11600, // InterruptedAtShutdown
+  11602, // InterruptedDueToReplStateChange
+  13435, // NotPrimaryNoSecondaryOk
+  13436, // NotPrimaryOrSecondary
+]);
+
+/** Labels the server or the driver puts on an error that a retry elsewhere or later would not get. */
+const MONGO_UNAVAILABLE_LABELS = [MongoErrorLabel.RetryableWriteError, MongoErrorLabel.ResetPool, MongoErrorLabel.SystemOverloadedError];
+
+/** By code (a write concern error carries the code of why the write could not be confirmed) or by label. */
+function isMongoUnavailable(err: Error): boolean {
+  if (!(err instanceof MongoError)) return false;
+  return MONGO_UNAVAILABLE_CODES.has(Number(err.code)) || MONGO_UNAVAILABLE_LABELS.some((label) => err.hasErrorLabel(label));
+}
+
+/**
  * True for errors that mean a dependency (Kafka, MongoDB) is unreachable or
  * timed out, as opposed to a bug. Those become 503 with Retry-After.
  */
@@ -26,6 +62,7 @@ export function isDependencyError(err: unknown): boolean {
   const name = err.name ?? '';
   // ClientClosed / ExpiredSession: requests still running while this process shuts down and closes its client.
   if (/^Mongo(ServerSelection|Network|NetworkTimeout|Topology|PoolCleared|NotConnected|ClientClosed|ExpiredSession)/.test(name)) return true;
+  if (isMongoUnavailable(err)) return true;
   if (name.startsWith('Kafka')) return true;
   if (isNetworkError(err)) return true;
   return err.cause instanceof Error && err.cause !== err && isNetworkError(err.cause);

@@ -1,10 +1,11 @@
 /**
  * The only module that names MongoDB collections and creates indexes.
  * Code runs on real MongoDB 7 and on FerretDB 1.x alike: no transactions, no
- * change streams, no partial indexes; TTL indexes are created where the server
- * supports them and expiry is also enforced on read.
+ * change streams; TTL and partial indexes are created where the server
+ * supports them (expiry is also enforced on read, and a partial index is only
+ * ever the one a missing field would otherwise break).
  */
-import { MongoClient, type Collection, type Db, type IndexDescription } from 'mongodb';
+import { MongoClient, type Collection, type Db, type IndexDescription, type WriteConcernSettings } from 'mongodb';
 import type { BaseConfig } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type {
@@ -93,11 +94,52 @@ export interface Collections {
   rateLimits: Collection<RateLimitDoc>;
 }
 
+/**
+ * The write concern of a write that something is answered or committed on:
+ * journaled (`j`) so a hard stop of mongod cannot lose it, and on a majority
+ * of a replica set (on a standalone server, `majority` is the server itself).
+ * Without it, a standalone MongoDB answers once the write is in memory and
+ * may lose about the last 100 ms of writes when it is killed.
+ */
+const DURABLE_WRITE: Readonly<WriteConcernSettings> = Object.freeze({ w: 'majority', journal: true });
+
+/**
+ * The collections whose every write is DURABLE_WRITE, and why. The others
+ * use the server's default (w:1 on a standalone, majority on a replica set
+ * since MongoDB 5.0): what they hold is either covered by a durable write
+ * that follows it, or costs only a duplicate when lost.
+ * - watermarks: the materializer commits its Kafka offsets after raising the
+ *   watermark. MongoDB's journal is one ordered log, so journaling the
+ *   watermark write also journals the chunk's events, pages and dead-lettered
+ *   events written before it (the hot inserts pay nothing extra).
+ * - deliveries, retryDue: a delivery that must be retried exists only there
+ *   once its offset is committed; the API queues resends on them and answers.
+ * - users, apiKeys, apiKeyHashes, keyEpoch, webhooks, secretRotations: an
+ *   answered signup, key rotation or subscription change must not be undone
+ *   by a crash of mongod (rare writes: the journal wait costs nothing).
+ * - eventTopics: the partition count and topic id every process checks.
+ * Left at the default: ingestKeys and webhookOpKeys (a lost outcome makes a
+ * retry produce the same ids again, absorbed by those ids), attempts and
+ * webhookStatus (history, latest fields), claims and deliveryProgress (a lost
+ * one costs a second send: at-least-once), stream slots, API pods and
+ * rate-limit windows (short-lived).
+ */
+export const DURABLE_COLLECTIONS: ReadonlySet<keyof Collections> = new Set<keyof Collections>(['watermarks', 'deliveries', 'retryDue', 'users', 'apiKeys', 'apiKeyHashes', 'keyEpoch', 'webhooks', 'secretRotations', 'eventTopics']);
+
 export interface Mongo {
   client: MongoClient;
   db: Db;
   collections: Collections;
   close(): Promise<void>;
+}
+
+/** A handle per collection; those in DURABLE_COLLECTIONS write with DURABLE_WRITE. */
+export function collectionHandles(db: Db): Collections {
+  const out: Partial<Record<keyof Collections, Collection<never>>> = {};
+  for (const key of Object.keys(COLLECTION_NAMES) as (keyof Collections)[]) {
+    out[key] = db.collection<never>(COLLECTION_NAMES[key], DURABLE_COLLECTIONS.has(key) ? { writeConcern: DURABLE_WRITE } : {});
+  }
+  return out as unknown as Collections;
 }
 
 /**
@@ -114,30 +156,7 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
   });
   if (config.mongo.slowMs > 0 && opts.log) watchSlowCommands(client, opts.log.child({ component: 'mongo' }), config.mongo.slowMs);
   const db = client.db(config.mongo.dbName);
-  const collections: Collections = {
-    users: db.collection(COLLECTION_NAMES.users),
-    apiKeys: db.collection(COLLECTION_NAMES.apiKeys),
-    apiKeyHashes: db.collection(COLLECTION_NAMES.apiKeyHashes),
-    keyEpoch: db.collection(COLLECTION_NAMES.keyEpoch),
-    apiPods: db.collection(COLLECTION_NAMES.apiPods),
-    events: db.collection(COLLECTION_NAMES.events),
-    eventPages: db.collection(COLLECTION_NAMES.eventPages),
-    watermarks: db.collection(COLLECTION_NAMES.watermarks),
-    eventTopics: db.collection(COLLECTION_NAMES.eventTopics),
-    deadEvents: db.collection(COLLECTION_NAMES.deadEvents),
-    ingestKeys: db.collection(COLLECTION_NAMES.ingestKeys),
-    streamSlots: db.collection(COLLECTION_NAMES.streamSlots),
-    webhooks: db.collection(COLLECTION_NAMES.webhooks),
-    webhookStatus: db.collection(COLLECTION_NAMES.webhookStatus),
-    secretRotations: db.collection(COLLECTION_NAMES.secretRotations),
-    deliveries: db.collection(COLLECTION_NAMES.deliveries),
-    attempts: db.collection(COLLECTION_NAMES.attempts),
-    claims: db.collection(COLLECTION_NAMES.claims),
-    webhookOpKeys: db.collection(COLLECTION_NAMES.webhookOpKeys),
-    retryDue: db.collection(COLLECTION_NAMES.retryDue),
-    deliveryProgress: db.collection(COLLECTION_NAMES.deliveryProgress),
-    rateLimits: db.collection(COLLECTION_NAMES.rateLimits),
-  };
+  const collections = collectionHandles(db);
   const watchdog = opts.log ? new MonitorWatchdog(client, opts.log.child({ component: 'mongo' })) : null;
   watchdog?.start();
   return {
@@ -151,7 +170,14 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
   };
 }
 
-const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
+/**
+ * How long after its end a rate-limit window is kept: counts are written in
+ * batches, so points of a window that has just ended still arrive. The TTL
+ * index (MongoDB) and the sweeper (FerretDB) both wait this long.
+ */
+export const RATE_WINDOW_GRACE_MS = 60_000;
+
+export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } = {
   users: [{ key: { email: 1 }, name: 'email_unique', unique: true }],
   apiKeys: [{ key: { hash: 1 }, name: 'hash_unique', unique: true }],
   apiKeyHashes: [],
@@ -170,7 +196,11 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   streamSlots: [],
   webhooks: [
     { key: { account_id: 1, created_at: 1 }, name: 'account_created' },
-    { key: { account_id: 1, slot: 1 }, name: 'account_slot_unique', unique: true },
+    // Partial: subscriptions created before slots existed have none, and MongoDB indexes a missing
+    // field as null, so two of them in one account would break a plain unique index (E11000) and
+    // stop every process from starting. FerretDB has no partial indexes and treats missing values as
+    // distinct (SQLite's nulls): there the same index is created without the filter.
+    { key: { account_id: 1, slot: 1 }, name: 'account_slot_unique', unique: true, partialFilterExpression: { slot: { $exists: true } } },
   ],
   webhookStatus: [],
   secretRotations: [{ key: { subscription_id: 1 }, name: 'subscription' }],
@@ -194,8 +224,9 @@ const INDEXES: { [K in keyof Collections]: IndexDescription[] } = {
   retryDue: [{ key: { b: 1 }, name: 'bucket' }],
   deliveryProgress: [],
   // Each window is its own document found by _id (limits/window-store.ts);
-  // the TTL index removes ended windows where the server has TTL indexes.
-  rateLimits: [{ key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: 0 }],
+  // the TTL index removes ended windows where the server has TTL indexes, as
+  // late as the sweeper does elsewhere (counts of an ended window still arrive).
+  rateLimits: [{ key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: RATE_WINDOW_GRACE_MS / 1000 }],
 };
 
 /**
@@ -212,9 +243,48 @@ function isMissing(err: unknown): boolean {
   return code === 27 || code === 26;
 }
 
-/** FerretDB 1.x answers a TTL index with NotImplemented (238). */
-function isTtlUnsupported(err: unknown): boolean {
+/** FerretDB 1.x answers a TTL or a partial index with NotImplemented (238). */
+function isNotImplemented(err: unknown): boolean {
   return (err as { code?: unknown })?.code === 238 || (err as { codeName?: unknown })?.codeName === 'NotImplemented';
+}
+
+/** IndexOptionsConflict (85) or IndexKeySpecsConflict (86): an index of that name exists with other options. */
+function isConflict(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  return code === 85 || code === 86;
+}
+
+type IndexTarget = Pick<Collection, 'createIndex' | 'dropIndex'>;
+
+/**
+ * Creates one index. An index of the same name with other options (created
+ * by an earlier version: `account_slot_unique` before it was partial) is
+ * dropped and created again. Where the server has no TTL or partial indexes
+ * (FerretDB), a TTL index is skipped (readers check expiry, sweepers remove)
+ * and a partial one is created without its filter.
+ */
+export async function ensureIndex(collection: IndexTarget, name: string, spec: IndexDescription, logger: Logger): Promise<void> {
+  const { key, ...options } = spec;
+  try {
+    await collection.createIndex(key, options);
+  } catch (err) {
+    if (isConflict(err)) {
+      logger.info({ collection: name, index: options.name }, 'index exists with other options; dropping and creating it again');
+      await collection.dropIndex(options.name!).catch((e: unknown) => {
+        if (!isMissing(e)) throw e;
+      });
+      return ensureIndex(collection, name, spec, logger);
+    }
+    if (!isNotImplemented(err)) throw err;
+    if (options.partialFilterExpression !== undefined) {
+      const { partialFilterExpression: _dropped, ...whole } = options;
+      logger.info({ collection: name, index: options.name }, 'server has no partial indexes; creating the index over every document');
+      return ensureIndex(collection, name, { key, ...whole }, logger);
+    }
+    if (options.expireAfterSeconds === undefined) throw err;
+    // Readers check expiry themselves; only the clean-up of old documents is lost.
+    logger.info({ collection: name, index: options.name }, 'server has no TTL indexes; expired documents stay until a sweeper removes them');
+  }
 }
 
 /** Creates every index; safe to call on every boot and from several processes. */
@@ -222,15 +292,7 @@ export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void>
   for (const [name, specs] of Object.entries(INDEXES) as [keyof Collections, IndexDescription[]][]) {
     // One index per call: FerretDB 1.24 panics on a multi-index createIndexes
     // when the indexes already exist (a second boot), closing the connection.
-    for (const { key, ...options } of specs) {
-      try {
-        await mongo.collections[name].createIndex(key, options);
-      } catch (err) {
-        if (options.expireAfterSeconds === undefined || !isTtlUnsupported(err)) throw err;
-        // Readers check expiry themselves; only the clean-up of old documents is lost.
-        logger.info({ collection: name, index: options.name }, 'server has no TTL indexes; expired documents stay until a sweeper removes them');
-      }
-    }
+    for (const spec of specs) await ensureIndex(mongo.collections[name], name, spec, logger);
   }
   for (const [name, indexNames] of Object.entries(RETIRED_INDEXES) as [keyof Collections, string[]][]) {
     for (const index of indexNames) {
@@ -243,6 +305,31 @@ export async function ensureIndexes(mongo: Mongo, logger: Logger): Promise<void>
     }
   }
   logger.debug('mongo indexes ensured');
+}
+
+const atomicity = new WeakMap<Db, Promise<boolean>>();
+
+/**
+ * Whether a conditional update (`updateOne({_id, lease_id}, ...)`) is atomic
+ * on this server: true on MongoDB; false on FerretDB 1.x, which applies
+ * concurrent updates of one document non-atomically and reads the whole
+ * collection for any filter but a plain `_id` (see docs/operations.md), so
+ * callers keep an `_id` read then an `_id` write there. Asked once per
+ * database handle (`buildInfo` names FerretDB in `ferretdbVersion`); an
+ * error is not remembered, and answers false meanwhile.
+ */
+export function conditionalWritesAreAtomic(db: Pick<Db, 'admin'>): Promise<boolean> {
+  const known = atomicity.get(db as Db);
+  if (known) return known;
+  const asked = db
+    .admin()
+    .command({ buildInfo: 1 })
+    .then((info) => info.ferretdbVersion === undefined);
+  atomicity.set(db as Db, asked);
+  return asked.catch(() => {
+    atomicity.delete(db as Db);
+    return false;
+  });
 }
 
 /** Round-trips a command to the server within `timeoutMs`. */

@@ -1,7 +1,7 @@
 import { RateLimiterMongo, type IRateLimiterMongoOptions } from 'rate-limiter-flexible';
 import type { Collection, UpdateFilter } from 'mongodb';
 import type { Logger } from '../../../../shared/src/log.js';
-import type { RateLimitDoc } from '../../../../shared/src/mongo/index.js';
+import { RATE_WINDOW_GRACE_MS, type RateLimitDoc } from '../../../../shared/src/mongo/index.js';
 import { runPeriodically } from '../../../../shared/src/periodic.js';
 
 /**
@@ -80,10 +80,11 @@ export class WindowedMongoStore extends RateLimiterMongo {
 
 /**
  * Deletes windows that ended more than `graceMs` ago. MongoDB's TTL index does
- * this by itself; FerretDB has no TTL indexes, so each API process runs this
- * now and then (idempotent, so several processes doing it is harmless).
+ * this by itself, with the same grace; FerretDB has no TTL indexes, so each
+ * API process runs this now and then (idempotent, so several processes doing
+ * it is harmless).
  */
-export async function sweepExpiredWindows(windows: Collection<RateLimitDoc>, now: Date, graceMs = 60_000): Promise<number> {
+export async function sweepExpiredWindows(windows: Pick<Collection<RateLimitDoc>, 'deleteMany'>, now: Date, graceMs = RATE_WINDOW_GRACE_MS): Promise<number> {
   const { deletedCount } = await windows.deleteMany({ expire: { $lt: new Date(now.getTime() - graceMs) } });
   return deletedCount;
 }

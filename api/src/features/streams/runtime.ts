@@ -1,4 +1,4 @@
-import type { Mongo } from '../../../../shared/src/mongo/index.js';
+import { conditionalWritesAreAtomic, type Mongo } from '../../../../shared/src/mongo/index.js';
 import type { ApiConfig } from '../../config.js';
 import { StreamSlots } from './slots.js';
 import { deriveStreamTokenKey } from './tokens.js';
@@ -16,6 +16,7 @@ export function createStreamsRuntime(config: ApiConfig, mongo: Mongo, clock: () 
       ttlMs: Math.max(2 * config.streams.heartbeatMs, 1000),
       holder: config.instanceId,
       clock,
+      atomicConditionalWrites: () => conditionalWritesAreAtomic(mongo.db),
     }),
     tokenKey: deriveStreamTokenKey(config.auth.jwtSecret),
   };

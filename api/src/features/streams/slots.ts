@@ -26,6 +26,8 @@ interface StreamSlotsOptions {
   ttlMs: number;
   holder: string;
   clock: () => Date;
+  /** True where a conditional update is atomic (MongoDB); absent or false: an `_id` read, then an `_id` write (FerretDB). */
+  atomicConditionalWrites?: () => Promise<boolean>;
 }
 
 const RETRY_AFTER_SECONDS = 5;
@@ -58,13 +60,20 @@ export class StreamSlots {
 
   /**
    * Extends the lease; false when it is gone (expired and taken over), and the
-   * stream must end. Every open stream renews each heartbeat, so this is read
-   * and written by `_id` alone (see acquire): the lease is checked by a read,
-   * then extended. Within that one round trip the slot can only change hands
-   * if our lease had already run out, and the new holder then keeps a lease
-   * extended by us, which is harmless; we end at our next renewal.
+   * stream must end. On MongoDB one conditional update on `{_id, lease_id}`,
+   * which is atomic and served by the `_id` index. On FerretDB that filter
+   * reads the whole collection on every heartbeat of every stream and is not
+   * atomic anyway, so there it is read and written by `_id` alone (see
+   * acquire): the lease is checked by a read, then extended. Within that one
+   * round trip the slot can only change hands if our lease had already run
+   * out, and the new holder then keeps a lease extended by us, which is
+   * harmless; we end at our next renewal.
    */
   async renew(lease: StreamLease): Promise<boolean> {
+    if (await this.opts.atomicConditionalWrites?.().catch(() => false)) {
+      const res = await this.slots.updateOne({ _id: lease.slotId, lease_id: lease.leaseId }, { $set: { expires_at: this.expiry() } });
+      return res.matchedCount === 1;
+    }
     if (!(await this.holds(lease))) return false;
     const res = await this.slots.updateOne({ _id: lease.slotId }, { $set: { expires_at: this.expiry() } });
     return res.matchedCount === 1;
