@@ -49,7 +49,7 @@ describe('fault: an API process frozen mid-chunk past its session while another 
     dir = mkdtempSync(join(tmpdir(), 'materializer-freeze-'));
     hold = join(dir, 'hold');
     const env = { MATERIALIZER_CHUNK_EVENTS: String(CHUNK_EVENTS) };
-    a = await cluster.addApi('fence-api-a', { ...env, HOLD_PAGE_WRITES: hold, NODE_OPTIONS: `--import tsx --import ${pathToFileURL(PRELOAD).href}` });
+    a = await cluster.addApi('fence-api-a', { ...env, HOLD_PAGE_WRITES: hold, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import tsx --import ${pathToFileURL(PRELOAD).href}`.trim() });
     b = await cluster.addApi('fence-api-b', env);
     c = await cluster.addApi('fence-api-c', env);
     await a.start();
