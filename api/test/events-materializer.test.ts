@@ -38,8 +38,8 @@ describe('materializer crash safety', function () {
     return m;
   };
 
-  const watermarks = async (): Promise<Map<number, number>> =>
-    new Map((await mongo.collections.watermarks.find({ topic }).toArray()).map((w) => [w.partition, w.offset]));
+  const watermarks = async (of = topic): Promise<Map<number, number>> =>
+    new Map((await mongo.collections.watermarks.find({ topic: of }).toArray()).map((w) => [w.partition, w.offset]));
 
   before(async () => {
     mongo = createMongo(config);
@@ -217,8 +217,14 @@ describe('materializer crash safety', function () {
   });
 
   it('replaces a consumer that shows no sign of life (a kafkajs restart that never came back), and the new one writes on', async () => {
+    // A topic of its own: a new group reads its topic from the start, and the file's topic holds the other tests' 1,800
+    // events by now, which a loaded machine did not read again in chunks of 20 within the wait. This one holds these 20 only.
+    const stallTopic = `${topic}-stall`;
+    const stallLog = new EventLog(kafka, { ...topicCatalog(config).events, name: stallTopic }, log);
+    await stallLog.start();
     let made = 0;
     const m = materializer(undefined, `${config.events.materializerGroupId}-stall`, {
+      topic: stallTopic,
       // Long enough that the real consumer's group join on a loaded machine does not look like a stall too.
       stallMs: 4000,
       // The first consumer stands in for the hung one: it connects, "runs", and is never heard from again.
@@ -230,11 +236,11 @@ describe('materializer crash safety', function () {
       },
     });
     const envelopes = Array.from({ length: 20 }, (_, i) => buildEnvelope({ account_id: fakeAccountId(), type: 'call.started', data: { i } }, new Date()));
-    const positions = await eventLog.publish(envelopes);
+    const positions = await stallLog.publish(envelopes).finally(() => stallLog.stop());
     await m.start();
-    // The other tests' materializers have left: only this one (its second consumer) can write these.
+    // Only this materializer (its second consumer) can write these.
     await eventually(async () => {
-      const now = await watermarks();
+      const now = await watermarks(stallTopic);
       return positions.every((p) => (now.get(p.partition) ?? -1) >= Number(p.offset)) || undefined;
     }, 30_000);
     // The hung stand-in was replaced; each replacement made exactly one new consumer.
