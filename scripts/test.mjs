@@ -11,7 +11,7 @@
 //   --full    the fault tests at the issue's full sizes (FAULTS_FULL=1; `npm run test:faults:full`)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureTestTools } from './infra/test-tools.mjs';
@@ -35,11 +35,15 @@ const specs = named.length > 0 ? [] : DEFAULT_SPECS;
 
 // The unit tests need no services; every other run needs Kafka and FerretDB, and the tools
 // (Chromium, nginx, Compose) of the test files it includes.
-const services = mode.has('--unit') ? {} : await ensureServices();
+// Both at once: a fresh machine builds FerretDB and installs the browser in the same minute or two.
 const withIntegration = specs.includes(TESTS[TESTS.length - 1]);
+let services = {};
 let tools = {};
 try {
-  tools = ensureTestTools((files) => (named.length > 0 ? named.some((a) => files.some((f) => a.includes(f))) : withIntegration));
+  [services, tools] = await Promise.all([
+    mode.has('--unit') ? {} : ensureServices(),
+    mode.has('--unit') ? {} : ensureTestTools((files) => (named.length > 0 ? named.some((a) => files.some((f) => a.includes(f))) : withIntegration)),
+  ]);
 } catch (err) {
   console.error(`[setup] ${err.message}`);
   console.log('tests: 0 passed, 1 failed');
@@ -58,6 +62,22 @@ rmSync(resultsFile, { force: true });
 
 const mocha = join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
 const reporter = join(root, 'scripts', 'test', 'reporter.cjs');
+
+/** Every unit and integration test file (what TESTS names), relative to the root. */
+function testFiles() {
+  const out = [];
+  const walk = (dir) => {
+    if (!existsSync(join(root, dir))) return;
+    for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) {
+        if (entry.name !== 'node_modules' && entry.name !== 'faults') walk(path);
+      } else if (entry.name.endsWith('.test.ts')) out.push(path);
+    }
+  };
+  for (const dir of ['shared/src', 'api/src', 'delivery/src', 'scripts/test', 'shared/test', 'api/test', 'delivery/test', 'clients/typescript/test']) walk(dir);
+  return out;
+}
 
 /** One mocha process over `files` (minus `ignore`); its counts land in `results`. With `output`, its output is kept there instead of shown. */
 function runMocha(files, results, runId, output, ignore = []) {
@@ -78,54 +98,70 @@ function readResults(file) {
   return r;
 }
 
-// The whole suite runs as two mocha processes at a time: the unit and integration tests
-// (shown as they run) and the fault tests (real processes killed and frozen, on a private
-// Kafka + FerretDB of their own, so they share nothing with the first set), whose output
-// is shown when they end; once the fault tests have ended, the longest integration files
-// (LATE) run in a third process beside the first, with a run id of their own (so their
-// own topic and database), their output shown at the end too. Two at a time is the load
-// the suite has always run under on 2 cores; the split took the run from ~18 to ~13 min.
-// `--quick` runs the longest files beside the rest from the start. TEST_SERIAL=1 runs
-// everything in one process, as files named on the command line (`npm test -- api/test/x.test.ts`,
-// which replace the default set) and the other modes always do.
-const LATE = ['api/test/hostile/fuzz.test.ts', 'delivery/test/backlog.test.ts', 'api/test/rate-limits.test.ts', 'delivery/test/guarantees.test.ts', 'delivery/test/endpoint-health.test.ts'];
-const split = named.length === 0 && specs === DEFAULT_SPECS && specs.includes(FAULTS[0]) && specs.length > FAULTS.length && process.env.TEST_SERIAL !== '1';
-// `--quick` (no fault tests): the longest files run beside the rest from the start.
-const splitQuick = named.length === 0 && specs === DEFAULT_SPECS && mode.has('--quick') && process.env.TEST_SERIAL !== '1';
+// The whole suite runs in lanes, mocha processes side by side (TEST_LANES, default 3). The fault
+// tests (real processes killed and frozen, on a private Kafka + FerretDB of their own, so they
+// share nothing with the rest) open the first lane; the unit and integration files are spread
+// over every lane, longest first to the lane that would end first, by the files' times in
+// scripts/test/timings.json (a recorded run: refresh it from test-artifacts/timings.json when
+// the suite changes shape; a file it does not know counts DEFAULT_FILE_MS). Each lane has a run
+// id of its own (so its own topic and databases). The second lane's output is shown as it runs,
+// the others' when they end. Most of the suite waits (on fences, retries, group joins, receivers),
+// so three lanes on 2 cores end sooner than two without starving the fault tests' timings.
+// `--quick` leaves the fault tests out. TEST_SERIAL=1 runs everything in one process, as files
+// named on the command line (`npm test -- api/test/x.test.ts`, which replace the default set) and
+// the other modes always do. AFTER_FAULTS run in the first lane, after the fault tests: the deploy
+// test waits there for a Compose build that npm test may have started in the background.
+const AFTER_FAULTS = ['api/test/deploy.test.ts'];
+const DEFAULT_FILE_MS = 15_000;
+const lanesWanted = Math.max(1, Number(process.env.TEST_LANES ?? 3) || 3);
+const split = named.length === 0 && specs === DEFAULT_SPECS && !mode.has('--unit') && process.env.TEST_SERIAL !== '1' && (mode.has('--quick') || specs.includes(FAULTS[0]));
 let code;
 const parts = [];
-if (splitQuick) {
-  const lateFile = `${resultsFile}.late`;
-  const lateOutput = [];
-  const [mainCode, lateCode] = await Promise.all([runMocha(TESTS, resultsFile, env.TEST_RUN_ID, null, LATE), runMocha(LATE, lateFile, `${env.TEST_RUN_ID}l`, lateOutput)]);
-  console.log(`\n[test] output of the longest test files (${LATE.join(', ')}), run alongside the tests above:`);
-  process.stdout.write(Buffer.concat(lateOutput));
-  parts.push(readResults(resultsFile), readResults(lateFile));
-  code = mainCode || lateCode;
-} else if (split) {
-  const faultsFile = `${resultsFile}.faults`;
-  const lateFile = `${resultsFile}.late`;
-  const faultOutput = [];
-  const lateOutput = [];
+if (split) {
+  const withFaults = !mode.has('--quick');
+  const baseline = existsSync(join(root, 'scripts/test/timings.json')) ? JSON.parse(readFileSync(join(root, 'scripts/test/timings.json'), 'utf8')) : {};
+  const weight = (f) => baseline[f] ?? DEFAULT_FILE_MS;
+  const files = testFiles();
+  const lanes = Array.from({ length: lanesWanted }, () => ({ files: [], load: 0 }));
+  if (withFaults) lanes[0].load = Object.entries(baseline).filter(([f]) => f.endsWith('.fault.ts')).reduce((a, [, ms]) => a + ms, 0);
+  for (const f of AFTER_FAULTS.filter((f) => files.includes(f))) {
+    lanes[0].files.push(f);
+    lanes[0].load += weight(f);
+  }
+  for (const f of files.filter((f) => !AFTER_FAULTS.includes(f)).sort((a, b) => weight(b) - weight(a))) {
+    const lane = lanes.reduce((min, l) => (l.load < min.load ? l : min), lanes[0]);
+    lane.files.push(f);
+    lane.load += weight(f);
+  }
+  console.log(`[test] ${lanes.length} lanes, by scripts/test/timings.json: ${lanes.map((l, i) => `lane ${i + 1} ${l.files.length} files ~${Math.round(l.load / 1000)} s${i === 0 && withFaults ? ' (fault tests first)' : ''}`).join(', ')}`);
   const started = Date.now();
   const elapsed = () => Math.round((Date.now() - started) / 1000);
-  const faults = runMocha(FAULTS, faultsFile, `${env.TEST_RUN_ID}f`, faultOutput).then((c) => {
-    console.log(`\n[test] the fault tests (run alongside) ended after ${elapsed()} s; the longest test files start beside the rest`);
-    return c;
+  const runs = [];
+  if (withFaults) {
+    const out = [];
+    const file = `${resultsFile}.faults`;
+    runs.push({ title: 'the fault tests', out, file, done: runMocha(FAULTS, file, `${env.TEST_RUN_ID}f`, out).then((c) => (console.log(`\n[test] the fault tests (first lane) ended after ${elapsed()} s`), c)) });
+  }
+  lanes.forEach((lane, i) => {
+    if (lane.files.length === 0) return;
+    const shown = i === Math.min(1, lanes.length - 1);
+    const out = shown ? null : [];
+    const file = shown ? resultsFile : `${resultsFile}.${i}`;
+    const runId = shown ? env.TEST_RUN_ID : `${env.TEST_RUN_ID}${'lbcdeghijk'[i]}`;
+    const after = i === 0 && withFaults ? runs[0].done : Promise.resolve();
+    const sorted = [...lane.files].sort();
+    const title = `lane ${i + 1} (${sorted.length} files${i === 0 && withFaults ? ', after the fault tests' : ''})`;
+    runs.push({ title, out, file, done: after.then(() => runMocha(sorted, file, runId, out)).then((c) => (console.log(`\n[test] ${title} ended after ${elapsed()} s`), c)) });
   });
-  const late = faults.then(() =>
-    runMocha(LATE, lateFile, `${env.TEST_RUN_ID}l`, lateOutput).then((c) => {
-      console.log(`\n[test] the longest test files (run alongside) ended after ${elapsed()} s`);
-      return c;
-    }),
-  );
-  const [mainCode, faultCode, lateCode] = await Promise.all([runMocha(TESTS, resultsFile, env.TEST_RUN_ID, null, LATE), faults, late]);
-  console.log('\n[test] output of the fault tests, run alongside the tests above:');
-  process.stdout.write(Buffer.concat(faultOutput));
-  console.log(`\n[test] output of the longest test files (${LATE.join(', ')}), run alongside the tests above once the fault tests had ended:`);
-  process.stdout.write(Buffer.concat(lateOutput));
-  parts.push(readResults(resultsFile), readResults(faultsFile), readResults(lateFile));
-  code = mainCode || faultCode || lateCode;
+  const codes = await Promise.all(runs.map((r) => r.done));
+  for (const r of runs) {
+    if (r.out) {
+      console.log(`\n[test] output of ${r.title}, run alongside the tests above:`);
+      process.stdout.write(Buffer.concat(r.out));
+    }
+    parts.push(readResults(r.file));
+  }
+  code = codes.find((c) => c !== 0) ?? 0;
 } else {
   code = await runMocha(specs, resultsFile, env.TEST_RUN_ID, null);
   parts.push(readResults(resultsFile));

@@ -7,7 +7,7 @@
  * them these tests fail saying how to get them, never skip.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -33,6 +33,19 @@ function composeCommand(): string[] {
   throw new Error('no Compose v2: run the tests with npm test (it builds one: scripts/infra/compose.sh), or set COMPOSE_BIN');
 }
 
+/**
+ * Resolves once COMPOSE_BIN exists. npm test starts the build at its own start and runs this file
+ * late; the build's failure (COMPOSE_BIN.failed, with its output) fails the tests that need it.
+ */
+async function composeBuilt(): Promise<void> {
+  const bin = process.env.COMPOSE_BIN;
+  if (!bin || process.env.COMPOSE_BUILDING !== '1') return;
+  for (;;) {
+    if (existsSync(bin)) return;
+    if (existsSync(`${bin}.failed`)) throw new Error(`building Compose failed: ${readFileSync(`${bin}.failed`, 'utf8').slice(-2000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
 
 interface Answer {
   status: number;
@@ -83,6 +96,12 @@ describe('shipped deployment', function () {
   });
 
   describe('docker-compose.yml', () => {
+    // npm test builds Compose in the background on a machine that has none yet (scripts/test.mjs): wait for it.
+    before(async function () {
+      this.timeout(20 * 60_000);
+      await composeBuilt();
+    });
+
     const secrets = { JWT_SECRET: 'j'.repeat(40), INGEST_TOKEN: 'i'.repeat(30), WEBHOOK_SECRET_KEY: Buffer.alloc(32, 3).toString('base64'), MONGO_PASSWORD: 'm'.repeat(24) };
     const bare = (): Record<string, string> => {
       const env: Record<string, string> = {};

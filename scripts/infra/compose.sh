@@ -3,12 +3,13 @@
 # file), cached under the infra cache keyed by version. Prints the binary's path on stdout.
 #   go mod download -json github.com/docker/compose/v2@<version>, then go build ./cmd in a
 #   writable copy of that folder (the module cache is read-only).
+# With --path it only prints where the binary is (or will be), building nothing.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 COMPOSE_VERSION=${COMPOSE_VERSION:-v2.40.3}
 HOME_DIR="$INFRA_CACHE/compose-$COMPOSE_VERSION"
 BIN="$HOME_DIR/docker-compose"
-if [[ -x "$BIN" ]]; then echo "$BIN"; exit 0; fi
+if [[ "${1:-}" == "--path" || -x "$BIN" ]]; then echo "$BIN"; exit 0; fi
 command -v go >/dev/null || infra_die "Go is needed to build Docker Compose (apt-get install golang, or set COMPOSE_BIN)"
 mkdir -p "$HOME_DIR"
 exec 9>"$HOME_DIR/.lock"; flock 9

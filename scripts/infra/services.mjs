@@ -1,6 +1,7 @@
 // Returns { KAFKA_BROKERS, MONGO_URL }: from the environment when both are set,
 // otherwise by running scripts/infra/up.sh (which starts or reuses the services).
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -9,7 +10,10 @@ const here = dirname(fileURLToPath(import.meta.url));
 export async function ensureServices() {
   const { KAFKA_BROKERS, MONGO_URL } = process.env;
   if (KAFKA_BROKERS && MONGO_URL) return { KAFKA_BROKERS, MONGO_URL };
-  const out = execFileSync('bash', [join(here, 'up.sh')], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  // Asynchronous, so that the caller can install other things meanwhile (npm test's tools).
+  const child = promisify(execFile)('bash', [join(here, 'up.sh')], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  child.child.stderr.pipe(process.stderr);
+  const { stdout: out } = await child;
   const found = {};
   for (const line of out.split('\n')) {
     const m = /^(KAFKA_BROKERS|MONGO_URL)=(.+)$/.exec(line.trim());
