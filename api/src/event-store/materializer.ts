@@ -160,8 +160,10 @@ export class Materializer {
   private sweeping = false;
 
   /**
-   * Sweeps expired history (retention.ts) of the partitions this process wrote
-   * in the last two sweep intervals. Called by the timer; tests call it with a clock.
+   * Sweeps expired history (retention.ts) of the partitions this process has
+   * written since it started (after a rebalance the previous owner may go on
+   * sweeping one too: the same deletes twice, harmless). Called by the timer;
+   * tests call it with a clock.
    */
   async sweep(now = new Date()): Promise<SweepCounts[]> {
     const { retentionMs, pages } = this.opts;
@@ -170,10 +172,8 @@ export class Materializer {
     if (topicId === null) return [];
     this.sweeping = true;
     try {
-      const recent = Date.now() - 2 * (this.opts.sweepIntervalMs ?? 60_000);
       const out: SweepCounts[] = [];
-      for (const [partition, at] of this.floors) {
-        if (at < recent) continue;
+      for (const partition of this.floors.keys()) {
         const counts = await sweepPartition({ pages, events: this.opts.events, topicId, retentionMs, graceMs: this.opts.retentionGraceMs, now }, partition);
         if (counts.events + counts.pages > 0) this.opts.log.info({ partition, ...counts }, 'deleted expired history');
         out.push(counts);
