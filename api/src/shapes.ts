@@ -80,6 +80,7 @@ export const ErrorSchema = component(
         message: Type.String({ description: 'For people; may change. Match on `code`.' }),
         request_id: Type.String({ description: 'Also in the X-Request-Id response header; quote it when reporting a problem' }),
         details: Type.Optional(Type.Array(ErrorDetailSchema, { description: 'One entry per bad field (validation), or per failed check (readyz)' })),
+        oldest_cursor: Type.Optional(Type.String({ description: '`cursor_expired` (410) only: the oldest cursor still available; pass it as `since` to read from the oldest event kept' })),
       }),
     },
     { description: 'Every error of the service has this shape; the HTTP status follows from `code`.' },
@@ -106,12 +107,13 @@ export const EventRecordSchema = component(
   ),
 );
 
-type ErrorStatus = 400 | 401 | 404 | 409 | 413 | 415 | 429 | 503;
+type ErrorStatus = 400 | 401 | 404 | 409 | 410 | 413 | 415 | 429 | 503;
 const ERROR_RESPONSES: Record<ErrorStatus, string> = {
   400: 'BadRequest',
   401: 'Unauthorized',
   404: 'NotFound',
   409: 'Conflict',
+  410: 'CursorExpired',
   413: 'PayloadTooLarge',
   415: 'UnsupportedMediaType',
   429: 'RateLimited',

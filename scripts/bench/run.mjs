@@ -6,13 +6,15 @@
 //
 //   npm run bench                      all scenarios, full length
 //   npm run bench -- --quick           shorter windows, one run each
-//   npm run bench -- --only ingest,lag scenarios by name (ingest lag live idle waiter-bytes webhooks polling)
+//   npm run bench -- --only ingest,lag scenarios by name (ingest lag live idle waiter-bytes webhooks polling sustained)
 //   npm run bench -- --runs 5          runs per figure (default 3, quick 1)
 //   npm run bench -- --profile ingest  CPU profiles of the measured processes into bench/run.tmp/
 //                                      (--profile idle: a heap snapshot of the API holding the readers too)
 //   npm run bench -- --only waiter-bytes heap bytes per held long-poll and per stream
 //   npm run bench -- --runner dist     run the compiled dist/ (npm run build) instead of tsx
 //   npm run bench -- --node-args=--max-semi-space-size=4  node options (space-separated) for the measured service processes
+//   npm run bench -- --only sustained --rate 1000,5000 --seconds 120
+//                                      sustained ingest at each rate (default 5000/s for 600 s, --quick 60 s)
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -27,7 +29,7 @@ import { renderResults, withResults } from './lib/results-table.mjs';
 import { stopAll } from './lib/proc.mjs';
 import { printTable, judge } from './lib/report.mjs';
 
-const SCENARIOS = ['ingest', 'lag', 'live', 'idle', 'waiter-bytes', 'webhooks', 'polling'];
+const SCENARIOS = ['ingest', 'lag', 'live', 'idle', 'waiter-bytes', 'webhooks', 'polling', 'sustained'];
 /** Scenarios that run only when named by --only (none at present). */
 const EXTRA_SCENARIOS = [];
 const NEEDED_FILES = 65_536;
@@ -41,6 +43,8 @@ const { values: opts } = parseArgs({
     runner: { type: 'string', default: 'tsx' },
     'node-args': { type: 'string', default: '' },
     'keep-data': { type: 'boolean', default: false },
+    rate: { type: 'string' },
+    seconds: { type: 'string' },
   },
 });
 
@@ -71,6 +75,12 @@ const ctx = {
   execArgv: opts['node-args'].split(' ').filter(Boolean),
   scenario: null,
   shared: {},
+  /** Scenario settings from the command line (the sustained scenario's rates and window). */
+  options: {
+    rates: opts.rate ? opts.rate.split(',').map(Number) : undefined,
+    seconds: opts.seconds ? Number(opts.seconds) : undefined,
+    keepData: opts['keep-data'],
+  },
   topic: (name) => `bench-${runId}-${name}`,
   log: (msg) => console.error(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s ${ctx.scenario ?? ''}] ${msg}`),
   /** True while --profile names the running scenario (it may write heap snapshots too). */

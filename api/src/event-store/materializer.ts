@@ -17,6 +17,7 @@ import type { Logger } from '../../../shared/src/log.js';
 import type { ConsumerLag } from '../../../shared/src/metrics.js';
 import type { DeadEventDoc, EventDoc, WatermarkDoc } from '../../../shared/src/mongo/documents.js';
 import { FencedError, PageWriter, type PagesCollection } from './pages.js';
+import { ensureFloor, sweepPartition, type SweepCounts } from './retention.js';
 import { watermarkId } from './watermarks.js';
 
 export interface MaterializerOptions {
@@ -71,6 +72,12 @@ export interface MaterializerOptions {
   stallMs?: number;
   /** Makes the consumers (tests stand in a hung one). */
   newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
+  /** History is kept this long (EVENT_RETENTION_DAYS), then swept (retention.ts); absent: kept for ever. */
+  retentionMs?: number;
+  /** How often the partitions this process writes are swept (default 60 s). */
+  sweepIntervalMs?: number;
+  /** How long a raised floor stands before what lies below it is deleted (default 30 s; see retention.ts). */
+  retentionGraceMs?: number;
 }
 
 const MAX_BACKOFF_MS = 5000;
@@ -136,7 +143,57 @@ export class Materializer {
   }
 
   start(): Promise<void> {
+    if (this.opts.retentionMs !== undefined && this.opts.pages && !this.sweeper) {
+      const every = this.opts.sweepIntervalMs ?? 60_000;
+      this.sweeper = setInterval(() => {
+        this.sweep().catch((err: unknown) => this.opts.log.warn({ err }, 'could not sweep expired history; will try again'));
+      }, every);
+      this.sweeper.unref();
+    }
     return this.supervised.start();
+  }
+
+  private sweeper: NodeJS.Timeout | undefined;
+  /** Partitions with a floor document this process made sure of, and when each was last written here. */
+  private readonly floors = new Map<number, number>();
+  private floorsTopic: string | undefined;
+  private sweeping = false;
+
+  /**
+   * Sweeps expired history (retention.ts) of the partitions this process has
+   * written since it started (after a rebalance the previous owner may go on
+   * sweeping one too: the same deletes twice, harmless). Called by the timer;
+   * tests call it with a clock.
+   */
+  async sweep(now = new Date()): Promise<SweepCounts[]> {
+    const { retentionMs, pages } = this.opts;
+    if (retentionMs === undefined || !pages || this.sweeping) return [];
+    const topicId = this.opts.topicId ? this.opts.topicId() : '';
+    if (topicId === null) return [];
+    this.sweeping = true;
+    try {
+      const out: SweepCounts[] = [];
+      for (const partition of this.floors.keys()) {
+        const counts = await sweepPartition({ pages, events: this.opts.events, topicId, retentionMs, graceMs: this.opts.retentionGraceMs, now }, partition);
+        if (counts.events + counts.pages > 0) this.opts.log.info({ partition, ...counts }, 'deleted expired history');
+        out.push(counts);
+      }
+      return out;
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  /** Before a partition's first chunk in this process: its retention floor exists (retention.ts). */
+  private async floorFor(partition: number, firstOffset: bigint): Promise<void> {
+    if (this.opts.retentionMs === undefined || !this.opts.pages) return;
+    const topicId = this.opts.topicId ? (this.opts.topicId() ?? '') : '';
+    if (topicId !== this.floorsTopic) {
+      this.floors.clear();
+      this.floorsTopic = topicId;
+    }
+    if (!this.floors.has(partition)) await ensureFloor(this.opts.pages, topicId, partition, Number(firstOffset));
+    this.floors.set(partition, Date.now());
   }
 
   /** Which consumer is the current one: a replaced consumer's batch still running stops at its next check. */
@@ -158,6 +215,8 @@ export class Materializer {
   }
 
   stop(): Promise<void> {
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
     return this.supervised.stop();
   }
 
@@ -202,6 +261,7 @@ export class Materializer {
           // An id stored before at another position (a producer's retry the broker took twice) is not the event's: only its first copy is in the streams.
           const own = elsewhere.size === 0 ? docs : docs.filter((d) => !elsewhere.has(d._id));
           const stored = standIns.size === 0 ? own : own.map((d) => (standIns.has(d._id) ? unavailableEventDoc(d) : d));
+          await this.floorFor(partition, BigInt((chunk[0] as KafkaMessage).offset));
           if (!(await this.pages.write(partition, stored, BigInt((chunk[0] as KafkaMessage).offset), lastOffset))) return false;
           if (this.crashesAfter('pages', partition, chunk, lastOffset)) return false;
         }

@@ -21,8 +21,12 @@ class FakePages {
   readonly reads: Filter[] = [];
   readonly writes: Filter[] = [];
 
+  /** Reads of a partition's retention floor (retention.ts): one per partition every few seconds, kept apart from the streams' lookups. */
+  floorReads = 0;
+
   findOne(filter: Filter): Promise<Doc | null> {
-    this.reads.push(filter);
+    if (typeof filter._id === 'string' && filter._id.startsWith('#floor:')) this.floorReads += 1;
+    else this.reads.push(filter);
     const doc = this.docs.get(filter._id as string);
     return Promise.resolve(doc && matches(doc, filter) ? structuredClone(doc) : null);
   }

@@ -59,7 +59,7 @@ import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '
 import type { PageCache } from './page-cache.js';
 
 export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
-type PageWrite = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
+type PageWrite = EventPageDoc | EventPageHeadDoc | EventPageDirDoc | JournalDoc;
 
 /** Events per page: a page of 100 spans at most two pages. */
 const PAGE_EVENTS = 100;
@@ -228,15 +228,19 @@ export class PageWriter {
       const pageWrites: PageWrite[] = [];
       const headWrites: PageWrite[] = [];
       const updated: [string, StreamState][] = [];
+      const started: [string, number][] = [];
       for (const [stream, events] of byStream) {
         const state = await this.load(stream);
         const next = this.append(stream, state, events, pageWrites);
+        startedWithin(stream, next, this.dirPages, Number(firstOffset), Number(lastOffset), started);
         if (next.pages !== state.pages) {
           const head: EventPageHeadDoc = { _id: headId(stream), pages: next.pages, per_dir: this.dirPages, dirs: next.dirs, ...(topicId ? { topic_id: topicId } : {}) };
           headWrites.push(head);
         }
         updated.push([stream, next]);
       }
+      // The chunk's entry in the partition's journal (retention.ts): after its pages, before the heads and the watermark.
+      pageWrites.push(journalEntry(topicId ?? '', partition, docs, firstOffset, lastOffset, started, this.dirPages));
       await this.bulk(pageWrites, partition, epoch, fence);
       if (this.opts.afterPages?.() === 'crash') {
         this.forget(partition);
@@ -374,6 +378,56 @@ export class PageWriter {
     this.epochs.delete(partition);
     for (const stream of this.states.keys()) if (partitionOf(stream) === partition) this.states.delete(stream);
   }
+}
+
+/**
+ * The pages of `stream` that start at an offset of the chunk [first, last]:
+ * those the chunk opened, or a rewrite of it after a crash finds already there
+ * (the newest directory's; a chunk opening pages across a directory boundary
+ * lists only those of the newest directory).
+ */
+function startedWithin(stream: string, state: StreamState, dirPages: number, first: number, last: number, out: [string, number][]): void {
+  const base = (state.dirs.length - 1) * dirPages;
+  for (let i = state.dir.length - 1; i >= 0; i--) {
+    const start = state.dir[i] as number;
+    if (start < first) break;
+    if (start <= last) out.push([stream, base + i]);
+  }
+}
+
+/** The journal entry of partition `partition`'s chunk starting at `first` (retention.ts). */
+export function journalId(topicId: string, partition: number, first: number): string {
+  return `#j:${topicId}:${partition}:${first}`;
+}
+
+/** What the retention sweep needs of a chunk: where the next one starts, its newest event, the events it stored and the pages it opened. */
+export interface JournalDoc {
+  _id: string;
+  first: number;
+  next: number;
+  /** created_at of the chunk's newest event: the chunk expires once that is older than the retention. */
+  newest: Date;
+  per_dir: number;
+  /** BSON of `{ids: string[], started: [stream, n][]}`. */
+  packed: Binary;
+}
+
+function journalEntry(topicId: string, partition: number, docs: readonly EventDoc[], first: bigint, last: bigint, started: [string, number][], dirPages: number): JournalDoc {
+  let newest = 0;
+  for (const d of docs) newest = Math.max(newest, d.created_at instanceof Date ? d.created_at.getTime() : 0);
+  return {
+    _id: journalId(topicId, partition, Number(first)),
+    first: Number(first),
+    next: Number(last) + 1,
+    newest: new Date(newest),
+    per_dir: dirPages,
+    packed: new Binary(BSON.serialize({ ids: docs.map((d) => d._id), started })),
+  };
+}
+
+/** The event ids and opened pages of a journal entry. */
+export function journalContents(doc: JournalDoc): { ids: string[]; started: [string, number][] } {
+  return BSON.deserialize(binaryBytes(doc.packed)) as { ids: string[]; started: [string, number][] };
 }
 
 /** The guard statement (the first) failed: a newer claim exists, its `fence` a string that `$inc` refuses. */

@@ -1,5 +1,5 @@
 /**
- * Reads of materialized events. An account's history is read from its
+ * Reads of materialized events, never below the retention floor (retention.ts). An account's history is read from its
  * streams (pages.ts) by `_id` equality only; the one other read,
  * readPartition, fills a gap the broker no longer holds for the fan-out (not
  * a request's read: it runs only after the broker dropped data the fan-out
@@ -12,6 +12,7 @@ import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc } from '../../../shared/src/mongo/documents.js';
 import type { PageCache } from './page-cache.js';
 import { readStream, streamId, type PagesCollection } from './pages.js';
+import { floorCacheOf } from './retention.js';
 import type { LiveEvent, RangeQuery, StoredEvent } from './types.js';
 
 const SORT = { partition: 1, offset: 1 } as const;
@@ -24,7 +25,11 @@ const SORT = { partition: 1, offset: 1 } as const;
  */
 async function readStreams(pages: PagesCollection, q: { accountId: string; partition: number; after: bigint | null; upTo: bigint; types: readonly EventType[] | null; limit: number }, cache?: PageCache): Promise<EventDoc[]> {
   const types = q.types && q.types.length > 0 ? [...new Set(q.types)] : [null];
-  const runs = await Promise.all(types.map((type) => readStream(pages, streamId(q.accountId, q.partition, type), q.after, q.upTo, q.limit, cache)));
+  // Never below the retention floor (retention.ts): what lies there has expired and its pages may be gone.
+  const floor = BigInt(await floorCacheOf(pages).floor(q.partition));
+  const after = floor > 0n && (q.after === null || q.after < floor - 1n) ? floor - 1n : q.after;
+  if (after !== null && after >= q.upTo) return [];
+  const runs = await Promise.all(types.map((type) => readStream(pages, streamId(q.accountId, q.partition, type), after, q.upTo, q.limit, cache)));
   if (runs.length === 1) return runs[0] as EventDoc[];
   return runs
     .flat()

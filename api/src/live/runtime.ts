@@ -48,7 +48,7 @@ const DEADLINE_RESOLUTION_MS = 25;
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
 export interface EventsRuntimeOverrides {
   fanout?: Partial<Pick<FanOutOptions, 'stallMs' | 'newConsumer' | 'tailSilenceMs' | 'wakeSlice'>>;
-  materializer?: Partial<Pick<MaterializerOptions, 'stallMs' | 'newConsumer'>>;
+  materializer?: Partial<Pick<MaterializerOptions, 'stallMs' | 'newConsumer' | 'retentionMs' | 'sweepIntervalMs' | 'retentionGraceMs'>>;
 }
 
 export function createEventsRuntime(
@@ -83,6 +83,7 @@ export function createEventsRuntime(
     deadEvents: mongo.collections.deadEvents,
     onDeadLetter,
     lag,
+    retentionMs: config.kafka.eventsRetentionMs,
     ...overrides.materializer,
   });
   const tail = new TailWindow({ events: config.events.tailWindowEvents, bytes: config.events.tailWindowBytes });

@@ -20,6 +20,12 @@ export interface BaseConfig {
     eventsTopic: string;
     /** Fixed when the topic is created: cursors and account placement depend on it. */
     eventsPartitions: number;
+    /**
+     * EVENT_RETENTION_DAYS (default 30): event history is kept this long (the API
+     * sweeps older history), and the topic is created keeping its log a day longer
+     * (retention.ms), so nothing history still needs is gone from the log.
+     */
+    eventsRetentionMs: number;
   };
   /** slowMs: log commands taking at least this long (0: off). */
   mongo: { url: string; dbName: string; slowMs: number };
@@ -50,6 +56,7 @@ export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
       clientId: str(env, 'KAFKA_CLIENT_ID', clientId),
       eventsTopic: topic,
       eventsPartitions: int(env, 'EVENTS_PARTITIONS', 12, 1, 1000),
+      eventsRetentionMs: int(env, 'EVENT_RETENTION_DAYS', 30, 1, 3650) * 24 * 3600 * 1000,
     },
     mongo: { url: mongoUrl, dbName, slowMs: int(env, 'MONGO_SLOW_MS', 0, 0, 3_600_000) },
   };

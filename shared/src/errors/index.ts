@@ -13,6 +13,7 @@ export const ERROR_STATUS = {
   method_not_allowed: 405,
   request_timeout: 408,
   conflict: 409,
+  cursor_expired: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,
   headers_too_large: 431,
@@ -32,6 +33,8 @@ export interface ErrorDetail {
 
 export class AppError extends Error {
   readonly status: number;
+  /** The oldest cursor still available (cursor_expired only). */
+  oldestCursor?: string;
   constructor(
     readonly code: ErrorCode,
     message: string,
@@ -54,16 +57,24 @@ export const unavailable = (what: string, retryAfterSeconds = 5): AppError =>
 export const unauthorized = (message = 'Missing or invalid credentials'): AppError =>
   new AppError('unauthorized', message, undefined, { 'WWW-Authenticate': 'Bearer' });
 
+/** A cursor below the retention: its events are deleted; `oldest` is where history now starts. */
+export function cursorExpired(field: string, oldest: string): AppError {
+  const err = new AppError('cursor_expired', `${field} points before the oldest event still kept (history is kept EVENT_RETENTION_DAYS); continue from oldest_cursor`, [{ path: field, message: 'is older than the retention' }]);
+  err.oldestCursor = oldest;
+  return err;
+}
+
 export function validationFailed(details: ErrorDetail[], message = 'Request validation failed'): AppError {
   return new AppError('validation_failed', message, details);
 }
 
 interface ErrorBody {
-  error: { code: string; message: string; request_id: string; details?: ErrorDetail[] };
+  error: { code: string; message: string; request_id: string; details?: ErrorDetail[]; oldest_cursor?: string };
 }
 
 export function errorBody(err: AppError, requestId: string): ErrorBody {
   const body: ErrorBody = { error: { code: err.code, message: err.message, request_id: requestId } };
   if (err.details && err.details.length > 0) body.error.details = err.details;
+  if (err.oldestCursor !== undefined) body.error.oldest_cursor = err.oldestCursor;
   return body;
 }

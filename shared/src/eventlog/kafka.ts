@@ -15,6 +15,8 @@ export interface TopicSpec {
   schema: 'EventEnvelope (JSON), key = account_id';
   /** The brokers holding it (for requests kafkajs cannot make, see topic-id.ts). */
   brokers: string[];
+  /** Least time the log keeps a record (retention.ms): the history's retention and a day more. */
+  retentionMs?: number;
 }
 
 /** Every topic the service uses. */
@@ -25,9 +27,13 @@ export function topicCatalog(config: BaseConfig): { events: TopicSpec } {
       partitions: config.kafka.eventsPartitions,
       schema: 'EventEnvelope (JSON), key = account_id',
       brokers: config.kafka.brokers,
+      retentionMs: config.kafka.eventsRetentionMs + LOG_MARGIN_MS,
     },
   };
 }
+
+/** How much longer than history the log keeps events: a materializer a day behind still finds them. */
+const LOG_MARGIN_MS = 24 * 3600 * 1000;
 
 const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
   [logLevel.ERROR]: 'error',
@@ -88,7 +94,7 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
     // cluster): kafkajs then answers false, and the topic is used as that process made it.
     const created = await admin.createTopics({
       waitForLeaders: true,
-      topics: [{ topic: spec.name, numPartitions: spec.partitions }],
+      topics: [{ topic: spec.name, numPartitions: spec.partitions, ...(spec.retentionMs ? { configEntries: [{ name: 'retention.ms', value: String(spec.retentionMs) }] } : {}) }],
     });
     if (created) {
       logger.info({ topic: spec.name, partitions: spec.partitions }, 'created topic');
@@ -98,6 +104,24 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
   const count = await waitForLeaders(admin, spec.name);
   if (count !== spec.partitions) {
     logger.warn({ topic: spec.name, configured: spec.partitions, actual: count }, 'topic partition count differs from EVENTS_PARTITIONS; using the topic as it is');
+  }
+  if (spec.retentionMs) await checkRetention(admin, spec, logger);
+}
+
+/**
+ * An existing topic keeping its log for less than history needs is reported,
+ * not changed (the operator owns the topic's settings): history older than
+ * the log's retention cannot be rebuilt from the log.
+ */
+async function checkRetention(admin: Admin, spec: TopicSpec, logger: Logger): Promise<void> {
+  try {
+    const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: 2 /* TOPIC */, name: spec.name, configNames: ['retention.ms'] }] });
+    const value = Number(described.resources[0]?.configEntries.find((e) => e.configName === 'retention.ms')?.configValue);
+    if (value >= 0 && value < (spec.retentionMs ?? 0)) {
+      logger.warn({ topic: spec.name, retentionMs: value, needed: spec.retentionMs }, 'the event topic keeps its log for less than EVENT_RETENTION_DAYS and a day; raise its retention.ms (kafka-configs --alter)');
+    }
+  } catch (err) {
+    logger.warn({ err, topic: spec.name }, 'could not read the event topic retention.ms');
   }
 }
 

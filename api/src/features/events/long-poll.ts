@@ -19,7 +19,7 @@ import type { WaiterListener } from '../../live/waiters.js';
 import type { ClientGone } from '../../middleware/parked.js';
 import { holdLongPoll, releaseLongPoll } from './long-poll-cap.js';
 import { waitBody, type WaitInput } from './schemas.js';
-import { resolveSince } from './service.js';
+import { resolveSince, retainedAfter } from './service.js';
 
 export type WaitResult = { event: EventRecord } | { event: null; timed_out: true; cursor: string | null };
 
@@ -148,6 +148,7 @@ async function openLongPollFeed(deps: ApiDeps, accountId: string, input: WaitInp
   const timeoutMs = q.timeout_ms ?? Math.min(longPollDefaultMs, longPollMaxMs);
   if (timeoutMs > longPollMaxMs) throw validationFailed([{ path: 'timeout_ms', message: `must be <= ${longPollMaxMs}` }]);
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
+  if (since) await retainedAfter(deps, since.partition, since); // 410 below the retention
   const deadline = Date.now() + timeoutMs;
   const types = q.types && q.types.length > 0 ? q.types : null;
   const feed = await openFeed(feedPorts(deps.events, deps.mongo, handoffTimeoutMs), { accountId, types, since, pageSize: 1, maxQueue: LONG_POLL_QUEUE });

@@ -24,7 +24,7 @@ export function eventRoutes(deps: ApiDeps): Router {
       description:
         'Oldest first. Pass the returned `cursor` back as `since` to continue after the last event returned. Only events already stored are returned, in log order, so a cursor never skips an event that lands later.',
       query: ListEventsQuery,
-      responses: { '200': { description: 'A page of events', schema: EventPageSchema }, ...errors(400, 401, 429, 503) },
+      responses: { '200': { description: 'A page of events', schema: EventPageSchema }, ...errors(400, 401, 410, 429, 503) },
     },
   }, async (ctx) => {
     ctx.body = (await listEvents(deps, authOf(ctx).accountId, ctx.query)) satisfies Static<typeof EventPageSchema>;
@@ -41,7 +41,7 @@ export function eventRoutes(deps: ApiDeps): Router {
       description: `Answers as soon as a matching event arrives, or with \`{"event": null, "timed_out": true}\` after \`timeout_ms\` (default ${longPollDefaultMs}, at most ${longPollMaxMs}). With \`since\`, an event already after that cursor answers at once. Loop it: the wait is capped at 55 s. At most ${maxLongPollsPerAccount} long-polls per account at once in one API process (429 beyond).`,
       body: WaitBody,
       bodyRequired: false,
-      responses: { '200': { description: 'The event, or a timeout', schema: WaitResultSchema }, ...errors(400, 401, 413, 415, 429, 503) },
+      responses: { '200': { description: 'The event, or a timeout', schema: WaitResultSchema }, ...errors(400, 401, 410, 413, 415, 429, 503) },
     },
   }, async (ctx) => {
     const started = await beginWait(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput);

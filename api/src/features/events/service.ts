@@ -3,19 +3,33 @@
  * (the HTTP routes and the MCP tool both call these), and every input is
  * validated here, so each caller gets the same 400s.
  */
-import { decodeCursor, type Position } from '../../../../shared/src/cursor.js';
-import { unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
+import { decodeCursor, encodeCursor, type Position } from '../../../../shared/src/cursor.js';
+import { cursorExpired, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
 import type { EventRecord, EventType } from '../../../../shared/src/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { readTail } from '../../live/runtime.js';
 import { LIST_DEFAULT_LIMIT, listEventsQuery, type ListEventsInput } from './schemas.js';
 import { readAfter } from '../../event-store/store.js';
+import { floorCacheOf } from '../../event-store/retention.js';
 
 interface EventPage {
   events: EventRecord[];
   /** Pass back as `since` to continue; null only when there was no `since` and no event yet. */
   cursor: string | null;
+}
+
+/**
+ * The read's lower bound once checked against the retention (event-store/retention.ts):
+ * a cursor below the oldest event kept answers 410 cursor_expired with the
+ * oldest cursor still available (never a read that silently starts later);
+ * no cursor starts at the oldest event kept.
+ */
+export async function retainedAfter(deps: ApiDeps, partition: number, since: Position | null, field = 'since'): Promise<bigint> {
+  const floor = BigInt(await floorCacheOf(deps.mongo.collections.eventPages).floor(partition));
+  if (since === null) return floor > 0n ? floor - 1n : -1n;
+  if (since.offset < floor - 1n) throw cursorExpired(field, encodeCursor({ partition, offset: floor - 1n }));
+  return since.offset;
 }
 
 /** A cursor from the caller, checked to lie in the account's partition (all its events are there). */
@@ -43,10 +57,11 @@ export function resolveSince(deps: ApiDeps, accountId: string, raw: string, fiel
 export async function listEvents(deps: ApiDeps, accountId: string, input: ListEventsInput | Record<string, unknown>): Promise<EventPage> {
   const q = listEventsQuery({ ...input }); // a copy: validation coerces query strings in place
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
+  const partition = since?.partition ?? deps.events.producer.partitionOf(accountId);
   const read: PageRead = {
     accountId,
-    partition: since?.partition ?? deps.events.producer.partitionOf(accountId),
-    after: since?.offset ?? -1n,
+    partition,
+    after: await retainedAfter(deps, partition, since),
     types: q.type ? [q.type] : null,
     limit: q.limit ?? LIST_DEFAULT_LIMIT,
   };

@@ -35,6 +35,7 @@ export const responses: Record<string, SchemaObject> = {
   Unauthorized: errorResponse('`unauthorized`: missing, malformed, expired or revoked credential', { 'WWW-Authenticate': 'WwwAuthenticate' }),
   NotFound: errorResponse('`not_found`'),
   Conflict: errorResponse('`conflict`'),
+  CursorExpired: errorResponse('`cursor_expired`: `since` is older than the retention (EVENT_RETENTION_DAYS); `oldest_cursor` says where history now starts'),
   PayloadTooLarge: errorResponse('`payload_too_large`: the body is over the limit'),
   UnsupportedMediaType: errorResponse('`unsupported_media_type`: bodies must be application/json'),
   RateLimited: errorResponse('`rate_limited` (or `too_many_streams` on the stream URL)', {
