@@ -2,7 +2,7 @@
  * The only module that imports kafkajs. Everything else gets a Kafka handle
  * from here and names topics through the catalog below.
  */
-import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
+import { ConfigResourceTypes, Kafka, Partitioners, logLevel, type Admin, type Consumer, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
 import type { BaseConfig } from '../config/index.js';
 import type { Logger } from '../log.js';
 
@@ -11,6 +11,9 @@ export type { Admin, Consumer, EachBatchPayload, Kafka, Producer, KafkaMessage, 
 export interface TopicSpec {
   name: string;
   partitions: number;
+  /** Set when the topic is created; null: the brokers' defaults. */
+  replicationFactor: number | null;
+  minInsyncReplicas: number | null;
   /** What a message on the topic is. */
   schema: 'EventEnvelope (JSON), key = account_id';
   /** The brokers holding it (for requests kafkajs cannot make, see topic-id.ts). */
@@ -23,6 +26,8 @@ export function topicCatalog(config: BaseConfig): { events: TopicSpec } {
     events: {
       name: config.kafka.eventsTopic,
       partitions: config.kafka.eventsPartitions,
+      replicationFactor: config.kafka.eventsReplicationFactor,
+      minInsyncReplicas: config.kafka.eventsMinInsyncReplicas,
       schema: 'EventEnvelope (JSON), key = account_id',
       brokers: config.kafka.brokers,
     },
@@ -78,8 +83,11 @@ export function createConsumer(kafka: Kafka, groupId: string, opts: { sessionTim
 }
 
 /**
- * Creates the topic when missing. The partition count of an existing topic is
- * never changed here: cursors and account placement depend on it.
+ * Creates the topic when missing, with the spec's partition count, replication
+ * factor and min.insync.replicas. None of them is changed on an existing topic
+ * (cursors and account placement depend on the count; replication is the
+ * operator's, with kafka-reassign-partitions and kafka-configs): a difference
+ * is logged at startup.
  */
 export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger): Promise<void> {
   const existing = await admin.listTopics();
@@ -88,31 +96,56 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
     // cluster): kafkajs then answers false, and the topic is used as that process made it.
     const created = await admin.createTopics({
       waitForLeaders: true,
-      topics: [{ topic: spec.name, numPartitions: spec.partitions }],
+      topics: [
+        {
+          topic: spec.name,
+          numPartitions: spec.partitions,
+          ...(spec.replicationFactor !== null ? { replicationFactor: spec.replicationFactor } : {}),
+          ...(spec.minInsyncReplicas !== null ? { configEntries: [{ name: 'min.insync.replicas', value: String(spec.minInsyncReplicas) }] } : {}),
+        },
+      ],
     });
     if (created) {
-      logger.info({ topic: spec.name, partitions: spec.partitions }, 'created topic');
+      logger.info({ topic: spec.name, partitions: spec.partitions, replicationFactor: spec.replicationFactor, minInsyncReplicas: spec.minInsyncReplicas }, 'created topic');
       return;
     }
   }
-  const count = await waitForLeaders(admin, spec.name);
+  const { count, replicas } = await waitForLeaders(admin, spec.name);
   if (count !== spec.partitions) {
     logger.warn({ topic: spec.name, configured: spec.partitions, actual: count }, 'topic partition count differs from EVENTS_PARTITIONS; using the topic as it is');
   }
+  if (spec.replicationFactor !== null && replicas !== spec.replicationFactor) {
+    logger.warn({ topic: spec.name, configured: spec.replicationFactor, actual: replicas }, 'topic replication factor differs from EVENTS_REPLICATION_FACTOR; using the topic as it is');
+  }
+  if (spec.minInsyncReplicas !== null) {
+    const actual = await topicConfig(admin, spec.name, 'min.insync.replicas');
+    if (actual !== String(spec.minInsyncReplicas)) {
+      logger.warn({ topic: spec.name, configured: spec.minInsyncReplicas, actual }, 'topic min.insync.replicas differs from EVENTS_MIN_INSYNC_REPLICAS; using the topic as it is');
+    }
+  }
+}
+
+/** A topic's effective value of one setting (its own, else the broker's), as the broker reports it. */
+export async function topicConfig(admin: Admin, topic: string, name: string): Promise<string | null> {
+  const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: [name] }] });
+  return described.resources[0]?.configEntries.find((e) => e.configName === name)?.configValue ?? null;
 }
 
 /**
  * Waits until every partition of a topic has a leader (a topic just created by
  * another process may not have them yet, and offset requests would fail with
- * NOT_LEADER_FOR_PARTITION); returns the partition count.
+ * NOT_LEADER_FOR_PARTITION); returns the partition count and the fewest
+ * replicas any partition has.
  */
-async function waitForLeaders(admin: Admin, topic: string, timeoutMs = 30_000): Promise<number> {
+async function waitForLeaders(admin: Admin, topic: string, timeoutMs = 30_000): Promise<{ count: number; replicas: number }> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
       const meta = await admin.fetchTopicMetadata({ topics: [topic] });
       const partitions = meta.topics[0]?.partitions ?? [];
-      if (partitions.length > 0 && partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0)) return partitions.length;
+      if (partitions.length > 0 && partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0)) {
+        return { count: partitions.length, replicas: Math.min(...partitions.map((p) => p.replicas.length)) };
+      }
     } catch (err) {
       // A topic another process has just created can be unknown to the broker's metadata
       // for a moment (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE): retriable, as kafkajs marks them.
@@ -168,5 +201,5 @@ export async function endOffsets(admin: Admin, topic: string, timeoutMs = 30_000
  * to the broker's metadata: two processes booting together on a fresh cluster).
  */
 export async function partitionCount(admin: Admin, topic: string, timeoutMs = 30_000): Promise<number> {
-  return waitForLeaders(admin, topic, timeoutMs);
+  return (await waitForLeaders(admin, topic, timeoutMs)).count;
 }
