@@ -2,7 +2,7 @@
  * The only module that imports kafkajs. Everything else gets a Kafka handle
  * from here and names topics through the catalog below.
  */
-import { ConfigResourceTypes, Kafka, Partitioners, logLevel, type Admin, type Consumer, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
+import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type KafkaConfig, type LogEntry, type Producer } from 'kafkajs';
 import type { BaseConfig } from '../config/index.js';
 import type { Logger } from '../log.js';
 
@@ -125,9 +125,12 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
   }
 }
 
+/** kafkajs's ConfigResourceTypes.TOPIC: that enum is not a named export Node can import from the CommonJS module. */
+const TOPIC_RESOURCE = 2;
+
 /** A topic's effective value of one setting (its own, else the broker's), as the broker reports it. */
 export async function topicConfig(admin: Admin, topic: string, name: string): Promise<string | null> {
-  const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: [name] }] });
+  const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: TOPIC_RESOURCE, name: topic, configNames: [name] }] });
   return described.resources[0]?.configEntries.find((e) => e.configName === name)?.configValue ?? null;
 }
 
