@@ -94,8 +94,11 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
   if (!existing.includes(spec.name)) {
     // Another process may create it at the same moment (two replicas booting on a fresh
     // cluster): kafkajs then answers false, and the topic is used as that process made it.
+    // The leaders are waited for below, not by kafkajs: on a cluster of several brokers its
+    // wait asks any broker, and one that has not yet heard of the new topic answers
+    // UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's wait does not retry (a process failed to start).
     const created = await admin.createTopics({
-      waitForLeaders: true,
+      waitForLeaders: false,
       topics: [
         {
           topic: spec.name,
@@ -106,6 +109,7 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
       ],
     });
     if (created) {
+      await waitForLeaders(admin, spec.name);
       logger.info({ topic: spec.name, partitions: spec.partitions, replicationFactor: spec.replicationFactor, minInsyncReplicas: spec.minInsyncReplicas }, 'created topic');
       return;
     }
