@@ -25,6 +25,8 @@ export interface ClusterOptions {
   apiEnv?: Record<string, string>;
   /** Extra settings for every delivery process. */
   deliveryEnv?: Record<string, string>;
+  /** The services to run on (default: the run's private single-node instance). */
+  infra?: PrivateInfra;
 }
 
 export class Cluster {
@@ -39,7 +41,7 @@ export class Cluster {
   ) {}
 
   static async create(opts: ClusterOptions = {}): Promise<Cluster> {
-    return new Cluster(await privateInfra(), opts);
+    return new Cluster(opts.infra ?? (await privateInfra()), opts);
   }
 
   baseEnv(): Record<string, string> {
