@@ -35,12 +35,15 @@ if [[ ! -d "$RUN" ]]; then
 fi
 take_run_lock
 NODES=$(kafka_recorded_nodes)
+# The nodes of a cluster stop together: stopped one after the other, the last ones lose their
+# controller quorum and wait out their whole timeout in a controlled shutdown that cannot finish.
 stop_kafka_nodes() { # NODE...
   local n
   for n in "$@"; do
     rm -f "$(kafka_portfile "$n")"
-    stop_pid "$(kafka_pidfile "$n")" "$(kafka_marker "$n")" "Kafka node $n" 30
+    stop_pid "$(kafka_pidfile "$n")" "$(kafka_marker "$n")" "Kafka node $n" 30 &
   done
+  wait
 }
 
 if [[ -n "$only" ]]; then
