@@ -21,7 +21,7 @@ import { partitionForKey } from '../../../shared/src/eventlog/kafka.js';
 import { Receiver, receiverCaFile } from '../../../shared/test/support/receiver.js';
 import { call, type JsonResponse } from '../support/api.js';
 import type { TestAccount } from '../support/accounts.js';
-import { apiUrl, Cluster, createWebhook, newAccount, pollAll, sleep, tally, until, untilAllPollable } from './support/cluster.js';
+import { apiUrl, Cluster, createWebhook, newAccount, pollAllWhenReady, sleep, tally, until, untilAllPollable } from './support/cluster.js';
 import { recordFigures } from './support/figures.js';
 import { privateKafkaCluster, type KafkaNode } from './support/infra.js';
 import { IngestLoad } from './support/load.js';
@@ -180,7 +180,7 @@ if (FULL) {
         // Every acknowledged event, read back by polling: none missing, none twice.
         const result = await untilAllPollable(base, accounts, load.acked.keys(), 120_000);
         // The readers catch up with the watched account's last event, then stop.
-        const history = await pollAll(base, watched.apiKey);
+        const history = await pollAllWhenReady(base, watched.apiKey, RECOVERY_MS);
         const last = history.at(-1) as { id: string; cursor: string };
         await until('the readers have the last event', () => longPolled.some((s) => s.id === last.id) && streamed.some((s) => s.id === last.cursor), RECOVERY_MS, 200);
         reading = false;
