@@ -62,6 +62,22 @@ if [[ -n "${INFRA_INSTANCE:-}" ]]; then
   unset _infra_off
 fi
 
+# Kafka nodes. By default an instance runs ONE KRaft node (broker and controller in one JVM): the
+# dev/test setup. INFRA_KAFKA_NODES=3 (given when the instance is first started) makes it a cluster
+# of three combined nodes on 127.0.0.1 instead, as a production cluster is laid out (RF 3,
+# min.insync.replicas 2; see up.sh), so a test can kill one broker. The count is recorded in
+# <run>/kafka.nodes (absent: 1) and kept until `down.sh --wipe`. Node 1 uses the single node's file
+# names; node N>1 the same with "-N" (kafka-2.pid, server-2.properties, kafka-data-2, kafka-2.log).
+kafka_sfx() { (($1 == 1)) || printf -- '-%s' "$1"; }
+kafka_pidfile() { echo "$INFRA_RUN/kafka$(kafka_sfx "$1").pid"; }
+kafka_props() { echo "$INFRA_RUN/server$(kafka_sfx "$1").properties"; }
+kafka_marker() { echo "kafka.Kafka $(kafka_props "$1")"; }
+kafka_portfile() { echo "$INFRA_RUN/kafka$(kafka_sfx "$1").port"; }
+# The node count an instance was started with (1 when nothing was recorded).
+kafka_recorded_nodes() {
+  if [[ -s "$INFRA_RUN/kafka.nodes" ]]; then cat "$INFRA_RUN/kafka.nodes"; else echo 1; fi
+}
+
 # The SQLite URL FerretDB runs with, for the data directory DIR. WAL mode (FerretDB's default) with
 # synchronous=NORMAL: a commit survives the FerretDB process dying (what the fault tests do to it),
 # not an OS crash; roughly twice the write rate of FULL. journal_size_limit: a WAL file keeps the

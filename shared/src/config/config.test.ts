@@ -20,4 +20,11 @@ describe('config', () => {
     expect(() => loadBaseConfig({ MONGO_URL: 'http://x' }, 'x')).to.throw(/MONGO_URL/);
     expect(() => loadBaseConfig({ NODE_ENV: 'prod' }, 'x')).to.throw(/NODE_ENV must be one of/);
   });
+
+  it("reads the events topic's replication settings; unset leaves them to the brokers' defaults", () => {
+    expect(loadBaseConfig({}, 'x').kafka).to.include({ eventsReplicationFactor: null, eventsMinInsyncReplicas: null });
+    expect(loadBaseConfig({ EVENTS_REPLICATION_FACTOR: '3', EVENTS_MIN_INSYNC_REPLICAS: '2' }, 'x').kafka).to.include({ eventsReplicationFactor: 3, eventsMinInsyncReplicas: 2 });
+    expect(() => loadBaseConfig({ EVENTS_REPLICATION_FACTOR: '0' }, 'x')).to.throw(/EVENTS_REPLICATION_FACTOR must be between 1 and 32/);
+    expect(() => loadBaseConfig({ EVENTS_REPLICATION_FACTOR: '2', EVENTS_MIN_INSYNC_REPLICAS: '3' }, 'x')).to.throw(/EVENTS_MIN_INSYNC_REPLICAS must not exceed/);
+  });
 });

@@ -26,6 +26,14 @@ export interface BaseConfig {
      * (retention.ms), so nothing history still needs is gone from the log.
      */
     eventsRetentionMs: number;
+    /**
+     * Copies of each partition, and how many of them must hold a write before
+     * the broker acknowledges it (the producer sends acks=all), set when the
+     * topic is created; null: the brokers' defaults (default.replication.factor,
+     * min.insync.replicas). Production: 3 and 2 (docs/scaling.md).
+     */
+    eventsReplicationFactor: number | null;
+    eventsMinInsyncReplicas: number | null;
   };
   /** slowMs: log commands taking at least this long (0: off). */
   mongo: { url: string; dbName: string; slowMs: number };
@@ -44,6 +52,11 @@ export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
   if (!/^mongodb(\+srv)?:\/\//.test(mongoUrl)) throw new ConfigError('MONGO_URL', 'must start with mongodb:// or mongodb+srv://');
   const topic = str(env, 'EVENTS_TOPIC', 'events');
   if (!/^[A-Za-z0-9._-]{1,200}$/.test(topic)) throw new ConfigError('EVENTS_TOPIC', 'must be a valid Kafka topic name');
+  const replicationFactor = int(env, 'EVENTS_REPLICATION_FACTOR', 0, 1, 32) || null;
+  const minInsync = int(env, 'EVENTS_MIN_INSYNC_REPLICAS', 0, 1, 32) || null;
+  if (replicationFactor !== null && minInsync !== null && minInsync > replicationFactor) {
+    throw new ConfigError('EVENTS_MIN_INSYNC_REPLICAS', `must not exceed EVENTS_REPLICATION_FACTOR (${replicationFactor}): no write could ever be acknowledged`);
+  }
   const dbName = str(env, 'MONGO_DB', 'event_platform');
   if (!/^[A-Za-z0-9_-]{1,60}$/.test(dbName)) throw new ConfigError('MONGO_DB', 'must be a plain database name');
   return {
@@ -57,6 +70,8 @@ export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
       eventsTopic: topic,
       eventsPartitions: int(env, 'EVENTS_PARTITIONS', 12, 1, 1000),
       eventsRetentionMs: int(env, 'EVENT_RETENTION_DAYS', 30, 1, 3650) * 24 * 3600 * 1000,
+      eventsReplicationFactor: replicationFactor,
+      eventsMinInsyncReplicas: minInsync,
     },
     mongo: { url: mongoUrl, dbName, slowMs: int(env, 'MONGO_SLOW_MS', 0, 0, 3_600_000) },
   };

@@ -11,6 +11,9 @@ export type { Admin, Consumer, EachBatchPayload, Kafka, Producer, KafkaMessage, 
 export interface TopicSpec {
   name: string;
   partitions: number;
+  /** Set when the topic is created; null: the brokers' defaults. */
+  replicationFactor: number | null;
+  minInsyncReplicas: number | null;
   /** What a message on the topic is. */
   schema: 'EventEnvelope (JSON), key = account_id';
   /** The brokers holding it (for requests kafkajs cannot make, see topic-id.ts). */
@@ -25,6 +28,8 @@ export function topicCatalog(config: BaseConfig): { events: TopicSpec } {
     events: {
       name: config.kafka.eventsTopic,
       partitions: config.kafka.eventsPartitions,
+      replicationFactor: config.kafka.eventsReplicationFactor,
+      minInsyncReplicas: config.kafka.eventsMinInsyncReplicas,
       schema: 'EventEnvelope (JSON), key = account_id',
       brokers: config.kafka.brokers,
       retentionMs: config.kafka.eventsRetentionMs + LOG_MARGIN_MS,
@@ -84,28 +89,63 @@ export function createConsumer(kafka: Kafka, groupId: string, opts: { sessionTim
 }
 
 /**
- * Creates the topic when missing. The partition count of an existing topic is
- * never changed here: cursors and account placement depend on it.
+ * Creates the topic when missing, with the spec's partition count, replication
+ * factor and min.insync.replicas. None of them is changed on an existing topic
+ * (cursors and account placement depend on the count; replication is the
+ * operator's, with kafka-reassign-partitions and kafka-configs): a difference
+ * is logged at startup.
  */
 export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger): Promise<void> {
   const existing = await admin.listTopics();
   if (!existing.includes(spec.name)) {
     // Another process may create it at the same moment (two replicas booting on a fresh
     // cluster): kafkajs then answers false, and the topic is used as that process made it.
+    // The leaders are waited for below, not by kafkajs: on a cluster of several brokers its
+    // wait asks any broker, and one that has not yet heard of the new topic answers
+    // UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's wait does not retry (a process failed to start).
     const created = await admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic: spec.name, numPartitions: spec.partitions, ...(spec.retentionMs ? { configEntries: [{ name: 'retention.ms', value: String(spec.retentionMs) }] } : {}) }],
+      waitForLeaders: false,
+      topics: [
+        {
+          topic: spec.name,
+          numPartitions: spec.partitions,
+          ...(spec.replicationFactor !== null ? { replicationFactor: spec.replicationFactor } : {}),
+          configEntries: [
+            ...(spec.retentionMs ? [{ name: 'retention.ms', value: String(spec.retentionMs) }] : []),
+            ...(spec.minInsyncReplicas !== null ? [{ name: 'min.insync.replicas', value: String(spec.minInsyncReplicas) }] : []),
+          ],
+        },
+      ],
     });
     if (created) {
-      logger.info({ topic: spec.name, partitions: spec.partitions }, 'created topic');
+      await waitForLeaders(admin, spec.name);
+      logger.info({ topic: spec.name, partitions: spec.partitions, replicationFactor: spec.replicationFactor, minInsyncReplicas: spec.minInsyncReplicas }, 'created topic');
       return;
     }
   }
-  const count = await waitForLeaders(admin, spec.name);
+  const { count, replicas } = await waitForLeaders(admin, spec.name);
   if (count !== spec.partitions) {
     logger.warn({ topic: spec.name, configured: spec.partitions, actual: count }, 'topic partition count differs from EVENTS_PARTITIONS; using the topic as it is');
   }
+  if (spec.replicationFactor !== null && replicas !== spec.replicationFactor) {
+    logger.warn({ topic: spec.name, configured: spec.replicationFactor, actual: replicas }, 'topic replication factor differs from EVENTS_REPLICATION_FACTOR; using the topic as it is');
+  }
+  if (spec.minInsyncReplicas !== null) {
+    const actual = await topicConfig(admin, spec.name, 'min.insync.replicas');
+    if (actual !== String(spec.minInsyncReplicas)) {
+      logger.warn({ topic: spec.name, configured: spec.minInsyncReplicas, actual }, 'topic min.insync.replicas differs from EVENTS_MIN_INSYNC_REPLICAS; using the topic as it is');
+    }
+  }
   if (spec.retentionMs) await checkRetention(admin, spec, logger);
+}
+
+/** kafkajs's ConfigResourceTypes.TOPIC: that enum is not a named export Node can import from the CommonJS module. */
+const TOPIC_RESOURCE = 2;
+
+/** A topic's effective value of one setting (its own, else the broker's), as the broker reports it. */
+export async function topicConfig(admin: Admin, topic: string, name: string): Promise<string | null> {
+  const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: TOPIC_RESOURCE, name: topic, configNames: [name] }] });
+  return described.resources[0]?.configEntries.find((e) => e.configName === name)?.configValue ?? null;
 }
 
 /**
@@ -115,8 +155,7 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec, logger: Logger)
  */
 async function checkRetention(admin: Admin, spec: TopicSpec, logger: Logger): Promise<void> {
   try {
-    const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: 2 /* TOPIC */, name: spec.name, configNames: ['retention.ms'] }] });
-    const value = Number(described.resources[0]?.configEntries.find((e) => e.configName === 'retention.ms')?.configValue);
+    const value = Number(await topicConfig(admin, spec.name, 'retention.ms'));
     if (value >= 0 && value < (spec.retentionMs ?? 0)) {
       logger.warn({ topic: spec.name, retentionMs: value, needed: spec.retentionMs }, 'the event topic keeps its log for less than EVENT_RETENTION_DAYS and a day; raise its retention.ms (kafka-configs --alter)');
     }
@@ -128,15 +167,18 @@ async function checkRetention(admin: Admin, spec: TopicSpec, logger: Logger): Pr
 /**
  * Waits until every partition of a topic has a leader (a topic just created by
  * another process may not have them yet, and offset requests would fail with
- * NOT_LEADER_FOR_PARTITION); returns the partition count.
+ * NOT_LEADER_FOR_PARTITION); returns the partition count and the fewest
+ * replicas any partition has.
  */
-async function waitForLeaders(admin: Admin, topic: string, timeoutMs = 30_000): Promise<number> {
+async function waitForLeaders(admin: Admin, topic: string, timeoutMs = 30_000): Promise<{ count: number; replicas: number }> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
       const meta = await admin.fetchTopicMetadata({ topics: [topic] });
       const partitions = meta.topics[0]?.partitions ?? [];
-      if (partitions.length > 0 && partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0)) return partitions.length;
+      if (partitions.length > 0 && partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0)) {
+        return { count: partitions.length, replicas: Math.min(...partitions.map((p) => p.replicas.length)) };
+      }
     } catch (err) {
       // A topic another process has just created can be unknown to the broker's metadata
       // for a moment (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE): retriable, as kafkajs marks them.
@@ -192,5 +234,5 @@ export async function endOffsets(admin: Admin, topic: string, timeoutMs = 30_000
  * to the broker's metadata: two processes booting together on a fresh cluster).
  */
 export async function partitionCount(admin: Admin, topic: string, timeoutMs = 30_000): Promise<number> {
-  return waitForLeaders(admin, topic, timeoutMs);
+  return (await waitForLeaders(admin, topic, timeoutMs)).count;
 }

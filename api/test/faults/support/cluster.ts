@@ -25,6 +25,8 @@ export interface ClusterOptions {
   apiEnv?: Record<string, string>;
   /** Extra settings for every delivery process. */
   deliveryEnv?: Record<string, string>;
+  /** The services to run on (default: the run's private single-node instance). */
+  infra?: PrivateInfra;
 }
 
 export class Cluster {
@@ -39,7 +41,7 @@ export class Cluster {
   ) {}
 
   static async create(opts: ClusterOptions = {}): Promise<Cluster> {
-    return new Cluster(await privateInfra(), opts);
+    return new Cluster(opts.infra ?? (await privateInfra()), opts);
   }
 
   baseEnv(): Record<string, string> {
@@ -141,6 +143,13 @@ export async function ingestRaw(base: string, events: { account_id: string; type
   }
 }
 
+/** A poll answered other than 200. */
+class PollError extends Error {
+  constructor(readonly status: number, body: unknown) {
+    super(`polling answered ${status}: ${JSON.stringify(body)}`);
+  }
+}
+
 /** Every event of the account, by cursor polling from the start; throws on any non-200. */
 export async function pollAll(base: string, apiKey: string): Promise<{ id: string; type: string; data: any; cursor: string }[]> {
   const all: { id: string; type: string; data: any; cursor: string }[] = [];
@@ -148,7 +157,7 @@ export async function pollAll(base: string, apiKey: string): Promise<{ id: strin
   for (;;) {
     const query: string = since ? `?limit=500&since=${encodeURIComponent(since)}` : '?limit=500';
     const res = await call(base, 'GET', `/api/v1/events${query}`, { headers: { authorization: `Bearer ${apiKey}` } });
-    if (res.status !== 200) throw new Error(`polling answered ${res.status}: ${JSON.stringify(res.body)}`);
+    if (res.status !== 200) throw new PollError(res.status, res.body);
     all.push(...res.body.events);
     if (res.body.events.length === 0) return all;
     since = res.body.cursor;
@@ -170,10 +179,19 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+/** pollAll, where a 503 (the documented "not yet": the store or the materializer still catching up after an outage) means try again, until `timeoutMs`. */
+export async function pollAllWhenReady(base: string, apiKey: string, timeoutMs: number): Promise<Awaited<ReturnType<typeof pollAll>>> {
+  return until('a poll answered 200', () => pollAll(base, apiKey).catch(notYet), timeoutMs, 1000);
+}
+
+function notYet(err: unknown): undefined {
+  if (err instanceof PollError && err.status === 503) return undefined;
+  throw err;
+}
+
 /**
- * Polls every account until each acknowledged id is readable, then returns
- * the tally (missing, duplicated) of what polling found.
+ * Polls every account until each acknowledged id is readable (a 503 counts as
+ * not yet), then returns the tally (missing, duplicated) of what polling found.
  */
 export async function untilAllPollable(base: string, accounts: { apiKey: string }[], acked: Iterable<string>, timeoutMs: number): Promise<ReturnType<typeof tally>> {
   const ids = [...acked];
@@ -181,7 +199,9 @@ export async function untilAllPollable(base: string, accounts: { apiKey: string 
   await until(
     'every acknowledged event pollable',
     async () => {
-      const found = (await Promise.all(accounts.map((a) => pollAll(base, a.apiKey)))).flat().map((e) => e.id);
+      const pages = await Promise.all(accounts.map((a) => pollAll(base, a.apiKey))).catch(notYet);
+      if (!pages) return undefined;
+      const found = pages.flat().map((e) => e.id);
       result = tally(ids, found);
       return result.missing.length === 0 || undefined;
     },
@@ -191,6 +211,7 @@ export async function untilAllPollable(base: string, accounts: { apiKey: string 
   return result;
 }
 
+/** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
 export async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs: number, everyMs = 250): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -17,15 +17,17 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '.
 const INFRA = join(ROOT, 'scripts', 'infra');
 
 export type Service = 'kafka' | 'ferretdb';
+/** One Kafka node of a cluster instance (INFRA_KAFKA_NODES, scripts/infra/lib.sh): kafka-1 is node 1. */
+export type KafkaNode = `kafka-${number}`;
 
 export interface Endpoints {
   KAFKA_BROKERS: string;
   MONGO_URL: string;
 }
 
-function script(name: string, args: string[], instance: string, timeoutMs = 240_000): Promise<string> {
+function script(name: string, args: string[], instance: string, timeoutMs = 240_000, env: Record<string, string> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('bash', [join(INFRA, name), ...args], { env: { ...process.env, INFRA_INSTANCE: instance, KAFKA_BROKERS: '', MONGO_URL: '' }, timeout: timeoutMs }, (err, stdout, stderr) => {
+    execFile('bash', [join(INFRA, name), ...args], { env: { ...process.env, INFRA_INSTANCE: instance, KAFKA_BROKERS: '', MONGO_URL: '', ...env }, timeout: timeoutMs }, (err, stdout, stderr) => {
       if (err) reject(new Error(`${name} ${args.join(' ')} failed: ${err.message}\n${stderr}`));
       else resolve(stdout);
     });
@@ -48,8 +50,14 @@ export class PrivateInfra {
     readonly endpoints: Endpoints,
   ) {}
 
-  static async up(instance: string): Promise<PrivateInfra> {
-    return new PrivateInfra(instance, parseEndpoints(await script('up.sh', [], instance)));
+  /** `env`: settings for up.sh on the instance's first start (INFRA_KAFKA_NODES). */
+  static async up(instance: string, env: Record<string, string> = {}): Promise<PrivateInfra> {
+    return new PrivateInfra(instance, parseEndpoints(await script('up.sh', [], instance, 240_000, env)));
+  }
+
+  /** Kills one process (SIGKILL, a crash: no shutdown, nothing handed over), keeping its data and ports. */
+  async kill(service: Service | KafkaNode): Promise<void> {
+    await script('kill.sh', [service], this.instance);
   }
 
   /** Stops one service (SIGTERM, as an operator or an orchestrator would), keeping its data and port. */
@@ -80,6 +88,22 @@ export class PrivateInfra {
 }
 
 let shared: Promise<PrivateInfra> | null = null;
+
+/**
+ * A private instance whose Kafka is a cluster of three KRaft nodes (replication
+ * factor 3, min.insync.replicas 2), beside the run's single-node one; started
+ * on first use and wiped at the end of the run.
+ */
+let cluster3: Promise<PrivateInfra> | null = null;
+export function privateKafkaCluster(): Promise<PrivateInfra> {
+  cluster3 ??= (async () => {
+    const instance = `faults-rf3-${createHash('sha256').update(ROOT).digest('hex').slice(0, 8)}`;
+    const infra = await PrivateInfra.up(instance, { INFRA_KAFKA_NODES: '3' });
+    if (process.env.FAULTS_KEEP_INFRA !== '1') atRunEnd(() => infra.wipe());
+    return infra;
+  })();
+  return cluster3;
+}
 
 /** The run's private instance, started on first use and wiped at the end of the run. */
 export function privateInfra(): Promise<PrivateInfra> {
