@@ -21,8 +21,12 @@ export interface BaseConfig {
     /** Fixed when the topic is created: cursors and account placement depend on it. */
     eventsPartitions: number;
   };
-  /** slowMs: log commands taking at least this long (0: off). */
-  mongo: { url: string; dbName: string; slowMs: number };
+  /**
+   * slowMs: log commands taking at least this long (0: off).
+   * queryShapesDir: test-only (MONGO_QUERY_SHAPES_DIR, set by `npm test`): record the
+   * shape of every query sent there, for the query-shape check (mongo/query-shapes.ts).
+   */
+  mongo: { url: string; dbName: string; slowMs: number; queryShapesDir?: string };
 }
 
 export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
@@ -51,6 +55,6 @@ export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
       eventsTopic: topic,
       eventsPartitions: int(env, 'EVENTS_PARTITIONS', 12, 1, 1000),
     },
-    mongo: { url: mongoUrl, dbName, slowMs: int(env, 'MONGO_SLOW_MS', 0, 0, 3_600_000) },
+    mongo: { url: mongoUrl, dbName, slowMs: int(env, 'MONGO_SLOW_MS', 0, 0, 3_600_000), queryShapesDir: str(env, 'MONGO_QUERY_SHAPES_DIR', '') || undefined },
   };
 }

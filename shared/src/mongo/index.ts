@@ -35,6 +35,7 @@ import type {
   WebhookOpKeyDoc,
   WebhookStatusDoc,
 } from './documents.js';
+import { recordQueryShapes, type AllowedShape } from './query-shapes.js';
 import { watchSlowCommands } from './slow-log.js';
 import { MonitorWatchdog } from './watchdog.js';
 
@@ -152,9 +153,10 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     connectTimeoutMS: 5000,
     maxPoolSize: 50,
     retryWrites: false, // FerretDB 1.x has no retryable writes; our writes are idempotent anyway.
-    monitorCommands: config.mongo.slowMs > 0 && opts.log !== undefined,
+    monitorCommands: (config.mongo.slowMs > 0 && opts.log !== undefined) || config.mongo.queryShapesDir !== undefined,
   });
   if (config.mongo.slowMs > 0 && opts.log) watchSlowCommands(client, opts.log.child({ component: 'mongo' }), config.mongo.slowMs);
+  if (config.mongo.queryShapesDir !== undefined) recordQueryShapes(client, config.mongo.queryShapesDir, declaredIndexes, ALLOWED_SHAPES);
   const db = client.db(config.mongo.dbName);
   const collections = collectionHandles(db);
   const watchdog = opts.log ? new MonitorWatchdog(client, opts.log.child({ component: 'mongo' })) : null;
@@ -228,6 +230,19 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
   // late as the sweeper does elsewhere (counts of an ended window still arrive).
   rateLimits: [{ key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: RATE_WINDOW_GRACE_MS / 1000 }],
 };
+
+/** The declared indexes of a collection, by its name (none for a collection we do not name). */
+function declaredIndexes(collection: string): readonly IndexDescription[] {
+  const key = (Object.keys(COLLECTION_NAMES) as (keyof Collections)[]).find((k) => COLLECTION_NAMES[k] === collection);
+  return key ? INDEXES[key] : [];
+}
+
+/**
+ * Query shapes no index serves, on purpose (the query-shape check,
+ * query-shapes.ts, fails on any other): each a rare path where an index
+ * would cost every write for a read that seldom runs.
+ */
+export const ALLOWED_SHAPES: readonly AllowedShape[] = [];
 
 /**
  * Indexes earlier versions created that must go: `key_unique` allowed one
