@@ -86,6 +86,15 @@ describe('query shapes: the prefix rule', () => {
     expect(served(find({ x: 1 }, { at: 1 }), [{ key: { at: 1 }, name: 'at' }]), 'the whole index read in order, filtering x').to.equal(null);
   });
 
+  it('names the index whose leading keys bound the most', () => {
+    const idx: IndexDescription[] = [
+      { key: { a: 1 }, name: 'a' },
+      { key: { a: 1, b: 1 }, name: 'ab' },
+    ];
+    expect(served(find({ a: 1, b: 2 }), idx)).to.equal('ab');
+    expect(served(find({ a: 1, b: 2, _id: { $gt: 'x' } }), idx), 'rather than an _id range').to.equal('ab');
+  });
+
   it('$in counts as equality, also before a sort', () => {
     expect(served(find({ account_id: { $in: ['a', 'b'] }, partition: 1 }, { offset: 1 }), events)).to.equal('account_position');
   });

@@ -146,23 +146,24 @@ function impliesPartialFilter(shape: QueryShape, partial: Document | undefined):
  * key after it); an unfiltered query is served only when the index gives its
  * order. Filter fields the index lacks are checked on the fetched documents.
  * `$in` counts as equality: MongoDB scans each value's range and merges them
- * in order for a sort.
+ * in order for a sort. Returns how many leading keys bound the scan (0: the
+ * index only gives the order), or null when the index does not serve it.
  */
-export function indexServes(index: Pick<IndexDescription, 'key' | 'partialFilterExpression'>, shape: QueryShape): boolean {
-  if (!impliesPartialFilter(shape, index.partialFilterExpression)) return false;
+function boundKeys(index: Pick<IndexDescription, 'key' | 'partialFilterExpression'>, shape: QueryShape): number | null {
+  if (!impliesPartialFilter(shape, index.partialFilterExpression)) return null;
   const keys = Object.entries(index.key as Record<string, unknown>).map(([field, dir]) => [field, dir === -1 ? -1 : 1] as const);
   const equality = new Set(shape.equality);
   let p = 0;
   while (p < keys.length && equality.has(keys[p]![0])) p++;
   const rest = keys.slice(p).filter(([field]) => !equality.has(field));
   const sort = shape.sort.filter(([field]) => !equality.has(field));
-  if (sort.length > rest.length) return false;
+  if (sort.length > rest.length) return null;
   const sameDirection = sort.every(([field, dir], i) => rest[i]![0] === field && rest[i]![1] === dir);
   const reversed = sort.every(([field, dir], i) => rest[i]![0] === field && rest[i]![1] === -dir);
-  if (!sameDirection && !reversed) return false;
-  if (p > 0) return true;
-  if (rest.length > 0 && shape.range.includes(rest[0]![0])) return true;
-  return shape.equality.length === 0 && shape.range.length === 0 && sort.length > 0;
+  if (!sameDirection && !reversed) return null;
+  const ranged = rest.length > 0 && shape.range.includes(rest[0]![0]) ? 1 : 0;
+  if (p + ranged > 0) return p + ranged;
+  return shape.equality.length === 0 && shape.range.length === 0 && sort.length > 0 ? 0 : null;
 }
 
 /** Every collection has its `_id` index. */
@@ -170,15 +171,18 @@ const ID_INDEX = { key: { _id: 1 }, name: '_id_' } as const;
 
 /**
  * The index that serves a shape, or null. A filter fixing `_id` is always
- * served (one document at most); otherwise the first index (the `_id` index,
- * then `indexes` in order) that serves it under the prefix rule.
+ * served (one document at most); otherwise, of the indexes (the `_id` index
+ * and `indexes`) that serve it under the prefix rule, the one whose leading
+ * keys bound the most (the first of equals).
  */
 export function servingIndex(shape: QueryShape, indexes: readonly IndexDescription[]): string | null {
   if (shape.equality.includes('_id')) return ID_INDEX.name;
+  let best: { name: string; bound: number } | null = null;
   for (const index of [ID_INDEX, ...indexes]) {
-    if (indexServes(index, shape)) return index.name ?? Object.keys(index.key).join('_');
+    const bound = boundKeys(index, shape);
+    if (bound !== null && (best === null || bound > best.bound)) best = { name: index.name ?? Object.keys(index.key).join('_'), bound };
   }
-  return null;
+  return best?.name ?? null;
 }
 
 /** A shape no index serves on purpose, and why. */
@@ -188,7 +192,7 @@ export interface AllowedShape {
 }
 
 /** What recordQueryShapes writes, one JSON object per line, the first time a process sends a shape. */
-export interface RecordedShape {
+interface RecordedShape {
   shape: string;
   command: string;
   /** The index that serves it. */
@@ -209,8 +213,13 @@ function ourFrames(): string[] {
     .split('\n')
     .slice(1)
     .map((line) => line.trim().replace(/^at /, ''))
-    .filter((line) => !/node_modules|node:|query-shapes\.ts|<anonymous>|^async Promise\.|^Error/.test(line))
+    .filter((line) => !/node_modules|node:|query-shapes\.ts|\(<anonymous>\)$|^async Promise\.|^Error/.test(line))
     .slice(0, 4);
+}
+
+/** A frame in a test file: the test reading the store to assert, not the code under test. */
+function isTestFrame(frame: string): boolean {
+  return /\/test\/|\.test\.ts:|\.fault\.ts:/.test(frame);
 }
 
 /** Shapes this process has recorded, over all its clients. */
@@ -219,7 +228,8 @@ const seen = new Set<string>();
 /**
  * Records every query shape the client sends, once per process, to
  * `<dir>/<pid>.jsonl` (appended as each new shape is first seen, so a killed
- * process keeps what it sent). Test-only: `createMongo` calls it when
+ * process keeps what it sent). A shape whose nearest frame of ours is in a
+ * test file is the test's own read, not the code's: it is not recorded. Test-only: `createMongo` calls it when
  * MONGO_QUERY_SHAPES_DIR is set, and sets `monitorCommands` only then.
  * `indexesOf` gives the declared indexes of a collection by its name.
  */
@@ -231,9 +241,12 @@ export function recordQueryShapes(client: MongoClient, dir: string, indexesOf: (
     for (const shape of commandShapes(e.commandName, e.command)) {
       const key = describeShape(shape);
       if (seen.has(key)) continue;
+      const from = ourFrames();
+      // A test's own read through the code's handles is not checked (nor remembered: the code may send the same shape later).
+      if (from.length > 0 && isTestFrame(from[0]!)) continue;
       seen.add(key);
       const index = servingIndex(shape, indexesOf(shape.collection));
-      const line: RecordedShape = { shape: key, command: e.commandName, index, allowed: index === null ? (reasons.get(key) ?? null) : null, from: ourFrames() };
+      const line: RecordedShape = { shape: key, command: e.commandName, index, allowed: index === null ? (reasons.get(key) ?? null) : null, from };
       appendFileSync(file, JSON.stringify(line) + '\n');
     }
   });
