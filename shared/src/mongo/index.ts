@@ -291,9 +291,10 @@ function isConflict(err: unknown): boolean {
 type IndexTarget = Pick<Collection, 'createIndex' | 'dropIndex'>;
 
 /**
- * Creates one index. An index of the same name with other options (created
- * by an earlier version: `account_slot_unique` before it was partial) is
- * dropped and created again. Where the server has no TTL or partial indexes
+ * Creates one index. An index of the same name with other options or keys
+ * (created by an earlier version: `account_slot_unique` before it was
+ * partial, an index that gained an `_id` tie-breaker) is dropped and created
+ * again. Where the server has no TTL or partial indexes
  * (FerretDB), a TTL index is skipped (readers check expiry, sweepers remove)
  * and a partial one is created without its filter.
  */
