@@ -19,6 +19,9 @@ import { ensureServices } from './infra/services.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const resultsFile = join(root, '.test-results.json');
+// The query-shape check (shared/src/mongo/query-shapes.ts): every process of the run that talks to
+// MongoDB through createMongo writes the shapes it sent here, one file per process.
+const shapesDir = join(root, 'test-artifacts', 'query-shapes');
 
 const MODES = ['--unit', '--quick', '--faults', '--soak', '--full'];
 const argv = process.argv.slice(2);
@@ -57,8 +60,10 @@ const env = {
   ...(mode.has('--full') ? { FAULTS_FULL: '1' } : {}),
   TEST_RUN_ID: process.env.TEST_RUN_ID ?? randomBytes(4).toString('hex'),
   TEST_RESULTS_FILE: resultsFile,
+  ...(mode.has('--unit') ? {} : { MONGO_QUERY_SHAPES_DIR: shapesDir }),
 };
 rmSync(resultsFile, { force: true });
+rmSync(shapesDir, { recursive: true, force: true });
 
 const mocha = join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
 const reporter = join(root, 'scripts', 'test', 'reporter.cjs');
@@ -182,6 +187,47 @@ for (const r of parts) {
   failed.push(...(r.failed ?? []));
   Object.assign(timings, r.timings ?? {});
 }
+// The query-shape check: one test that passes when every shape any process recorded is served by a
+// declared index (or allowed, with a reason), and fails listing the others and where they were sent from.
+const shapes = checkQueryShapes();
+if (shapes) {
+  total.tests += 1;
+  if (shapes.failure) {
+    total.failures += 1;
+    failed.push(shapes.failure);
+  } else total.passes += 1;
+}
+
+/** Merges the per-process shape files; null when none was written (no MongoDB client in the run). */
+function checkQueryShapes() {
+  if (!existsSync(shapesDir)) return null;
+  const byShape = new Map();
+  for (const file of readdirSync(shapesDir).filter((f) => f.endsWith('.jsonl'))) {
+    for (const line of readFileSync(join(shapesDir, file), 'utf8').split('\n')) {
+      if (!line.trim()) continue;
+      let r;
+      try {
+        r = JSON.parse(line);
+      } catch {
+        continue; // a line cut short by a killed process
+      }
+      const seen = byShape.get(r.shape) ?? { shape: r.shape, index: r.index, allowed: r.allowed, commands: new Set(), from: new Set() };
+      seen.commands.add(r.command);
+      if (seen.from.size < 3 && r.from.length > 0) seen.from.add(r.from.join(' <- '));
+      byShape.set(r.shape, seen);
+    }
+  }
+  if (byShape.size === 0) return null;
+  const all = [...byShape.values()].sort((a, b) => a.shape.localeCompare(b.shape));
+  const report = all.map((s) => ({ shape: s.shape, commands: [...s.commands], index: s.index, allowed: s.allowed, from: [...s.from] }));
+  writeFileSync(join(root, 'test-artifacts', 'query-shapes.json'), JSON.stringify(report, null, 1) + '\n');
+  const unserved = report.filter((s) => s.index === null && s.allowed === null);
+  console.log(`\n[test] query shapes: ${report.length} sent, ${report.filter((s) => s.allowed).length} allowed without an index, ${unserved.length} with no index (all in test-artifacts/query-shapes.json)`);
+  if (unserved.length === 0) return {};
+  const message = unserved.map((s) => `${s.shape} (${s.commands.join(', ')})${s.from.map((f) => `\n        from ${f}`).join('')}`).join('\n      ');
+  return { failure: { title: `query-shape check: ${unserved.length} query shape(s) no declared index serves (shared/src/mongo/index.ts INDEXES, or ALLOWED_SHAPES with a reason)`, message } };
+}
+
 // Where the time went: every file's wall time in test-artifacts/timings.json, the slowest shown.
 const slowest = Object.entries(timings).sort((a, b) => b[1] - a[1]);
 if (slowest.length > 1) {

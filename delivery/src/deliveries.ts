@@ -17,7 +17,19 @@ import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../sha
 
 import { deliveryId, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
 
-export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims' | 'retryDue'>;
+export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims' | 'retryDue'> & {
+  /**
+   * Whether a conditional update is atomic on this server
+   * (conditionalWritesAreAtomic: MongoDB yes, FerretDB no). Absent or
+   * failing: no, and a check-then-write is an `_id` read then an `_id` write.
+   */
+  conditionalWritesAreAtomic?: () => Promise<boolean>;
+};
+
+/** Whether to send a check-then-write as one conditional update (see DeliveryCollections). */
+export async function atomicWrites(c: Pick<DeliveryCollections, 'conditionalWritesAreAtomic'>): Promise<boolean> {
+  return (await c.conditionalWritesAreAtomic?.().catch(() => false)) ?? false;
+}
 
 const DUPLICATE_KEY = 11000;
 
@@ -102,16 +114,29 @@ async function isOrphanedClaim(c: DeliveryCollections, deliveryId: string, seq: 
 /**
  * Hands deliveries we hold but will not send (shutdown, a full queue) back
  * for immediate claiming: the lease is cleared and the delivery goes into the
- * current due bucket. Each is read and written by `_id` (FerretDB reads the
- * whole collection for any other filter); a delivery claimed by another
- * process meanwhile is left alone (it shows another owner).
+ * current due bucket. A delivery claimed by another process meanwhile is left
+ * alone (it shows another owner). Where conditional updates are atomic
+ * (MongoDB), each is one findOneAndUpdate on `{_id, lease_owner, state}`,
+ * served by the `_id` index. On FerretDB each is read and written by `_id`:
+ * there any other filter reads the whole collection, and a conditional
+ * update is a read then a write anyway. There, a process that claims the
+ * delivery within that round trip (only possible once our lease ran out)
+ * has its lease cleared: the delivery is due at once and claimed again, at
+ * worst sent once more, never lost.
  */
 export async function releaseLeases(c: DeliveryCollections, ids: string[], owner: string, now: Date): Promise<void> {
   const released: { d: string; s: string; t: number }[] = [];
+  const atomic = await atomicWrites(c);
+  const unleased = { $set: { lease_owner: null, lease_until: null, updated_at: now } };
   for (const id of ids) {
+    if (atomic) {
+      const before = await c.deliveries.findOneAndUpdate({ _id: id, lease_owner: owner, state: 'pending' }, unleased, { projection: { subscription_id: 1 } });
+      if (before) released.push({ d: id, s: before.subscription_id, t: now.getTime() });
+      continue;
+    }
     const current = await c.deliveries.findOne({ _id: id }, { projection: { lease_owner: 1, state: 1, subscription_id: 1 } });
     if (!current || current.lease_owner !== owner || current.state !== 'pending') continue;
-    await c.deliveries.updateOne({ _id: id }, { $set: { lease_owner: null, lease_until: null, updated_at: now } });
+    await c.deliveries.updateOne({ _id: id }, unleased);
     released.push({ d: id, s: current.subscription_id, t: now.getTime() });
   }
   if (released.length > 0) await scheduleDue(c.retryDue, released, now.getTime());

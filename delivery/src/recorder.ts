@@ -18,7 +18,7 @@ import { MongoBulkWriteError, type Filter, type UpdateFilter } from 'mongodb';
 import type { Logger } from '../../shared/src/log.js';
 import type { AttemptDoc, DeliveryDoc, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
 import { insertDeliveries, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
-import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
+import { atomicWrites, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import type { EndpointHealth, FailingUpdate } from './endpoint-health.js';
 
 interface Pending {
@@ -303,26 +303,35 @@ function stateAfter(r: AttemptRecord): Pick<DeliveryDoc, 'state' | 'attempts' | 
 }
 
 /**
- * Writes the delivery's new state if we still hold the claim we sent under.
- * The claim number is checked by a read, then the write is by `_id` alone,
- * rather than one update filtered on `{_id, claim_seq}`: `_id` equality is
- * the only filter FerretDB (the test server) answers from an index, and the
- * combined filter read and decoded the whole deliveries collection for every
- * attempt (the delivery benchmark's bottleneck). The price is a gap of one
- * round trip in which a holder whose lease already ran out could still
- * write; the worst it can do is what an unfenced write does: put a delivery
- * that another holder just finished back to pending (sent once more) or
- * label it with its own outcome. Nothing is lost either way.
+ * Writes the delivery's new state if we still hold the claim we sent under:
+ * our claim number, or a later one of our own process (the lease keeper's
+ * extension may have landed on the delivery a moment before our copy learnt
+ * its number; this process never claims a delivery it still holds, so a
+ * later claim of ours is that extension). Where conditional updates are
+ * atomic (MongoDB), that is one update filtered on `{_id, claim_seq}` (and
+ * the owner), served by the `_id` index. On FerretDB the claim is checked by
+ * a read, then the write is by `_id` alone: `_id` equality is the only
+ * filter FerretDB answers from an index (the combined filter read and
+ * decoded the whole deliveries collection for every attempt, the delivery
+ * benchmark's bottleneck), and its conditional update is a read then a write
+ * anyway. The price there is a gap of one round trip in which a holder whose
+ * lease already ran out could still write; the worst it can do is what an
+ * unfenced write does: put a delivery that another holder just finished
+ * back to pending (sent once more) or label it with its own outcome.
+ * Nothing is lost either way.
  */
-async function recordStateOf(c: DeliveryCollections, r: AttemptRecord): Promise<void> {
+export async function recordStateOf(c: DeliveryCollections, r: AttemptRecord): Promise<void> {
   // r.delivery is the dispatcher's held copy: its claim_seq is the latest extension of our lease.
   const [fence, update] = deliveryUpdate(r);
+  const owner = r.delivery.lease_owner;
+  if (await atomicWrites(c)) {
+    const ours = owner === null ? fence : { _id: fence._id, $or: [{ claim_seq: fence.claim_seq }, { lease_owner: owner, claim_seq: { $gt: fence.claim_seq } }] };
+    await c.deliveries.updateOne(ours, update);
+    return;
+  }
   const current = await c.deliveries.findOne({ _id: fence._id }, { projection: { claim_seq: 1, lease_owner: 1 } });
   if (!current) return; // gone (its subscription was deleted)
-  // Our claim, or a later one of our own process: the lease keeper's extension may have
-  // landed on the delivery a moment before our copy learnt its number (this process never
-  // claims a delivery it still holds, so a later claim of ours is that extension).
-  const ours = current.claim_seq === r.delivery.claim_seq || (r.delivery.lease_owner !== null && current.lease_owner === r.delivery.lease_owner && current.claim_seq > r.delivery.claim_seq);
+  const ours = current.claim_seq === fence.claim_seq || (owner !== null && current.lease_owner === owner && current.claim_seq > fence.claim_seq);
   if (!ours) return; // claimed by another since: theirs to record
   await c.deliveries.updateOne({ _id: fence._id }, update);
 }

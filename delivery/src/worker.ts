@@ -5,7 +5,7 @@ import { SupervisedConsumer } from '../../shared/src/eventlog/supervised-consume
 import { guardTopic, topicFacts } from '../../shared/src/eventlog/topic-guard.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
-import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
+import { conditionalWritesAreAtomic, createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { DnsResolver } from '../../shared/src/dns.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
@@ -13,7 +13,7 @@ import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
 import { collectionSource, SubscriptionTable } from './subscription-table.js';
 import { mongoProgressStore, OffsetTracker } from './offsets.js';
-import { countQueue, type AttemptRecord } from './deliveries.js';
+import { countQueue, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { Dispatcher, type DispatchHooks } from './dispatch.js';
 import { countDisabled, EndpointHealth } from './endpoint-health.js';
 import { createSender } from './http-sender.js';
@@ -142,7 +142,9 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const table = new SubscriptionTable(collectionSource(mongo.collections.webhooks), log.child({ component: 'subscription-table' }));
   table.start();
   lifecycle.onStop('subscription-table', () => table.stop());
-  const shared = { log, collections: mongo.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock, table };
+  // Check-then-writes on deliveries are one conditional update where the server makes that atomic (deliveries.ts).
+  const collections: DeliveryCollections = { ...mongo.collections, conditionalWritesAreAtomic: () => conditionalWritesAreAtomic(mongo.db) };
+  const shared = { log, collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock, table };
   const metrics = createDeliveryMetrics();
   const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
   const health = wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, () => metrics.endpointsDisabled.inc());

@@ -14,10 +14,28 @@ describe('mongo indexes', () => {
       try {
         await ensureIndexes(mongo, log);
         const names = (await mongo.collections.events.indexes()).map((i) => i.name);
-        expect(names).to.include.members(['account_position', 'account_type_position']);
+        expect(names).to.include.members(['position']);
       } finally {
         await mongo.close();
       }
+    }
+  });
+
+  it("replaces an earlier version's indexes: a changed key under the same name is built again, a retired one dropped", async () => {
+    const env = baseTestEnv();
+    const config = loadBaseConfig({ ...env, MONGO_DB: `${env.MONGO_DB}_indexes_old` }, 'test');
+    const mongo = createMongo(config);
+    try {
+      const { events, attempts } = mongo.collections;
+      await events.createIndex({ account_id: 1, partition: 1, offset: 1 }, { name: 'account_position' });
+      await attempts.createIndex({ subscription_id: 1, at: -1 }, { name: 'subscription_recent' });
+      await ensureIndexes(mongo, pino({ level: 'silent' }));
+      const eventIndexes = (await events.indexes()).map((i) => i.name);
+      expect(eventIndexes).to.include('position').and.not.include('account_position');
+      const recent = (await attempts.indexes()).find((i) => i.name === 'subscription_recent');
+      expect(recent?.key).to.deep.equal({ subscription_id: 1, at: -1, _id: -1 });
+    } finally {
+      await mongo.close();
     }
   });
 

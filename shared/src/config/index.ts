@@ -35,8 +35,12 @@ export interface BaseConfig {
     eventsReplicationFactor: number | null;
     eventsMinInsyncReplicas: number | null;
   };
-  /** slowMs: log commands taking at least this long (0: off). */
-  mongo: { url: string; dbName: string; slowMs: number };
+  /**
+   * slowMs: log commands taking at least this long (0: off).
+   * queryShapesDir: test-only (MONGO_QUERY_SHAPES_DIR, set by `npm test`): record the
+   * shape of every query sent there, for the query-shape check (mongo/query-shapes.ts).
+   */
+  mongo: { url: string; dbName: string; slowMs: number; queryShapesDir?: string };
 }
 
 export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
@@ -73,6 +77,6 @@ export function loadBaseConfig(env: Env, clientId: string): BaseConfig {
       eventsReplicationFactor: replicationFactor,
       eventsMinInsyncReplicas: minInsync,
     },
-    mongo: { url: mongoUrl, dbName, slowMs: int(env, 'MONGO_SLOW_MS', 0, 0, 3_600_000) },
+    mongo: { url: mongoUrl, dbName, slowMs: int(env, 'MONGO_SLOW_MS', 0, 0, 3_600_000), queryShapesDir: str(env, 'MONGO_QUERY_SHAPES_DIR', '') || undefined },
   };
 }

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { IndexDescription } from 'mongodb';
 import { pino } from 'pino';
 import { INDEXES, ensureIndex } from './index.js';
+import { commandShapes, servingIndex } from './query-shapes.js';
 
 const log = pino({ level: 'silent' });
 
@@ -60,5 +61,31 @@ describe('index definitions', () => {
     let thrown: unknown;
     await ensureIndex(dup.collection as never, 'webhooks', slotIndex(), log).catch((e: unknown) => (thrown = e));
     expect((thrown as { code?: number })?.code).to.equal(11000);
+  });
+});
+
+describe('index definitions: the queries MongoDB would have scanned or sorted in memory', () => {
+  const serving = (collection: keyof typeof INDEXES, filter: Record<string, unknown>, sort?: Record<string, unknown>): (string | null)[] =>
+    commandShapes('find', { find: collection, filter, ...(sort ? { sort } : {}) }).map((shape) => servingIndex(shape, INDEXES[collection]));
+
+  it('a partition read by offset (the gap fill, the page backfill)', () => {
+    expect(serving('events', { partition: 1, offset: { $gte: 0, $lt: 9 } }, { partition: 1, offset: 1 })).to.deep.equal(['position']);
+    expect(serving('events', { partition: 1 }, { offset: 1 })).to.deep.equal(['position']);
+  });
+
+  it("an event's deliveries and attempts, oldest first", () => {
+    expect(serving('deliveries', { event_id: 'e', account_id: 'a' }, { created_at: 1, _id: 1 })).to.deep.equal(['event']);
+    expect(serving('attempts', { event_id: 'e', account_id: 'a' }, { at: 1, _id: 1 })).to.deep.equal(['event']);
+  });
+
+  it("a subscription's attempts newest first, and recover's failed deliveries in (created_at, _id) order", () => {
+    expect(serving('attempts', { subscription_id: 's' }, { at: -1, _id: -1 })).to.deep.equal(['subscription_recent']);
+    const recover = { subscription_id: 's', account_id: 'a', state: 'failed', $or: [{ created_at: { $gt: 1 } }, { created_at: 1, _id: { $gt: 'd' } }] };
+    expect(serving('deliveries', recover, { created_at: 1, _id: 1 })).to.deep.equal(['subscription_recent', 'subscription_recent']);
+  });
+
+  it("an account's subscriptions in (created_at, _id) order, and the disabled ones counted", () => {
+    expect(serving('webhooks', { account_id: 'a' }, { created_at: 1, _id: 1 })).to.deep.equal(['account_created']);
+    expect(serving('webhooks', { enabled: false, disabled_reason: 'endpoint_failing' })).to.deep.equal(['disabled']);
   });
 });

@@ -35,6 +35,7 @@ import type {
   WebhookOpKeyDoc,
   WebhookStatusDoc,
 } from './documents.js';
+import { recordQueryShapes, type AllowedShape } from './query-shapes.js';
 import { watchSlowCommands } from './slow-log.js';
 import { MonitorWatchdog } from './watchdog.js';
 
@@ -152,9 +153,10 @@ export function createMongo(config: BaseConfig, opts: { serverSelectionTimeoutMS
     connectTimeoutMS: 5000,
     maxPoolSize: 50,
     retryWrites: false, // FerretDB 1.x has no retryable writes; our writes are idempotent anyway.
-    monitorCommands: config.mongo.slowMs > 0 && opts.log !== undefined,
+    monitorCommands: (config.mongo.slowMs > 0 && opts.log !== undefined) || config.mongo.queryShapesDir !== undefined,
   });
   if (config.mongo.slowMs > 0 && opts.log) watchSlowCommands(client, opts.log.child({ component: 'mongo' }), config.mongo.slowMs);
+  if (config.mongo.queryShapesDir !== undefined) recordQueryShapes(client, config.mongo.queryShapesDir, declaredIndexes, ALLOWED_SHAPES);
   const db = client.db(config.mongo.dbName);
   const collections = collectionHandles(db);
   const watchdog = opts.log ? new MonitorWatchdog(client, opts.log.child({ component: 'mongo' })) : null;
@@ -183,10 +185,10 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
   apiKeyHashes: [],
   keyEpoch: [],
   apiPods: [],
-  events: [
-    { key: { account_id: 1, partition: 1, offset: 1 }, name: 'account_position' },
-    { key: { account_id: 1, type: 1, partition: 1, offset: 1 }, name: 'account_type_position' },
-  ],
+  // A partition's events in offset order: the fan-out filling a gap the broker no longer has
+  // (readPartition) and the page backfill. An account's history is read from its streams
+  // (event_pages, by _id), so no index here starts with account_id (see RETIRED_INDEXES).
+  events: [{ key: { partition: 1, offset: 1 }, name: 'position' }],
   eventPages: [],
   watermarks: [],
   eventTopics: [],
@@ -195,7 +197,10 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
   ingestKeys: [{ key: { expires_at: 1 }, name: 'expires_ttl', expireAfterSeconds: 0 }],
   streamSlots: [],
   webhooks: [
-    { key: { account_id: 1, created_at: 1 }, name: 'account_created' },
+    // An account's subscriptions in (created_at, _id) order (GET /webhooks); the consumer's by account ($in).
+    { key: { account_id: 1, created_at: 1, _id: 1 }, name: 'account_created' },
+    // The disabled-subscriptions gauges (countDisabled, the delivery process's metrics sampler).
+    { key: { enabled: 1, disabled_reason: 1 }, name: 'disabled' },
     // Partial: subscriptions created before slots existed have none, and MongoDB indexes a missing
     // field as null, so two of them in one account would break a plain unique index (E11000) and
     // stop every process from starting. FerretDB has no partial indexes and treats missing values as
@@ -205,17 +210,26 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
   webhookStatus: [],
   secretRotations: [{ key: { subscription_id: 1 }, name: 'subscription' }],
   deliveries: [
+    // Pending deliveries (the queue gauges, the first boot's bucketing, an operation's admission), the retention sweep.
     { key: { state: 1, next_attempt_at: 1 }, name: 'due' },
-    { key: { subscription_id: 1, created_at: -1 }, name: 'subscription_recent' },
+    // A subscription's failed deliveries in (created_at, _id) order (recover, read in either
+    // direction), its deliveries of some events (recover), all of them (subscription deleted).
+    { key: { subscription_id: 1, created_at: -1, _id: -1 }, name: 'subscription_recent' },
     { key: { updated_at: 1 }, name: 'updated' },
-    // An event's deliveries (GET /api/v1/events/{id}/deliveries).
-    { key: { event_id: 1 }, name: 'event' },
+    // An event's deliveries in (created_at, _id) order (GET /api/v1/events/{id}/deliveries).
+    { key: { event_id: 1, created_at: 1, _id: 1 }, name: 'event' },
   ],
   attempts: [
-    { key: { subscription_id: 1, at: -1 }, name: 'subscription_recent' },
+    // A subscription's attempts newest first, (at, _id) (GET /webhooks/{id}/deliveries), in a window (stats,
+    // endpoint health), all of them (subscription deleted).
+    { key: { subscription_id: 1, at: -1, _id: -1 }, name: 'subscription_recent' },
+    // The retention sweep.
     { key: { at: 1 }, name: 'at' },
-    // The attempts of an event's deliveries (GET /api/v1/events/{id}/deliveries).
+    // A delivery's attempt (resend).
     { key: { delivery_id: 1, at: 1 }, name: 'delivery' },
+    // An event's attempts in (at, _id) order (GET /api/v1/events/{id}/deliveries): a delivery sent at
+    // once leaves only its attempts, so they are found by event.
+    { key: { event_id: 1, at: 1, _id: 1 }, name: 'event' },
   ],
   claims: [{ key: { at: 1 }, name: 'at' }],
   // Kept 24 h (readers also check expires_at; the API sweeps where there are no TTL indexes).
@@ -229,12 +243,32 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
   rateLimits: [{ key: { expire: 1 }, name: 'expire_ttl', expireAfterSeconds: RATE_WINDOW_GRACE_MS / 1000 }],
 };
 
+/** The declared indexes of a collection, by its name (none for a collection we do not name). */
+function declaredIndexes(collection: string): readonly IndexDescription[] {
+  const key = (Object.keys(COLLECTION_NAMES) as (keyof Collections)[]).find((k) => COLLECTION_NAMES[k] === collection);
+  return key ? INDEXES[key] : [];
+}
+
+/**
+ * Query shapes no index serves, on purpose (the query-shape check,
+ * query-shapes.ts, fails on any other): each a rare path where an index
+ * would cost every write for a read that seldom runs.
+ */
+const ALLOWED_SHAPES: readonly AllowedShape[] = [
+  { shape: 'webhooks {eq: -; range: -; sort: -}', reason: "the delivery process's subscription table loads every subscription, by design (subscription-table.ts)" },
+  { shape: 'api_pods {eq: -; range: -; sort: -}', reason: "the key cache's sync reads every API pod's record: one per running API process" },
+  { shape: 'watermarks {eq: topic; range: topic_id; sort: -}', reason: 'the topic guard, once per process start, when the topic was re-created: one watermark per partition' },
+];
+
 /**
  * Indexes earlier versions created that must go: `key_unique` allowed one
- * rate-limit document per key, which per-window documents would collide on.
+ * rate-limit document per key, which per-window documents would collide on;
+ * the events' account indexes served reads that now go to the account
+ * streams, and cost every event insert.
  */
 const RETIRED_INDEXES: Partial<Record<keyof Collections, string[]>> = {
   rateLimits: ['key_unique'],
+  events: ['account_position', 'account_type_position'],
 };
 
 /** IndexNotFound (27) or NamespaceNotFound (26): nothing to drop. */
@@ -257,9 +291,10 @@ function isConflict(err: unknown): boolean {
 type IndexTarget = Pick<Collection, 'createIndex' | 'dropIndex'>;
 
 /**
- * Creates one index. An index of the same name with other options (created
- * by an earlier version: `account_slot_unique` before it was partial) is
- * dropped and created again. Where the server has no TTL or partial indexes
+ * Creates one index. An index of the same name with other options or keys
+ * (created by an earlier version: `account_slot_unique` before it was
+ * partial, an index that gained an `_id` tie-breaker) is dropped and created
+ * again. Where the server has no TTL or partial indexes
  * (FerretDB), a TTL index is skipped (readers check expiry, sweepers remove)
  * and a partial one is created without its filter.
  */

@@ -41,6 +41,8 @@ export function baseTestEnv(overrides: Record<string, string> = {}): Record<stri
     HOST: '127.0.0.1',
     // No delivery metrics server unless a test asks for one: workers of parallel runs would share 9464.
     METRICS_PORT: '0',
+    // The query-shape check (shared/src/mongo/query-shapes.ts): `npm test` names the directory.
+    ...(process.env.MONGO_QUERY_SHAPES_DIR ? { MONGO_QUERY_SHAPES_DIR: process.env.MONGO_QUERY_SHAPES_DIR } : {}),
     ...overrides,
   };
   usedDatabases.add(env.MONGO_DB!);
