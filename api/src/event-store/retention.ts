@@ -30,7 +30,7 @@ import type { EventDoc } from '../../../shared/src/mongo/documents.js';
 import { dirId, journalContents, journalId, pageId, type JournalDoc, type PagesCollection } from './pages.js';
 
 /** A partition's retention floor and deletion cursor. */
-export interface FloorDoc {
+interface FloorDoc {
   _id: string;
   /** First offset retained: every event below it has expired. */
   offset: number;
@@ -49,9 +49,9 @@ export function floorId(partition: number): string {
 /** Journal entries walked per partition and phase in one sweep (the rest waits for the next one). */
 const MAX_ENTRIES_PER_SWEEP = 2000;
 /** Readers keep a partition's floor this long (store.ts); a floor is deleted below only well after this. */
-export const FLOOR_CACHE_MS = 5000;
+const FLOOR_CACHE_MS = 5000;
 
-export interface SweepOptions {
+interface SweepOptions {
   pages: PagesCollection;
   events: Collection<EventDoc>;
   topicId: string;
@@ -148,7 +148,7 @@ export async function sweepPartition(opts: SweepOptions, partition: number): Pro
 }
 
 /** Keeps each partition's floor for FLOOR_CACHE_MS, for readers (one `_id` read per partition and interval). */
-export class FloorCache {
+class FloorCache {
   private readonly known = new Map<number, { offset: number; readAt: number }>();
 
   constructor(
