@@ -363,7 +363,7 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     // Recover: what it queued (0 while the resend is on its way, 1 if a delivery process in this run already gave it up) is what it says.
     const row = page.locator('#hooks tr', { hasText: hook.url });
     await row.getByRole('button', { name: `Recover failed deliveries of ${hook.url}` }).click();
-    await page.locator('#status', { hasText: 'of the last 24 hours queued again' }).waitFor();
+    await page.locator('#status', { hasText: 'of the last 3 days queued again' }).waitFor();
     const said = Number((await page.locator('#status').textContent())!.match(/^(\d+) failed deliver/)![1]);
     expect(said).to.equal(await store.collection<DeliveryDoc>('deliveries').countDocuments({ subscription_id: hook.id, trigger: 'recover' }));
   });

@@ -43,6 +43,8 @@ interface DispatchDeps {
   clock: () => Date;
   /** Told of every attempt once sent (metrics). */
   onAttempt?: (attempt: AttemptRecord) => void;
+  /** Told of a delivery given up unsent because its subscription is disabled (metrics; attempts that give up are told through onAttempt). */
+  onGivenUpDisabled?: () => void;
   /** Disables subscriptions whose attempts all fail for its period (fed by the recorder's status writes). */
   health?: EndpointHealth;
   hooks?: DispatchHooks;
@@ -468,7 +470,7 @@ export class Dispatcher {
       }
       // Likewise a PATCH enabled:false: given up unsent, not kept for a re-enabling.
       if (tried.kind === 'disabled') {
-        await giveUpDisabled(deps.collections, held, deps.clock());
+        if (await giveUpDisabled(deps.collections, held, deps.clock())) deps.onGivenUpDisabled?.();
         deps.log.debug({ delivery: held._id, subscription: held.subscription_id }, 'delivery given up: its subscription is disabled');
         return;
       }

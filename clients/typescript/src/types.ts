@@ -184,6 +184,8 @@ export interface DeliveryAttempt {
   duration_ms: number;
   at: string;
   next_attempt_at: string | null;
+  /** true on the attempt after which its delivery was given up for good (failed, nothing scheduled after it); `recover` queues such deliveries again. */
+  given_up: boolean;
   /** Why its delivery was made: `event` (the event itself and its retries), or the operation that sent it again. */
   trigger: DeliveryTrigger;
 }

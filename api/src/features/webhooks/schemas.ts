@@ -108,6 +108,10 @@ export const DeliveryAttemptSchema = component(
     duration_ms: Type.Integer({ minimum: 0 }),
     at: DateTime(),
     next_attempt_at: nullableDate('When the delivery is tried again; null after a success or the last attempt'),
+    given_up: Type.Boolean({
+      description:
+        'true on the attempt after which the delivery was given up for good: it failed and no attempt follows (the retry schedule ran out, or a failure no retry could cure: blocked address, certificate for another name or untrusted, 410). POST …/recover queues such deliveries again',
+    }),
     trigger: TriggerSchema,
   }),
 );

@@ -44,6 +44,7 @@ export interface Attempt {
   duration_ms: number;
   at: string;
   next_attempt_at: string | null;
+  given_up: boolean;
   trigger: DeliveryTrigger;
 }
 
@@ -81,6 +82,8 @@ export function attemptView(doc: AttemptDoc): Attempt {
     duration_ms: doc.duration_ms,
     at: doc.at.toISOString(),
     next_attempt_at: doc.next_attempt_at ? doc.next_attempt_at.toISOString() : null,
+    // Failed with nothing scheduled after it: the delivery was given up here (POST …/recover queues it again).
+    given_up: doc.outcome !== 'ok' && doc.next_attempt_at === null,
     trigger: doc.trigger ?? 'event',
   };
 }

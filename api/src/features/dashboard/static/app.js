@@ -275,7 +275,7 @@ async function showEventDetail(id) {
         el('td', a.outcome),
         el('td', `${a.duration_ms} ms`),
         el('td', a.error ?? ''),
-        el('td', a.next_attempt_at ? new Date(a.next_attempt_at).toLocaleString() : '—'),
+        el('td', a.next_attempt_at ? new Date(a.next_attempt_at).toLocaleString() : a.given_up ? 'given up' : '—'),
       );
       body.append(tr);
     }
@@ -346,12 +346,17 @@ function resendButton(eventId, d) {
   return button;
 }
 
-/** Sends again what failed for good in the last 24 hours (POST …/recover). */
+/**
+ * Sends again what failed for good among the deliveries of the last 3 days
+ * (POST …/recover): the retry schedule runs for more than a day, so a
+ * delivery given up just now was created a day and more ago.
+ */
+const RECOVER_DAYS = 3;
 function recoverButton(hook) {
   const button = el('button', 'Recover', { type: 'button', class: 'secondary', 'aria-label': `Recover failed deliveries of ${hook.url}` });
   button.onclick = () => once(button, async () => {
-    const res = await operation(`/api/v1/webhooks/${hook.id}/recover`, { since: new Date(Date.now() - 24 * 3600 * 1000).toISOString() });
-    say(`${res.queued} failed deliver${res.queued === 1 ? 'y' : 'ies'} of the last 24 hours queued again${res.truncated ? ' (more remain: recover again)' : ''}.`);
+    const res = await operation(`/api/v1/webhooks/${hook.id}/recover`, { since: new Date(Date.now() - RECOVER_DAYS * 24 * 3600 * 1000).toISOString() });
+    say(`${res.queued} failed deliver${res.queued === 1 ? 'y' : 'ies'} of the last ${RECOVER_DAYS} days queued again${res.truncated ? ' (more remain: recover again)' : ''}.`);
   });
   return button;
 }
