@@ -20,6 +20,7 @@ import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
+import { headersAad, maySet } from '../../shared/src/webhook-headers.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
 import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, predatesEnabling, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
@@ -608,11 +609,24 @@ export class OpenedSecrets {
   }
 }
 
+/**
+ * The subscription's custom headers as read for this send (a PATCH that
+ * returned before the read applies, queued retries included); {} when none.
+ */
+function customHeaders(secrets: Pick<OpenedSecrets, 'open'>, sub: Pick<WebhookDoc, '_id' | 'headers_enc'>): Record<string, string> {
+  if (!sub.headers_enc) return {};
+  const stored = JSON.parse(secrets.open(sub.headers_enc, headersAad(sub._id))) as Record<string, string>;
+  // The API refuses the service's own and hop-by-hop names; a document written otherwise gets none of them through.
+  return Object.fromEntries(Object.entries(stored).filter(([name]) => maySet(name)));
+}
+
 /** One signed POST; returns what the recorder stores, next attempt time included. */
 /** One attempt under `sub`, on the subscription's own connections; null when nothing was sent (the gate withheld the request, or no connection came free in time). */
 async function send(deps: DispatchDeps, secrets: OpenedSecrets, delivery: DeliveryDoc, sub: WebhookDoc, gate: SendGate): Promise<AttemptRecord | null> {
   const at = deps.clock();
   const headers = {
+    // First, so that nothing of the service's own is ever overridden (the API refuses those names anyway).
+    ...customHeaders(secrets, sub),
     ...signDelivery(signingSecrets(secrets, sub, at), delivery._id, delivery.body, at),
     'X-Service-Event': delivery.event_type,
     'X-Service-Delivery': delivery._id,
