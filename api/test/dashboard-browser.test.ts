@@ -88,12 +88,16 @@ describe('dashboard in a real browser', function () {
     const form = page.locator('#hook-form');
     await form.getByLabel('HTTPS URL').fill(url);
     await form.getByLabel('Description').fill('UI test receiver');
+    await form.getByLabel('Custom headers').fill('X-Ui-Key: ui-secret-value\nX-Tenant: t1');
     await form.getByRole('button', { name: 'Add webhook' }).click();
     await page.locator('#hook-secret').waitFor({ state: 'visible' });
     expect(await page.locator('#hook-secret-value').textContent()).to.match(/^whsec_/);
     const row = page.locator('#hooks tr', { hasText: url });
     await row.waitFor();
     expect(await row.locator('td').nth(1).textContent()).to.equal('*');
+    // The custom headers are shown masked, never their values (the API stored them: webhooks-headers.test.ts sends them).
+    expect(await row.locator('td').nth(0).textContent()).to.equal(`${url}Headers: X-Ui-Key: ****, X-Tenant: ****`);
+    expect(await page.content()).not.to.include('ui-secret-value');
 
     await row.getByRole('button', { name: `Ping ${url}` }).click();
     // The ping goes through the event log, so the live feed (SSE) shows it.

@@ -81,7 +81,10 @@ async function loadHooks() {
   const rows = webhooks.map((hook) => {
     const tr = el('tr');
     const last = String(hook.last_status ?? hook.last_error ?? '—');
-    tr.append(el('td', hook.url), el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · ${disabledText(hook)}` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
+    const urlCell = el('td', hook.url);
+    const headerNames = Object.keys(hook.headers ?? {});
+    if (headerNames.length > 0) urlCell.append(el('br'), el('small', `Headers: ${headerNames.map((n) => `${n}: ${hook.headers[n]}`).join(', ')}`, { class: 'note' }));
+    tr.append(urlCell, el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · ${disabledText(hook)}` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
     const actions = el('td', undefined, { class: 'actions' });
     const ping = el('button', 'Ping', { type: 'button', 'aria-label': `Ping ${hook.url}` });
     ping.onclick = () => act(async () => { await api('POST', `/api/v1/webhooks/${hook.id}/ping`); say('Ping sent.'); setTimeout(loadHooks, 1500); });
@@ -438,13 +441,24 @@ $('key-revoke').addEventListener('click', () => act(async () => {
   $('key-preview').textContent = 'none';
   say('API key revoked.');
 }));
+/** "Name: value" lines into a headers object; the API names any header it refuses. */
+function parseHeaderLines(text) {
+  const headers = {};
+  for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new Error(`Custom headers: "${line}" is not of the form Name: value`);
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+  }
+  return headers;
+}
 $('hook-form').addEventListener('submit', (e) => {
   e.preventDefault();
   act(async () => {
     const form = new FormData(e.target);
     const events = String(form.get('events') || '*').split(',').map((s) => s.trim()).filter(Boolean);
     const description = String(form.get('description') || '');
-    const hook = await api('POST', '/api/v1/webhooks', { url: String(form.get('url')), events, ...(description ? { description } : {}) });
+    const headers = parseHeaderLines(String(form.get('headers') || ''));
+    const hook = await api('POST', '/api/v1/webhooks', { url: String(form.get('url')), events, ...(description ? { description } : {}), ...(Object.keys(headers).length > 0 ? { headers } : {}) });
     showSecret('Signing secret (shown here and by Show secret):', hook.secret);
     e.target.reset();
     say('Webhook added.');
