@@ -88,12 +88,16 @@ describe('dashboard in a real browser', function () {
     const form = page.locator('#hook-form');
     await form.getByLabel('HTTPS URL').fill(url);
     await form.getByLabel('Description').fill('UI test receiver');
+    await form.getByLabel('Custom headers').fill('X-Ui-Key: ui-secret-value\nX-Tenant: t1');
     await form.getByRole('button', { name: 'Add webhook' }).click();
     await page.locator('#hook-secret').waitFor({ state: 'visible' });
     expect(await page.locator('#hook-secret-value').textContent()).to.match(/^whsec_/);
     const row = page.locator('#hooks tr', { hasText: url });
     await row.waitFor();
     expect(await row.locator('td').nth(1).textContent()).to.equal('*');
+    // The custom headers are shown masked, never their values (the API stored them: webhooks-headers.test.ts sends them).
+    expect(await row.locator('td').nth(0).textContent()).to.equal(`${url}Headers: X-Ui-Key: ****, X-Tenant: ****`);
+    expect(await page.content()).not.to.include('ui-secret-value');
 
     await row.getByRole('button', { name: `Ping ${url}` }).click();
     // The ping goes through the event log, so the live feed (SSE) shows it.
@@ -363,7 +367,7 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     // Recover: what it queued (0 while the resend is on its way, 1 if a delivery process in this run already gave it up) is what it says.
     const row = page.locator('#hooks tr', { hasText: hook.url });
     await row.getByRole('button', { name: `Recover failed deliveries of ${hook.url}` }).click();
-    await page.locator('#status', { hasText: 'of the last 24 hours queued again' }).waitFor();
+    await page.locator('#status', { hasText: 'of the last 3 days queued again' }).waitFor();
     const said = Number((await page.locator('#status').textContent())!.match(/^(\d+) failed deliver/)![1]);
     expect(said).to.equal(await store.collection<DeliveryDoc>('deliveries').countDocuments({ subscription_id: hook.id, trigger: 'recover' }));
   });

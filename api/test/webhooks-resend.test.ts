@@ -202,6 +202,42 @@ describe('webhook resend, recover and replay (delivery process, HTTPS receiver)'
     expect(attempts.filter((a) => a.trigger === 'recover').map((a) => [a.event_id, a.outcome]).sort()).to.deep.equal(wanted.map((e) => [e.id, 'ok']).sort());
   });
 
+  it('a delivery given up after its (configured, short) schedule is visible as such and recover sends it: given_up on its last attempt only, state failed on the event', async () => {
+    const acct = await createAccount(api.url);
+    const path = '/rs-given-up';
+    receiver.on(path, switchable(path));
+    failing.add(path);
+    const sub = await subscribe(acct, path, ['*']);
+    const since = new Date(Date.now() - 1000).toISOString();
+    const event = await ingest(acct, 'call.started');
+    const original = deliveryId(event.id, sub);
+    await failedFor(original);
+    // WEBHOOK_RETRY_SCHEDULE=1s,1s,1s: the first attempt and three retries.
+    const attempts = await until(
+      'the last attempt listed',
+      async () => (await call(api.url, 'GET', `/api/v1/webhooks/${sub}/deliveries`, { headers: bearer(acct.apiKey) })).body.attempts as { attempt: number; given_up: boolean; next_attempt_at: string | null; outcome: string }[],
+      (list) => list.length === 4,
+    );
+    expect(attempts.map((a) => [a.attempt, a.outcome, a.given_up, a.next_attempt_at === null])).to.deep.equal([
+      [4, 'http_5xx', true, true],
+      [3, 'http_5xx', false, false],
+      [2, 'http_5xx', false, false],
+      [1, 'http_5xx', false, false],
+    ]);
+    const detail = await call(api.url, 'GET', `/api/v1/events/${event.id}/deliveries`, { headers: bearer(acct.apiKey) });
+    const given = (detail.body.deliveries as { id: string; state: string; next_attempt_at: string | null; attempts: { given_up: boolean }[] }[]).find((d) => d.id === original)!;
+    expect(given).to.deep.include({ state: 'failed', next_attempt_at: null });
+    expect(given.attempts.map((a) => a.given_up)).to.deep.equal([false, false, false, true]);
+
+    failing.delete(path);
+    const res = await post(acct, `/${sub}/recover`, { since });
+    expect(res.status, JSON.stringify(res.body)).to.equal(202);
+    expect(res.body.queued).to.equal(1);
+    const got = await receiver.waitFor(path, 5);
+    expect(got.at(-1)!.body.id).to.equal(event.id);
+    expect(got.at(-1)!.headers['x-service-delivery']).to.equal(recoveryId(original));
+  });
+
   it('two recovers at once (a double click: other keys, or none) queue each failed event once; a recover after that recovery failed too queues it again', async () => {
     const acct = await createAccount(api.url);
     const path = '/rs-recover-twice';

@@ -19,7 +19,7 @@ import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
 import { webhookApi, webhookTestEnv } from './support/webhooks.js';
 
-const WEBHOOK_KEYS = ['id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'created_at', 'last_status', 'last_delivery_at', 'last_error'];
+const WEBHOOK_KEYS = ['id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'headers', 'created_at', 'last_status', 'last_delivery_at', 'last_error'];
 
 describe('PATCH /api/v1/webhooks/{id}', () => {
   let api: RunningApi;
@@ -51,6 +51,8 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
       [{ events: ['message.sent', 'call.ended'] }, { events: ['message.sent', 'call.ended'] }],
       [{ description: 'second' }, { description: 'second' }],
       [{ rate_limit: 50 }, { rate_limit: 50 }],
+      [{ headers: { 'X-Api-Key': 'k1', 'X-Tenant': 't' } }, { headers: { 'X-Api-Key': '****', 'X-Tenant': '****' } }],
+      [{ headers: {} }, { headers: {} }],
       [{ enabled: false }, manual],
       [{ enabled: true }, on],
       [{ events: ['*'], description: '', enabled: false, rate_limit: null }, { events: ['*'], description: '', rate_limit: null, ...manual }],
@@ -133,6 +135,9 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
       [{ rate_limit: 2.5 }, 'rate_limit'],
       [{ rate_limit: '5' }, 'rate_limit'],
       [{ disabled_reason: null, enabled: true }, 'disabled_reason'],
+      [{ headers: { 'X-Service-Event': 'x' } }, 'headers.X-Service-Event'],
+      [{ headers: { 'X-A': 5 } }, 'headers.X-A'],
+      [{ headers: ['X-A'] }, 'headers'],
     ];
     for (const [body, path] of bad) {
       const res = await hooks(acct, 'PATCH', `/${hook.id}`, body);

@@ -39,7 +39,7 @@ describe('webhook subscriptions API', () => {
     const res = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1:8443/hooks?x=1', events: ['call.started', 'message.sent'], description: 'crm' });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     expect(res.headers.get('cache-control')).to.equal('no-store');
-    expect(res.body).to.have.all.keys('id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'created_at', 'last_status', 'last_delivery_at', 'last_error', 'secret');
+    expect(res.body).to.have.all.keys('id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'headers', 'created_at', 'last_status', 'last_delivery_at', 'last_error', 'secret');
     expect(res.body).to.include({ url: 'https://127.0.0.1:8443/hooks?x=1', description: 'crm', last_status: null, last_delivery_at: null, last_error: null });
     expect(res.body.id).to.match(ID_SHAPE);
     expect(res.body.secret).to.match(SECRET_SHAPE);
@@ -210,6 +210,7 @@ describe('webhook subscriptions API', () => {
       duration_ms: 12,
       at: new Date(base + 6000).toISOString(),
       next_attempt_at: null,
+      given_up: false, // it succeeded
       trigger: 'event', // stored without one (as every attempt before the field existed)
     });
     expect((await hooks(acct, 'GET', `/${body.id}/deliveries`)).body.attempts).to.have.length(7);

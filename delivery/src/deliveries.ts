@@ -205,11 +205,12 @@ const DISABLED_OUTCOME = 'subscription_disabled';
  * kept for a later re-enabling (which, like a new subscription, gets only
  * events from then on). Fenced on our claim.
  */
-export async function giveUpDisabled(c: DeliveryCollections, held: DeliveryDoc, now: Date): Promise<void> {
-  await c.deliveries.updateOne(
+export async function giveUpDisabled(c: DeliveryCollections, held: DeliveryDoc, now: Date): Promise<boolean> {
+  const res = await c.deliveries.updateOne(
     { _id: held._id, claim_seq: held.claim_seq, state: 'pending' },
     { $set: { state: 'failed', next_attempt_at: null, last_outcome: DISABLED_OUTCOME, lease_owner: null, lease_until: null, updated_at: now } },
   );
+  return res.modifiedCount === 1;
 }
 
 export function newDelivery(args: {

@@ -20,6 +20,7 @@ import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import type { SecretBox } from '../../shared/src/secrets.js';
 import { signDelivery } from '../../shared/src/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
+import { headersAad, maySet } from '../../shared/src/webhook-headers.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
 import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, predatesEnabling, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
@@ -43,6 +44,8 @@ interface DispatchDeps {
   clock: () => Date;
   /** Told of every attempt once sent (metrics). */
   onAttempt?: (attempt: AttemptRecord) => void;
+  /** Told of a delivery given up unsent because its subscription is disabled (metrics; attempts that give up are told through onAttempt). */
+  onGivenUpDisabled?: () => void;
   /** Disables subscriptions whose attempts all fail for its period (fed by the recorder's status writes). */
   health?: EndpointHealth;
   hooks?: DispatchHooks;
@@ -468,7 +471,7 @@ export class Dispatcher {
       }
       // Likewise a PATCH enabled:false: given up unsent, not kept for a re-enabling.
       if (tried.kind === 'disabled') {
-        await giveUpDisabled(deps.collections, held, deps.clock());
+        if (await giveUpDisabled(deps.collections, held, deps.clock())) deps.onGivenUpDisabled?.();
         deps.log.debug({ delivery: held._id, subscription: held.subscription_id }, 'delivery given up: its subscription is disabled');
         return;
       }
@@ -606,11 +609,24 @@ export class OpenedSecrets {
   }
 }
 
+/**
+ * The subscription's custom headers as read for this send (a PATCH that
+ * returned before the read applies, queued retries included); {} when none.
+ */
+function customHeaders(secrets: Pick<OpenedSecrets, 'open'>, sub: Pick<WebhookDoc, '_id' | 'headers_enc'>): Record<string, string> {
+  if (!sub.headers_enc) return {};
+  const stored = JSON.parse(secrets.open(sub.headers_enc, headersAad(sub._id))) as Record<string, string>;
+  // The API refuses the service's own and hop-by-hop names; a document written otherwise gets none of them through.
+  return Object.fromEntries(Object.entries(stored).filter(([name]) => maySet(name)));
+}
+
 /** One signed POST; returns what the recorder stores, next attempt time included. */
 /** One attempt under `sub`, on the subscription's own connections; null when nothing was sent (the gate withheld the request, or no connection came free in time). */
 async function send(deps: DispatchDeps, secrets: OpenedSecrets, delivery: DeliveryDoc, sub: WebhookDoc, gate: SendGate): Promise<AttemptRecord | null> {
   const at = deps.clock();
   const headers = {
+    // First, so that nothing of the service's own is ever overridden (the API refuses those names anyway).
+    ...customHeaders(secrets, sub),
     ...signDelivery(signingSecrets(secrets, sub, at), delivery._id, delivery.body, at),
     'X-Service-Event': delivery.event_type,
     'X-Service-Delivery': delivery._id,

@@ -7,6 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../shared/src/log.js';
 import type { AttemptRecord } from './deliveries.js';
+import { giveUpReason, type GiveUpReason } from './retry-policy.js';
 import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, metricsAuthorizer, type Registry } from '../../shared/src/metrics.js';
 
 /** An attempt times out at 4 s; the buckets resolve that range finely. */
@@ -19,6 +20,8 @@ export interface DeliveryMetrics {
   registry: Registry;
   attempts: Counter<'outcome' | 'result'>;
   attemptDuration: Histogram<'outcome'>;
+  /** Deliveries given up for good, by reason (exhausted, permanent, subscription_disabled). */
+  givenUp: Counter<'reason'>;
   retryQueueDepth: Gauge;
   pending: Gauge;
   /** Disabled subscriptions by reason (manual, endpoint_failing), over all processes; sampled from MongoDB. */
@@ -57,6 +60,12 @@ export function createDeliveryMetrics(): DeliveryMetrics {
       buckets: ATTEMPT_BUCKETS,
       registers,
     }),
+    givenUp: new Counter({
+      name: 'webhook_deliveries_given_up_total',
+      help: 'Deliveries this process gave up for good, by reason: exhausted (the retry schedule ran out), permanent (a failure no retry could cure: blocked address, certificate for another name or untrusted, 410) or subscription_disabled (its subscription was disabled while it waited). POST …/recover queues them again',
+      labelNames: ['reason'],
+      registers,
+    }),
     retryQueueDepth: new Gauge({
       name: 'webhook_retry_queue_depth',
       help: 'Pending deliveries whose next attempt is due now (including those being attempted), over all delivery processes; sampled from MongoDB',
@@ -89,7 +98,13 @@ export function createDeliveryMetrics(): DeliveryMetrics {
 export function countAttempt(metrics: DeliveryMetrics, attempt: AttemptRecord): void {
   const result: AttemptResult = attempt.outcome === 'ok' ? 'succeeded' : attempt.nextAttemptAt === null ? 'failed' : 'retry_scheduled';
   metrics.attempts.inc({ outcome: attempt.outcome, result });
+  if (result === 'failed') countGivenUp(metrics, giveUpReason(attempt));
   metrics.attemptDuration.observe({ outcome: attempt.outcome }, attempt.durationMs / 1000);
+}
+
+/** Counts one delivery given up for good. */
+export function countGivenUp(metrics: DeliveryMetrics, reason: GiveUpReason): void {
+  metrics.givenUp.inc({ reason });
 }
 
 interface QueueCounts {

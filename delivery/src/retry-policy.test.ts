@@ -1,14 +1,44 @@
 import { expect } from 'chai';
 import { loadDeliveryConfig } from './config.js';
-import { DEFAULT_SCHEDULE, isPermanentFailure, nextDelay, parseRetryAfter, parseSchedule } from './retry-policy.js';
+import { DEFAULT_SCHEDULE, giveUpReason, isPermanentFailure, JITTER, nextDelay, parseRetryAfter, parseSchedule } from './retry-policy.js';
 
 describe('retry policy', () => {
   const none = { status: 500, retryAfterMs: null };
   const mid = () => 0.5;
 
-  it('follows 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h and then gives up', () => {
-    const delays = [1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => nextDelay(n, DEFAULT_SCHEDULE, none, mid));
-    expect(delays).to.deep.equal([5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, null]);
+  it('follows 5s, 5m, 30m, 2h, 5h, 10h, 14h and then gives up', () => {
+    const delays = [1, 2, 3, 4, 5, 6, 7, 8].map((n) => nextDelay(n, DEFAULT_SCHEDULE, none, mid));
+    expect(delays).to.deep.equal([5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, null]);
+  });
+
+  it('keeps retrying for more than 24 hours even when every delay is jittered as short as it can be, and for at most 40', () => {
+    const horizon = (random: () => number) => DEFAULT_SCHEDULE.reduce((sum, _, i) => sum + (nextDelay(i + 1, DEFAULT_SCHEDULE, none, random) as number), 0);
+    const HOUR = 3_600_000;
+    expect(horizon(() => 0)).to.be.above(24 * HOUR);
+    expect(horizon(() => 0.999999)).to.be.below(40 * HOUR);
+    expect(horizon(mid)).to.be.within(31 * HOUR, 32 * HOUR);
+  });
+
+  it('jitters every step of the default schedule within 20 percent either way, and not all alike', () => {
+    expect(JITTER).to.equal(0.2);
+    let seed = 7;
+    const random = () => ((seed = (seed * 16807) % 2147483647) - 1) / 2147483646; // deterministic, in [0, 1)
+    DEFAULT_SCHEDULE.forEach((step, i) => {
+      const seen = new Set<number>();
+      for (let k = 0; k < 200; k++) {
+        const d = nextDelay(i + 1, DEFAULT_SCHEDULE, none, random) as number;
+        expect(d, `step ${i + 1}`).to.be.within(Math.floor(step * 0.8), Math.ceil(step * 1.2));
+        seen.add(d);
+      }
+      expect(seen.size, `step ${i + 1} is jittered`).to.be.above(100);
+    });
+  });
+
+  it('names why a delivery was given up: a permanent failure, or the schedule ran out', () => {
+    expect(giveUpReason({ outcome: 'http_4xx', status: 410, error: null })).to.equal('permanent');
+    expect(giveUpReason({ outcome: 'blocked_address', status: null, error: 'private' })).to.equal('permanent');
+    expect(giveUpReason({ outcome: 'http_5xx', status: 500, error: null })).to.equal('exhausted');
+    expect(giveUpReason({ outcome: 'timeout', status: null, error: 'timed out' })).to.equal('exhausted');
   });
 
   it('jitters each step by at most 20 percent either way', () => {
@@ -21,7 +51,7 @@ describe('retry policy', () => {
     expect(nextDelay(1, DEFAULT_SCHEDULE, { status: 503, retryAfterMs: 1_000 }, mid)).to.equal(5_000);
     expect(nextDelay(1, DEFAULT_SCHEDULE, { status: 429, retryAfterMs: 86_400_000 }, mid)).to.equal(3_600_000);
     expect(nextDelay(1, DEFAULT_SCHEDULE, { status: 500, retryAfterMs: 120_000 }, mid)).to.equal(5_000);
-    expect(nextDelay(9, DEFAULT_SCHEDULE, { status: 429, retryAfterMs: 1_000 }, mid)).to.equal(null);
+    expect(nextDelay(8, DEFAULT_SCHEDULE, { status: 429, retryAfterMs: 1_000 }, mid)).to.equal(null);
   });
 
   it('reads Retry-After as seconds or as an HTTP date', () => {

@@ -1,8 +1,9 @@
 /**
  * When to try a failed delivery again. A non-2xx answer or a network failure
  * is retried on the schedule, except the permanent failures below, which no
- * retry within the schedule's 8 hours could cure; after the last step of the
- * schedule the delivery is given up.
+ * retry within the schedule's day and more could cure; after the last step of
+ * the schedule the delivery is given up (state `failed`, counted by
+ * webhook_deliveries_given_up_total, queued again by POST …/recover).
  */
 import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
 
@@ -11,14 +12,19 @@ const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 
-/** 5 s, 30 s, 2 m, 10 m, 30 m, 1 h, 2 h, 4 h: nine attempts over about 8 hours. */
-export const DEFAULT_SCHEDULE: number[] = [5_000, 30_000, 2 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR];
+/**
+ * 5 s, 5 m, 30 m, 2 h, 5 h, 10 h, 14 h: eight attempts over about 31.6 hours
+ * (Svix's steps, the last one lengthened). Even with every delay jittered 20 %
+ * short, the last attempt comes more than 24 hours after the first, so a
+ * receiver that is down overnight loses nothing.
+ */
+export const DEFAULT_SCHEDULE: number[] = [5_000, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 14 * HOUR];
 
 /** A Retry-After answer may push the next attempt out, but never beyond this. */
 const MAX_RETRY_AFTER_MS = HOUR;
 
 /** ±20 %: receivers recovering from an outage are not hit by every delivery at the same instant. */
-const JITTER = 0.2;
+export const JITTER = 0.2;
 
 /** Parses "1s,1s,2s" or "500ms, 2m, 1h" into milliseconds. */
 export function parseSchedule(text: string): number[] {
@@ -62,6 +68,14 @@ export function isPermanentFailure(result: { outcome: AttemptOutcome; status: nu
   if (result.outcome === 'blocked_address') return true;
   if (result.status === 410) return true;
   return result.outcome === 'tls' && result.error !== null && PERMANENT_TLS.test(result.error);
+}
+
+/** Why a delivery was given up: its schedule ran out, a failure no retry could cure, or its subscription was disabled. */
+export type GiveUpReason = 'exhausted' | 'permanent' | 'subscription_disabled';
+
+/** Why the delivery of a failed attempt with no next attempt was given up. */
+export function giveUpReason(result: { outcome: AttemptOutcome; status: number | null; error: string | null }): GiveUpReason {
+  return isPermanentFailure(result) ? 'permanent' : 'exhausted';
 }
 
 interface AttemptResult {

@@ -55,6 +55,7 @@ const PROJECTION = {
   secret_gen: 1,
   previous_secret_enc: 1,
   previous_secret_expires_at: 1,
+  headers_enc: 1,
 } as const;
 
 /** The part of the collection the table uses (an in-memory stand-in in unit tests). */

@@ -17,7 +17,7 @@ import { countQueue, type AttemptRecord, type DeliveryCollections } from './deli
 import { Dispatcher, type DispatchHooks } from './dispatch.js';
 import { countDisabled, EndpointHealth } from './endpoint-health.js';
 import { createSender } from './http-sender.js';
-import { countAttempt, createDeliveryMetrics, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
+import { countAttempt, countGivenUp, createDeliveryMetrics, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
 import { startSweeper } from './retention.js';
 import { RetryScheduler } from './retry-scheduler.js';
 
@@ -148,7 +148,7 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const metrics = createDeliveryMetrics();
   const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
   const health = wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, () => metrics.endpointsDisabled.inc());
-  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt, health, hooks: opts.hooks }, {
+  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt, onGivenUpDisabled: () => countGivenUp(metrics, 'subscription_disabled'), health, hooks: opts.hooks }, {
     concurrency: wh.concurrency,
     perSubscription: wh.concurrencyPerSubscription,
   });

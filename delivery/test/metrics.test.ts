@@ -93,6 +93,25 @@ describe('delivery metrics: GET /metrics on METRICS_PORT', function () {
     expect(sampleValue(samples, 'webhook_delivery_attempt_duration_seconds_count', { outcome: 'http_5xx' })).to.equal(4);
     expect(sampleValue(samples, 'kafka_consumer_lag', { consumer: 'delivery', partition: String(meta!.partition) })).to.equal(0);
     expect(receiver.received('/m-fail')).to.have.length(4);
+    expect(sampleValue(samples, 'webhook_deliveries_given_up_total', { reason: 'exhausted' })).to.equal(1);
+  });
+
+  it('counts the deliveries given up by reason: a 410 at once (permanent), one whose subscription was disabled while it waited for its retry', async () => {
+    receiver.on('/m-gone', status(410));
+    receiver.on('/m-off', status(503, { 'Retry-After': '4' })); // its retry waits 4 s: time to disable it first
+    const account = newAccountId();
+    await db.subscribe(account, receiver.url('/m-gone'), ['call.started']);
+    const off = await db.subscribe(account, receiver.url('/m-off'), ['call.started']);
+    await log.publish([envelope(account, 'call.started')]);
+    await receiver.waitFor('/m-off', 1, 20_000);
+    await db.change(off._id, { enabled: false, disabled_reason: 'manual', disabled_at: new Date() });
+    const samples = await until(async () => {
+      const { samples: s } = await scrape(url);
+      return sampleValue(s, 'webhook_deliveries_given_up_total', { reason: 'permanent' }) === 1 && sampleValue(s, 'webhook_deliveries_given_up_total', { reason: 'subscription_disabled' }) === 1 ? s : undefined;
+    }, 30_000);
+    expect(sampleValue(samples, 'webhook_deliveries_given_up_total', { reason: 'exhausted' })).to.equal(1); // the earlier test's, no more
+    expect(receiver.received('/m-gone')).to.have.length(1);
+    expect(receiver.received('/m-off')).to.have.length(1);
   });
 
   it('samples the pending and due deliveries from MongoDB', async () => {

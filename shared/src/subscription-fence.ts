@@ -51,10 +51,10 @@ export async function waitUntilTime(at: Date, now: () => number = Date.now): Pro
 }
 
 /**
- * What a send signs for, where it goes and since when the subscription
- * takes events (a disable and re-enable while a send was connecting moves
- * `enabled_at`): a change to any of it withholds a request prepared under
- * the old state.
+ * What a send signs for, where it goes, the custom headers it carries and
+ * since when the subscription takes events (a disable and re-enable while a
+ * send was connecting moves `enabled_at`): a change to any of it withholds a
+ * request prepared under the old state.
  */
 export function sendingState(sub: {
   url: string;
@@ -64,6 +64,16 @@ export function sendingState(sub: {
   secret_gen?: number;
   previous_secret_enc?: string;
   previous_secret_expires_at?: Date;
+  headers_enc?: string;
 }): string {
-  return JSON.stringify([sub.url, sub.enabled !== false, sub.enabled_at?.getTime() ?? null, sub.secret_enc, sub.secret_gen ?? 0, sub.previous_secret_enc ?? null, sub.previous_secret_expires_at?.getTime() ?? null]);
+  return JSON.stringify([
+    sub.url,
+    sub.enabled !== false,
+    sub.enabled_at?.getTime() ?? null,
+    sub.secret_enc,
+    sub.secret_gen ?? 0,
+    sub.previous_secret_enc ?? null,
+    sub.previous_secret_expires_at?.getTime() ?? null,
+    sub.headers_enc ?? null,
+  ]);
 }

@@ -116,6 +116,8 @@ export interface Webhook {
   disabled_at: string | null;
   /** Deliveries per second at most; null: unlimited. */
   rate_limit: number | null;
+  /** The custom headers sent on every attempt, each value masked: `{ "X-Api-Key": "****" }` ({} when none). */
+  headers: Record<string, '****'>;
   created_at: string;
   last_status: number | null;
   last_delivery_at: string | null;
@@ -134,6 +136,8 @@ export interface CreateWebhookInput {
   description?: string;
   /** Deliveries per second at most (1 to 10000); null or absent: unlimited. */
   rate_limit?: number | null;
+  /** Custom headers sent on every attempt (at most 20; stored encrypted, shown masked). The service's own and hop-by-hop headers are refused (400 naming the header). */
+  headers?: Record<string, string>;
 }
 
 export interface UpdateWebhookInput {
@@ -142,6 +146,8 @@ export interface UpdateWebhookInput {
   description?: string;
   enabled?: boolean;
   rate_limit?: number | null;
+  /** Replaces the whole set of custom headers; `{}` removes them all. */
+  headers?: Record<string, string>;
 }
 
 export type AttemptOutcome = 'ok' | 'timeout' | 'dns' | 'connect' | 'tls' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'blocked_address';
@@ -184,6 +190,8 @@ export interface DeliveryAttempt {
   duration_ms: number;
   at: string;
   next_attempt_at: string | null;
+  /** true on the attempt after which its delivery was given up for good (failed, nothing scheduled after it); `recover` queues such deliveries again. */
+  given_up: boolean;
   /** Why its delivery was made: `event` (the event itself and its retries), or the operation that sent it again. */
   trigger: DeliveryTrigger;
 }

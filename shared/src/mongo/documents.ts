@@ -307,6 +307,14 @@ export interface WebhookDoc {
   secret_gen?: number;
   previous_secret_enc?: string;
   previous_secret_expires_at?: Date;
+  /**
+   * Custom headers sent on every attempt (shared/src/webhook-headers.ts):
+   * the JSON object of names and values sealed like the secret, bound to
+   * `${_id}:headers`. header_names lists the names (not secret) so answers
+   * show them masked without opening the values. Both absent: none.
+   */
+  headers_enc?: string;
+  header_names?: string[];
 }
 
 /**

@@ -63,6 +63,7 @@ export const createWebhookInput: JsonSchema = asTool(
     events: 'Event types to deliver, or ["*"] for every type.',
     description: 'Free text to recognise the subscription by.',
     rate_limit: 'At most this many deliveries per second to this URL (1 to 10000); omit or null for no limit. Deliveries over it wait, in order.',
+    headers: 'Custom headers sent with every delivery, e.g. {"X-Api-Key": "…"} (at most 20). Stored encrypted and shown back masked as "****". Headers the service sets itself (X-Service-*, webhook-*, content-type, user-agent, content-length, host) and hop-by-hop ones are refused.',
   }),
 );
 
@@ -82,6 +83,7 @@ export const updateWebhookInput: JsonSchema = asTool(
         description: 'New free text to recognise the subscription by.',
         enabled: 'false stops every delivery to it (queued and retrying ones are given up, not sent later); true resumes with the events that occur from then on (also after the delivery process disabled it because every attempt failed for days).',
         rate_limit: 'New limit in deliveries per second (1 to 10000), or null for no limit.',
+        headers: 'New custom headers: replaces the whole set ({} removes them all). Applies to every delivery sent after the call returns, retries included.',
       }).properties,
     },
     { additionalProperties: false, minProperties: 2 },

@@ -56,7 +56,7 @@ export function webhookRoutes(deps: ApiDeps): Router {
 
   route(router, deps.config.http, { method: 'post', path: '/', guard: auth,
     doc: op('createWebhook', 'Subscribe an HTTPS endpoint', {
-      description: `The URL must be HTTPS and resolve only to public addresses (loopback, private, link-local, CGNAT, multicast and reserved addresses are refused, here and again at every delivery), on port 443, 8443 or one the deployment allows (WEBHOOK_ALLOWED_PORTS); a refusal names the rule broken, never the address a name resolved to. 429 when the account already has ${dns.maxLookupsPerAccount} URL checks waiting for DNS. \`events\` is exactly \`["*"]\` or a list of types. At most ${maxPerAccount} per account (409). The secret is in this response; it can be shown again with POST …/secret.`,
+      description: `The URL must be HTTPS and resolve only to public addresses (loopback, private, link-local, CGNAT, multicast and reserved addresses are refused, here and again at every delivery), on port 443, 8443 or one the deployment allows (WEBHOOK_ALLOWED_PORTS); a refusal names the rule broken, never the address a name resolved to. 429 when the account already has ${dns.maxLookupsPerAccount} URL checks waiting for DNS. \`events\` is exactly \`["*"]\` or a list of types. \`headers\`: custom headers sent on every attempt, stored encrypted and shown masked (\`"X-Api-Key": "****"\`) in every answer; the service's own headers and hop-by-hop ones are a 400 naming the header. At most ${maxPerAccount} per account (409). The secret is in this response; it can be shown again with POST …/secret.`,
       body: CreateWebhookBody,
       responses: { '201': { description: 'The subscription, with its signing secret', schema: WebhookWithSecretSchema }, ...errors(400, 401, 409, 413, 415, 429, 503) },
     }),
@@ -74,9 +74,9 @@ export function webhookRoutes(deps: ApiDeps): Router {
   });
 
   route(router, deps.config.http, { method: 'patch', path: '/:id', guard: auth,
-    doc: one('updateWebhook', "Change a subscription's url, events, description or enabled", {
+    doc: one('updateWebhook', "Change a subscription's url, events, description, enabled, rate limit or headers", {
       description:
-        'Any of the fields, at least one; an unknown field is a 400 naming it. A new `url` is checked as on POST: HTTPS, the port policy, public addresses only; a refusal names the rule broken; 429 when the account has too many URL checks waiting for DNS. Once this answers, every send uses the new values: `enabled: false` stops all sending, and deliveries already queued or waiting to be retried are given up unsent (never sent later); `enabled: true` after a disable delivers the events that occur from then on, not those of the time it was disabled. The secret is unchanged and not in this response.',
+        'Any of the fields, at least one; an unknown field is a 400 naming it. A new `url` is checked as on POST: HTTPS, the port policy, public addresses only; a refusal names the rule broken; 429 when the account has too many URL checks waiting for DNS. Once this answers, every send uses the new values: `enabled: false` stops all sending, and deliveries already queued or waiting to be retried are given up unsent (never sent later); `enabled: true` after a disable delivers the events that occur from then on, not those of the time it was disabled; new `headers` replace the whole set (`{}` removes them) and are sent on every attempt from then on, queued retries included. The secret is unchanged and not in this response.',
       body: UpdateWebhookBody,
       responses: { '200': { description: 'The subscription as now stored', schema: WebhookSchema }, ...errors(400, 401, 404, 413, 415, 429, 503) },
     }),

@@ -1,4 +1,5 @@
 import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
+import { MAX_HEADER_VALUE, MAX_HEADERS, MAX_HEADERS_BYTES } from '../../../../shared/src/webhook-headers.js';
 import { DELIVERY_TRIGGERS, type DeliveryTrigger } from '../../../../shared/src/mongo/documents.js';
 import type { DisabledReason } from '../../../../shared/src/mongo/index.js';
 import { component, DateTime, EventTypeSchema, Nullable, type Static, Type } from '../../shapes.js';
@@ -21,10 +22,22 @@ const webhookFields = {
   rate_limit: Nullable(Type.Integer({ minimum: 1, maximum: MAX_RATE_LIMIT }), {
     description: 'At most this many deliveries per second to this subscription (1 to 10000); null or absent: unlimited. Deliveries over it wait, in order, without holding back other subscriptions',
   }),
+  headers: Type.Unsafe<Record<string, string>>({
+    type: 'object',
+    maxProperties: MAX_HEADERS,
+    additionalProperties: { type: 'string', minLength: 1, maxLength: MAX_HEADER_VALUE },
+    description: `Custom headers sent on every attempt, e.g. {"X-Api-Key": "…"}: at most ${MAX_HEADERS}, values of 1 to ${MAX_HEADER_VALUE} visible ASCII characters, ${MAX_HEADERS_BYTES} bytes in all. Stored encrypted; every answer shows them masked ("****"). The headers the service sets (X-Service-*, webhook-id, webhook-timestamp, webhook-signature, content-type, content-length, user-agent, host) and hop-by-hop ones (connection, keep-alive, transfer-encoding, te, trailer, upgrade, proxy-*) are refused with a 400 naming the header. On PATCH the object replaces the whole set ({} removes them all)`,
+  }),
 };
 
 export const CreateWebhookBody = Type.Object(
-  { url: webhookFields.url, events: webhookFields.events, description: Type.Optional(webhookFields.description), rate_limit: Type.Optional(webhookFields.rate_limit) },
+  {
+    url: webhookFields.url,
+    events: webhookFields.events,
+    description: Type.Optional(webhookFields.description),
+    rate_limit: Type.Optional(webhookFields.rate_limit),
+    headers: Type.Optional(webhookFields.headers),
+  },
   { additionalProperties: false },
 );
 export type CreateWebhookInput = Static<typeof CreateWebhookBody>;
@@ -38,6 +51,7 @@ export const UpdateWebhookBody = Type.Object(
     description: Type.Optional(webhookFields.description),
     enabled: Type.Optional(Type.Boolean()),
     rate_limit: Type.Optional(webhookFields.rate_limit),
+    headers: Type.Optional(webhookFields.headers),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -69,6 +83,7 @@ const webhookProperties = {
   }),
   disabled_at: nullableDate('When it was disabled; null while enabled'),
   rate_limit: Nullable(Type.Integer({ minimum: 1, maximum: MAX_RATE_LIMIT }), { description: 'Deliveries per second at most; null: unlimited' }),
+  headers: Type.Record(Type.String(), Type.Literal('****'), { description: 'The custom headers sent on every attempt, each value masked as "****" ({} when none)' }),
   created_at: DateTime(),
   last_status: Nullable(Type.Integer(), { description: 'HTTP status of the last attempt; null before the first attempt or when none was received (timeout, connection failure)' }),
   last_delivery_at: nullableDate('When the last attempt was made'),
@@ -108,6 +123,10 @@ export const DeliveryAttemptSchema = component(
     duration_ms: Type.Integer({ minimum: 0 }),
     at: DateTime(),
     next_attempt_at: nullableDate('When the delivery is tried again; null after a success or the last attempt'),
+    given_up: Type.Boolean({
+      description:
+        'true on the attempt after which the delivery was given up for good: it failed and no attempt follows (the retry schedule ran out, or a failure no retry could cure: blocked address, certificate for another name or untrusted, 410). POST …/recover queues such deliveries again',
+    }),
     trigger: TriggerSchema,
   }),
 );

@@ -11,6 +11,7 @@ import { newWebhookSecret } from '../../../../shared/src/signing.js';
 import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '../../../../shared/src/subscription-fence.js';
 import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
 import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '../../../../shared/src/url-safety.js';
+import { checkHeaders, headersAad, maskHeaders } from '../../../../shared/src/webhook-headers.js';
 import type { ApiDeps } from '../../deps.js';
 import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput, type RotateSecretInput, type UpdateWebhookInput } from './schemas.js';
 
@@ -26,6 +27,7 @@ interface Webhook {
   disabled_reason: DisabledReason | null;
   disabled_at: string | null;
   rate_limit: number | null;
+  headers: Record<string, '****'>;
   created_at: string;
   last_status: number | null;
   last_delivery_at: string | null;
@@ -44,6 +46,7 @@ export interface Attempt {
   duration_ms: number;
   at: string;
   next_attempt_at: string | null;
+  given_up: boolean;
   trigger: DeliveryTrigger;
 }
 
@@ -60,6 +63,7 @@ function toWebhook(doc: WebhookDoc, status?: WebhookStatusDoc | null): Webhook {
     disabled_reason: doc.enabled === false ? (doc.disabled_reason ?? 'manual') : null,
     disabled_at: doc.enabled === false && doc.disabled_at ? doc.disabled_at.toISOString() : null,
     rate_limit: doc.rate_limit ?? null,
+    headers: maskHeaders(doc.header_names),
     created_at: doc.created_at.toISOString(),
     last_status: last.last_status ?? null,
     last_delivery_at: last.last_delivery_at ? last.last_delivery_at.toISOString() : null,
@@ -81,6 +85,8 @@ export function attemptView(doc: AttemptDoc): Attempt {
     duration_ms: doc.duration_ms,
     at: doc.at.toISOString(),
     next_attempt_at: doc.next_attempt_at ? doc.next_attempt_at.toISOString() : null,
+    // Failed with nothing scheduled after it: the delivery was given up here (POST …/recover queues it again).
+    given_up: doc.outcome !== 'ok' && doc.next_attempt_at === null,
     trigger: doc.trigger ?? 'event',
   };
 }
@@ -129,6 +135,19 @@ async function assertSafeUrl(deps: WebhookDeps, accountId: string, url: string):
   return 'url' in parsed ? parsed.url.href : url;
 }
 
+/** 400 naming the first header refused (every problem in `details`). */
+function assertHeaders(headers: Record<string, string>): void {
+  const problems = checkHeaders(headers);
+  if (problems.length > 0) throw validationFailed(problems, `headers: ${problems[0]!.message}`);
+}
+
+/** The stored form of a subscription's custom headers: sealed values, plain names; none: both unset. */
+function sealHeaders(deps: WebhookDeps, id: string, headers: Record<string, string>): { headers_enc: string; header_names: string[] } | null {
+  const names = Object.keys(headers);
+  if (names.length === 0) return null;
+  return { headers_enc: deps.secretBox.seal(JSON.stringify(headers), headersAad(id)), header_names: names };
+}
+
 function assertEvents(events: string[]): void {
   if (events.includes('*') && events.length > 1) {
     throw validationFailed([{ path: 'events', message: 'must be exactly ["*"] or a list of event types' }]);
@@ -145,6 +164,7 @@ const DUPLICATE_KEY = 11000;
  */
 export async function createWebhook(deps: WebhookDeps, accountId: string, input: CreateWebhookInput): Promise<Webhook & { secret: string }> {
   assertEvents(input.events);
+  if (input.headers) assertHeaders(input.headers);
   const { webhooks } = deps.mongo.collections;
   const cap = deps.config.webhooks.maxPerAccount;
   const full = (): AppError => new AppError('conflict', `An account may have at most ${cap} webhooks; delete one first`);
@@ -174,6 +194,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
       last_error: null,
       enabled: true,
       rate_limit: input.rate_limit ?? null,
+      ...sealHeaders(deps, id, input.headers ?? {}),
     };
     try {
       await webhooks.insertOne(doc);
@@ -219,10 +240,13 @@ async function activateAt(deps: WebhookDeps, id: string, field: 'created_at' | '
  * - a new url or events list applies to every send from now on (a retry of
  *   an older delivery goes to the new url; one of an event type no longer
  *   taken is dropped unsent).
+ * - new `headers` replace the whole set: every send from now on, queued
+ *   retries included, carries them (`{}`: none).
  */
 export async function updateWebhook(deps: WebhookDeps, accountId: string, id: string, input: UpdateWebhookInput): Promise<Webhook> {
   const current = await findOwned(deps, accountId, id);
   if (input.events) assertEvents(input.events);
+  if (input.headers) assertHeaders(input.headers);
   const set: Partial<WebhookDoc> = {};
   if (input.url !== undefined) set.url = await assertSafeUrl(deps, accountId, input.url);
   // Another endpoint: its health is counted afresh (delivery/src/endpoint-health.ts).
@@ -230,24 +254,30 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
   if (input.events !== undefined) set.events = input.events;
   if (input.description !== undefined) set.description = input.description;
   if (input.rate_limit !== undefined) set.rate_limit = input.rate_limit;
-  let unset: { disabled_reason: ''; disabled_at: '' } | undefined;
+  const unset: Partial<Record<'disabled_reason' | 'disabled_at' | 'headers_enc' | 'header_names', ''>> = {};
+  if (input.headers !== undefined) {
+    // The whole set is replaced; {} removes them all.
+    const sealed = sealHeaders(deps, id, input.headers);
+    if (sealed) Object.assign(set, sealed);
+    else Object.assign(unset, { headers_enc: '', header_names: '' });
+  }
   if (input.enabled !== undefined) {
     set.enabled = input.enabled;
     // Why and since when: kept as they are when it was disabled already (by the delivery process, say).
     if (!input.enabled && current.enabled !== false) Object.assign(set, { disabled_reason: 'manual', disabled_at: deps.clock() });
-    if (input.enabled) unset = { disabled_reason: '', disabled_at: '' };
+    if (input.enabled) Object.assign(unset, { disabled_reason: '', disabled_at: '' });
   }
   const before = deps.clock().getTime();
   // Re-enabled: like a new subscription, active from a fence ahead (shared/src/subscription-fence.ts).
   if (input.enabled && current.enabled === false) set.enabled_at = new Date(before + SUBSCRIPTION_FENCE_MS);
-  const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, unset ? { $set: set, $unset: unset } : { $set: set });
+  const res = await deps.mongo.collections.webhooks.updateOne({ _id: id, account_id: accountId }, Object.keys(unset).length > 0 ? { $set: set, $unset: unset } : { $set: set });
   if (res.matchedCount === 0) throw notFound('Webhook'); // deleted meanwhile
   const stored = deps.clock().getTime();
   // Re-enabled: returned once enabled_at has come (pushed if the write was slow).
   if (set.enabled_at) await activateAt(deps, id, 'enabled_at', before, set.enabled_at);
-  // A changed url, enabled, events list or rate limit: nothing is sent under the old one once
+  // A changed url, enabled, events list, rate limit or headers: nothing is sent under the old one once
   // this returns (a fence after the change was stored; the wait for enabled_at may have covered it).
-  if (set.url !== undefined || set.enabled !== undefined || set.events !== undefined || set.rate_limit !== undefined) await waitUntilTime(new Date(stored + SUBSCRIPTION_FENCE_MS), () => deps.clock().getTime());
+  if (set.url !== undefined || set.enabled !== undefined || set.events !== undefined || set.rate_limit !== undefined || input.headers !== undefined) await waitUntilTime(new Date(stored + SUBSCRIPTION_FENCE_MS), () => deps.clock().getTime());
   return getWebhook(deps, accountId, id);
 }
 

@@ -81,7 +81,10 @@ async function loadHooks() {
   const rows = webhooks.map((hook) => {
     const tr = el('tr');
     const last = String(hook.last_status ?? hook.last_error ?? '—');
-    tr.append(el('td', hook.url), el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · ${disabledText(hook)}` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
+    const urlCell = el('td', hook.url);
+    const headerNames = Object.keys(hook.headers ?? {});
+    if (headerNames.length > 0) urlCell.append(el('br'), el('small', `Headers: ${headerNames.map((n) => `${n}: ${hook.headers[n]}`).join(', ')}`, { class: 'note' }));
+    tr.append(urlCell, el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · ${disabledText(hook)}` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
     const actions = el('td', undefined, { class: 'actions' });
     const ping = el('button', 'Ping', { type: 'button', 'aria-label': `Ping ${hook.url}` });
     ping.onclick = () => act(async () => { await api('POST', `/api/v1/webhooks/${hook.id}/ping`); say('Ping sent.'); setTimeout(loadHooks, 1500); });
@@ -275,7 +278,7 @@ async function showEventDetail(id) {
         el('td', a.outcome),
         el('td', `${a.duration_ms} ms`),
         el('td', a.error ?? ''),
-        el('td', a.next_attempt_at ? new Date(a.next_attempt_at).toLocaleString() : '—'),
+        el('td', a.next_attempt_at ? new Date(a.next_attempt_at).toLocaleString() : a.given_up ? 'given up' : '—'),
       );
       body.append(tr);
     }
@@ -346,12 +349,17 @@ function resendButton(eventId, d) {
   return button;
 }
 
-/** Sends again what failed for good in the last 24 hours (POST …/recover). */
+/**
+ * Sends again what failed for good among the deliveries of the last 3 days
+ * (POST …/recover): the retry schedule runs for more than a day, so a
+ * delivery given up just now was created a day and more ago.
+ */
+const RECOVER_DAYS = 3;
 function recoverButton(hook) {
   const button = el('button', 'Recover', { type: 'button', class: 'secondary', 'aria-label': `Recover failed deliveries of ${hook.url}` });
   button.onclick = () => once(button, async () => {
-    const res = await operation(`/api/v1/webhooks/${hook.id}/recover`, { since: new Date(Date.now() - 24 * 3600 * 1000).toISOString() });
-    say(`${res.queued} failed deliver${res.queued === 1 ? 'y' : 'ies'} of the last 24 hours queued again${res.truncated ? ' (more remain: recover again)' : ''}.`);
+    const res = await operation(`/api/v1/webhooks/${hook.id}/recover`, { since: new Date(Date.now() - RECOVER_DAYS * 24 * 3600 * 1000).toISOString() });
+    say(`${res.queued} failed deliver${res.queued === 1 ? 'y' : 'ies'} of the last ${RECOVER_DAYS} days queued again${res.truncated ? ' (more remain: recover again)' : ''}.`);
   });
   return button;
 }
@@ -433,13 +441,24 @@ $('key-revoke').addEventListener('click', () => act(async () => {
   $('key-preview').textContent = 'none';
   say('API key revoked.');
 }));
+/** "Name: value" lines into a headers object; the API names any header it refuses. */
+function parseHeaderLines(text) {
+  const headers = {};
+  for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new Error(`Custom headers: "${line}" is not of the form Name: value`);
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+  }
+  return headers;
+}
 $('hook-form').addEventListener('submit', (e) => {
   e.preventDefault();
   act(async () => {
     const form = new FormData(e.target);
     const events = String(form.get('events') || '*').split(',').map((s) => s.trim()).filter(Boolean);
     const description = String(form.get('description') || '');
-    const hook = await api('POST', '/api/v1/webhooks', { url: String(form.get('url')), events, ...(description ? { description } : {}) });
+    const headers = parseHeaderLines(String(form.get('headers') || ''));
+    const hook = await api('POST', '/api/v1/webhooks', { url: String(form.get('url')), events, ...(description ? { description } : {}), ...(Object.keys(headers).length > 0 ? { headers } : {}) });
     showSecret('Signing secret (shown here and by Show secret):', hook.secret);
     e.target.reset();
     say('Webhook added.');
