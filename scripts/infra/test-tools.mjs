@@ -1,5 +1,6 @@
 // Tools some tests drive besides Kafka and FerretDB: Chromium (the dashboard's browser tests),
-// nginx (the compose gateway, run for real) and Docker Compose v2 (checks docker-compose.yml).
+// nginx (the compose gateway, run for real), Docker Compose v2 (checks docker-compose.yml), and
+// curl and jq (the README's quick start, run as a user pastes it).
 // Like the services, the test setup installs what is missing (Debian packages as root, Compose
 // built from its Go module into the cache) or stops the run with the command that fixes it:
 // a test that silently skips is not a pass.
@@ -50,6 +51,10 @@ export const TOOLS = {
   nginx: {
     files: ['deploy.test'],
     find: () => ({ NGINX_BIN: debianTool({ envVar: 'NGINX_BIN', bin: 'nginx', pkg: 'nginx-light' }), OPENSSL_BIN: debianTool({ envVar: 'OPENSSL_BIN', bin: 'openssl', pkg: 'openssl' }) }),
+  },
+  shell: {
+    files: ['readme-quickstart'],
+    find: () => ({ CURL_BIN: debianTool({ envVar: 'CURL_BIN', bin: 'curl', pkg: 'curl' }), JQ_BIN: debianTool({ envVar: 'JQ_BIN', bin: 'jq', pkg: 'jq' }) }),
   },
   compose: {
     files: ['deploy.test'],
