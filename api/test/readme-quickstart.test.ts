@@ -9,10 +9,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { loadApiConfig } from '../src/config.js';
-import { startApi, type RunningApi } from '../src/server.js';
+import type { RunningApi } from '../src/server.js';
+import { startDevApi } from './support/api.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const MARKER = '<!-- quickstart:';
@@ -79,13 +77,7 @@ describe("README's Try it in five commands", function () {
   const EVENT = /^data: .*"type":"message\.received"/m;
 
   before(async () => {
-    // Development mode with the development secrets, as `npm start` (scripts/start.mjs) runs it.
-    const env = baseTestEnv({ NODE_ENV: 'development' });
-    delete env.JWT_SECRET;
-    delete env.INGEST_TOKEN;
-    delete env.WEBHOOK_SECRET_KEY;
-    api = await startApi(loadApiConfig(env));
-    atRunEnd(() => api.close());
+    api = await startDevApi();
     const block = quickstartBlock(readFileSync(join(root, 'README.md'), 'utf8'));
     expect(block.split('\n')[0], 'the block starts by naming the address').to.equal(ADDRESS_LINE);
     script = block.replace(ADDRESS_LINE, `B=${api.url}`);
