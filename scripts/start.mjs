@@ -3,7 +3,8 @@
 // and MONGO_URL are set), then runs one API process on http://127.0.0.1:3000
 // and one delivery process. Ctrl-C stops both cleanly; the services keep
 // running for the next start (`npm run infra:down` stops them). Once the API
-// is ready it prints where everything is (the banner below).
+// is ready it prints where everything is (the banner below). Logs are JSON,
+// shown by pino-pretty when stdout is a terminal in development.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -17,8 +18,23 @@ const services = await ensureServices();
 const env = { NODE_ENV: 'development', ...process.env, ...services };
 console.error(`[start] Kafka ${services.KAFKA_BROKERS}, MongoDB ${services.MONGO_URL}`);
 
+// On a terminal in development the JSON logs are shown by pino-pretty (LOG_FORMAT=json keeps
+// them as they are); anywhere else (a pipe, a file, production) they stay JSON, one object a line.
+const pretty = process.stdout.isTTY && env.NODE_ENV === 'development' && env.LOG_FORMAT !== 'json' ? await loadPretty() : null;
+
+async function loadPretty() {
+  try {
+    return (await import('pino-pretty')).default;
+  } catch {
+    return null; // not installed (npm install --omit=dev): JSON it is
+  }
+}
+
 const procs = ['api', 'delivery'].map((name) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, name, 'src', 'main.ts')], { cwd: root, env, stdio: 'inherit' });
+  const stdio = pretty ? ['inherit', 'pipe', 'inherit'] : 'inherit';
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, name, 'src', 'main.ts')], { cwd: root, env, stdio });
+  // One pretty stream per process, so lines of the two never interleave mid-line.
+  if (pretty) child.stdout.pipe(pretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,process,instance' }));
   child.on('exit', (code, signal) => {
     console.error(`[start] ${name} exited (${signal ?? code})`);
     stopAll(code ?? 1);
