@@ -31,7 +31,7 @@ async function start(opts: { terminal?: boolean } = {}): Promise<{ child: ChildP
   };
   const command = [process.execPath, join(root, 'scripts', 'start.mjs')];
   // On a terminal: util-linux's script(1) gives it a pseudo-terminal, as a developer's shell does.
-  const [file, args] = opts.terminal ? ['script', ['-qfec', `exec ${command.map((a) => `'${a}'`).join(' ')}`, '/dev/null']] : [command[0]!, command.slice(1)];
+  const [file, args] = opts.terminal ? [process.env.SCRIPT_BIN ?? 'script', ['-qfec', `exec ${command.map((a) => `'${a}'`).join(' ')}`, '/dev/null']] : [command[0]!, command.slice(1)];
   const child = spawn(file!, args as string[], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   atRunEnd(() => interrupt(child, opts.terminal ?? false));
   let text = '';

@@ -1,6 +1,6 @@
 // Tools some tests drive besides Kafka and FerretDB: Chromium (the dashboard's browser tests),
 // nginx (the compose gateway, run for real), Docker Compose v2 (checks docker-compose.yml), and
-// curl and jq (the README's quick start, run as a user pastes it).
+// curl and jq (the README's quick start, run as a user pastes it) and script(1) (`npm start` on a terminal).
 // Like the services, the test setup installs what is missing (Debian packages as root, Compose
 // built from its Go module into the cache) or stops the run with the command that fixes it:
 // a test that silently skips is not a pass.
@@ -51,6 +51,11 @@ export const TOOLS = {
   nginx: {
     files: ['deploy.test'],
     find: () => ({ NGINX_BIN: debianTool({ envVar: 'NGINX_BIN', bin: 'nginx', pkg: 'nginx-light' }), OPENSSL_BIN: debianTool({ envVar: 'OPENSSL_BIN', bin: 'openssl', pkg: 'openssl' }) }),
+  },
+  pty: {
+    // script(1) gives `npm start` a pseudo-terminal, as a developer's shell does.
+    files: ['start.test'],
+    find: () => ({ SCRIPT_BIN: debianTool({ envVar: 'SCRIPT_BIN', bin: 'script', pkg: 'bsdutils' }) }),
   },
   shell: {
     files: ['readme-quickstart'],
