@@ -44,7 +44,7 @@ if (values.help) {
   console.log(USAGE);
   process.exit(0);
 }
-const account = values.account ?? fail('--account is required');
+const account = values.account || fail('--account is required (it was missing or empty)');
 const typeArg = values.type;
 if (typeArg !== 'random' && !isEventType(typeArg)) fail(`--type must be one of ${EVENT_TYPES.join(', ')} or random`);
 const count = positiveInt(values.count, 'count', 1);

@@ -1,5 +1,9 @@
 import { expect } from 'chai';
 import { AppError } from '../../shared/src/errors/index.js';
+import { EVENT_TYPES } from '../../shared/src/eventlog/types.js';
+import { statsQuery } from './features/activity/schemas.js';
+import { parseIngestBody } from './features/ingest/schemas.js';
+import { createWebhookBody } from './features/webhooks/schemas.js';
 import { bodyValidator, MAX_DETAILS, nestedDeeperThan, queryValidator } from './validation.js';
 
 function failure(fn: () => unknown): AppError {
@@ -15,6 +19,19 @@ function failure(fn: () => unknown): AppError {
 describe('validation', () => {
   const query = queryValidator<{ limit?: number }>({ type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500 } } });
   const body = bodyValidator<{ name: string; extra?: unknown }>({ type: 'object', additionalProperties: false, required: ['name'], properties: { name: { type: 'string' }, extra: {} } });
+
+  it('names the allowed values where ajv says only "one of the allowed values": the event type, window and other enums', () => {
+    const types = EVENT_TYPES.join(', ');
+    const ingest = failure(() => parseIngestBody({ events: [{ account_id: 'usr_1', type: 'call.start', data: {} }] }, { maxBatch: 10, maxDataBytes: 1024 }));
+    expect(ingest.details).to.deep.include({ path: 'events[0].type', message: `must be one of: ${types}` });
+    expect(failure(() => statsQuery({ window: '7d' })).details).to.deep.equal([{ path: 'window', message: 'must be one of: 1h, 24h' }]);
+    const webhook = failure(() => createWebhookBody({ url: 'https://hooks.example.com/x', events: ['call.begun'] }));
+    expect(webhook.details).to.deep.include({ path: 'events.0', message: `must be one of: *, ${types}` });
+    const many = bodyValidator<{ n: number }>({ type: 'object', properties: { n: { enum: Array.from({ length: 30 }, (_, i) => i) } } });
+    expect(failure(() => many({ n: 99 })).details?.[0]?.message).to.equal(`must be one of: ${Array.from({ length: 20 }, (_, i) => i).join(', ')}, … (30 in all)`);
+    const exact = bodyValidator<{ v: string }>({ type: 'object', properties: { v: { const: 'one' } } });
+    expect(failure(() => exact({ v: 'two' })).details?.[0]?.message).to.equal('must be one');
+  });
 
   it('refuses query numbers that coerce to Infinity (ajv skips minimum/maximum for them)', () => {
     for (const limit of ['1e400', 'Infinity', '-1e400']) {

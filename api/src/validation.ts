@@ -22,8 +22,24 @@ function toDetails(errors: ErrorObject[] | null | undefined, root: string): Erro
       path = [path, (e.params as { additionalProperty: string }).additionalProperty].filter(Boolean).join('.');
       return { path: path || root, message: 'is not an allowed field' };
     }
-    return { path: path || root, message: e.message ?? 'is invalid' };
+    return { path: path || root, message: messageOf(e) };
   });
+}
+
+/** At most this many allowed values are listed in one message. */
+const MAX_LISTED = 20;
+
+const shown = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
+
+/** ajv's message, with the allowed values named where ajv says only "one of the allowed values". */
+function messageOf(e: ErrorObject): string {
+  if (e.keyword === 'enum') {
+    const allowed = (e.params as { allowedValues: unknown[] }).allowedValues;
+    const listed = allowed.slice(0, MAX_LISTED).map(shown).join(', ');
+    return `must be one of: ${listed}${allowed.length > MAX_LISTED ? `, … (${allowed.length} in all)` : ''}`;
+  }
+  if (e.keyword === 'const') return `must be ${shown((e.params as { allowedValue: unknown }).allowedValue)}`;
+  return e.message ?? 'is invalid';
 }
 
 export interface Validator<T> {

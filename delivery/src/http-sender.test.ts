@@ -1,5 +1,8 @@
 import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
+import { generate } from 'selfsigned';
 import { failTimes, hang, Receiver, status } from '../../shared/test/support/receiver.js';
 import type { Resolver } from '../../shared/src/url-safety.js';
 import { createSender, type Sender, type SendGate } from './http-sender.js';
@@ -265,6 +268,38 @@ describe('http sender (real HTTPS receiver)', () => {
       throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${n}`), { code: 'ENOTFOUND' });
     };
     expect(await make({ resolve: nx }).send(receiver.url('/x', 'nx.webhooks.test'), '{}', {})).to.include({ outcome: 'dns' });
+  });
+
+  it('says where trusted CAs come from when a certificate is self-signed or from an unknown CA', async () => {
+    const res = await make({ caPem: null }).send(receiver.url('/tls-hint'), '{}', {});
+    expect(res).to.include({ outcome: 'tls' });
+    expect(res.error).to.match(/^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT)/);
+    expect(res.error).to.match(/WEBHOOK_CA_FILE/);
+    // A certificate for another name is not a CA problem: no hint there.
+    const wrongName = await make({ resolve: async () => ['127.0.0.1'] }).send(receiver.url('/tls-hint', 'hooks.other.example'), '{}', {});
+    expect(wrongName).to.include({ outcome: 'tls' });
+    expect(wrongName.error).to.not.match(/WEBHOOK_CA_FILE/);
+    expect(receiver.received('/tls-hint')).to.have.length(0);
+  });
+
+  it('shows the addresses in a TLS error when private targets are allowed (development)', async () => {
+    // A receiver whose certificate names only a host name, dialled by its address.
+    const pems = await generate([{ name: 'commonName', value: 'named-only' }], {
+      keyType: 'ec',
+      extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: 'named-only.test' }] }],
+    });
+    const server = https.createServer({ cert: pems.cert, key: pems.private }, (_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const s = createSender({ policy: { allowPrivate: true }, resolve: async () => ['127.0.0.1'], caPem: pems.cert, timeoutMs: 4000, userAgent: 'test-agent/1' });
+      senders.push(s);
+      const res = await s.send(`https://127.0.0.1:${port}/x`, '{}', {});
+      expect(res).to.include({ outcome: 'tls' });
+      expect(res.error).to.match(/IP: 127\.0\.0\.1 is not in the cert's list/).and.not.include('<internal address>');
+    } finally {
+      server.close();
+    }
   });
 
   it('connects to the checked address under the URL host name (certificate checked against the name)', async () => {

@@ -209,15 +209,27 @@ const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA', 'ETIMEOUT', 'EREFUSED', 'ECANCELLED', LOOKUP_LIMIT]);
 const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
-/** Maps a failed request to the outcome codes we store. */
-function classifyError(err: unknown): { outcome: AttemptOutcome; error: string } {
+/** A certificate no trusted CA signed (self-signed, or an issuer the process does not know). */
+const UNTRUSTED_ISSUER = /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?)$/;
+const CA_HINT = ' (trusted: the public CAs and those in WEBHOOK_CA_FILE)';
+
+/**
+ * Maps a failed request to the outcome codes we store. Inside addresses in the text are
+ * redacted, except in a TLS error when private targets are allowed (development only: the
+ * addresses are the developer's own, and which one the certificate names is the point).
+ */
+function classifyError(err: unknown, allowPrivate: boolean): { outcome: AttemptOutcome; error: string } {
   const e = err as { code?: string; name?: string; message?: string };
   const code = e.code ?? '';
-  const error = redactAddresses(`${code || e.name || 'error'}: ${e.message ?? ''}`).slice(0, 200);
+  const text = `${code || e.name || 'error'}: ${e.message ?? ''}`;
+  const error = redactAddresses(text).slice(0, 200);
   if (code === 'ERR_BLOCKED_ADDRESS') return { outcome: 'blocked_address', error };
   if (e.name === 'TimeoutError' || TIMEOUT_CODES.has(code)) return { outcome: 'timeout', error };
   if (DNS_CODES.has(code)) return { outcome: 'dns', error };
-  if (TLS_CODE.test(code) || /certificate|tls|ssl/i.test(e.message ?? '')) return { outcome: 'tls', error };
+  if (TLS_CODE.test(code) || /certificate|tls|ssl/i.test(e.message ?? '')) {
+    const shown = (allowPrivate ? text : error).slice(0, 200 - CA_HINT.length);
+    return { outcome: 'tls', error: UNTRUSTED_ISSUER.test(code) ? shown + CA_HINT : shown };
+  }
   return { outcome: 'connect', error };
 }
 
@@ -440,7 +452,7 @@ export function createSender(opts: SenderOptions): Sender {
       timedOut();
     });
     const elapsed = (): number => Math.round(clock.spentMs);
-    const failed = (err: unknown): SendResult => ({ status: null, ...classifyError(err), retryAfterMs: null, durationMs: elapsed() });
+    const failed = (err: unknown): SendResult => ({ status: null, ...classifyError(err, opts.policy.allowPrivate), retryAfterMs: null, durationMs: elapsed() });
     const timeout = (): SendResult => failed(outOfTime());
     const pending = (): boolean => !over.aborted && !finished;
     let finished = false;

@@ -1,5 +1,6 @@
 // Tools some tests drive besides Kafka and FerretDB: Chromium (the dashboard's browser tests),
-// nginx (the compose gateway, run for real) and Docker Compose v2 (checks docker-compose.yml).
+// nginx (the compose gateway, run for real), Docker Compose v2 (checks docker-compose.yml), and
+// curl and jq (the README's quick start, run as a user pastes it) and script(1) (`npm start` on a terminal).
 // Like the services, the test setup installs what is missing (Debian packages as root, in one
 // apt-get run; Compose built from its Go module into the cache) or stops the run with the command
 // that fixes it: a test that silently skips is not a pass.
@@ -90,6 +91,15 @@ const DEBIAN = {
     specs: [
       { envVar: 'NGINX_BIN', bin: 'nginx', pkg: 'nginx-light' },
       { envVar: 'OPENSSL_BIN', bin: 'openssl', pkg: 'openssl' },
+    ],
+  },
+  // script(1) gives `npm start` a pseudo-terminal, as a developer's shell does.
+  pty: { files: ['start.test'], specs: [{ envVar: 'SCRIPT_BIN', bin: 'script', pkg: 'bsdutils' }] },
+  shell: {
+    files: ['readme-quickstart'],
+    specs: [
+      { envVar: 'CURL_BIN', bin: 'curl', pkg: 'curl' },
+      { envVar: 'JQ_BIN', bin: 'jq', pkg: 'jq' },
     ],
   },
 };

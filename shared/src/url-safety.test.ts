@@ -196,6 +196,23 @@ describe('url safety', () => {
       expect(await checkWebhookUrl('http://127.0.0.1/x', dev, dns)).to.include({ ok: false, reason: 'scheme' });
     });
 
+    it('names WEBHOOK_ALLOW_PRIVATE_TARGETS when it is what refused the URL, and only then', async () => {
+      const hint = /WEBHOOK_ALLOW_PRIVATE_TARGETS=true allows loopback and private targets in development/;
+      for (const [url, resolver] of [
+        ['https://127.0.0.1:8443/x', dns],
+        ['https://10.0.0.7/x', dns],
+        ['https://localhost/x', dns],
+        ['https://inside.example.com/x', dns],
+      ] as const) {
+        const v = await checkWebhookUrl(url, strict, resolver);
+        expect(v.ok ? 'accepted' : v.message, url).to.match(hint);
+      }
+      for (const url of ['https://169.254.169.254/x', 'https://224.0.0.1/x', 'http://127.0.0.1/x', 'https://hooks.example.com:9443/x']) {
+        const v = await checkWebhookUrl(url, strict, dns);
+        expect(v.ok ? 'accepted' : v.message, url).to.not.match(/WEBHOOK_ALLOW_PRIVATE_TARGETS/);
+      }
+    });
+
     it('passes a temporary DNS failure up instead of calling the host unresolvable', async () => {
       const flaky: Resolver = async () => {
         throw Object.assign(new Error('queryA EAI_AGAIN'), { code: 'EAI_AGAIN' });

@@ -160,9 +160,12 @@ export function classifyAddress(ip: string): BlockReason | null {
   return 'reserved';
 }
 
+/** Names the setting that waives a refusal, for the reasons it waives (a developer's local receiver hits them first). */
+const hintFor = (reason: BlockReason): string => (PRIVATE_REASONS.has(reason) ? '; WEBHOOK_ALLOW_PRIVATE_TARGETS=true allows loopback and private targets in development' : '');
+
 function verdict(reason: BlockReason | null, policy: SafetyPolicy, subject: string): Verdict {
   if (reason === null || (policy.allowPrivate && PRIVATE_REASONS.has(reason))) return { ok: true };
-  return { ok: false, reason, message: `${subject} is ${DESCRIBE[reason]}` };
+  return { ok: false, reason, message: `${subject} is ${DESCRIBE[reason]}${hintFor(reason)}` };
 }
 
 /** Checks a literal address (from the URL itself, so the message may name it). */
@@ -176,7 +179,7 @@ export function checkAddress(ip: string, policy: SafetyPolicy): Verdict {
  */
 export function checkResolved(name: string, ip: string, policy: SafetyPolicy): Verdict {
   const v = verdict(classifyAddress(ip), policy, '');
-  return v.ok ? v : { ok: false, reason: v.reason, message: `url host ${name} resolves to a private or internal address` };
+  return v.ok ? v : { ok: false, reason: v.reason, message: `url host ${name} resolves to a private or internal address${hintFor(v.reason)}` };
 }
 
 /** Anything in a text that looks like an IPv4 or IPv6 address (checked with the real parser below). */

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type Router from '@koa/router';
 import type Koa from 'koa';
 import { atRunEnd } from '../../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../../shared/test/support/env.js';
+import { baseTestEnv, ownDatabase } from '../../../shared/test/support/env.js';
 import { loadApiConfig, type ApiConfig } from '../../src/config.js';
 import { startApi, type RunningApi } from '../../src/server.js';
 import { createApp } from '../../src/app.js';
@@ -25,6 +25,20 @@ export function testApiConfig(overrides: Record<string, string> = {}): ApiConfig
 /** Starts an API process in-process on a free port; closed when the run ends (or earlier by the test). */
 export async function startTestApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
   const api = await startApi(testApiConfig(overrides));
+  atRunEnd(() => api.close());
+  checkResponses(api);
+  return api;
+}
+
+/**
+ * An API process as `npm start` runs it: NODE_ENV=development with the development secrets
+ * (no JWT_SECRET, INGEST_TOKEN or WEBHOOK_SECRET_KEY) and the default limits, on a database of its
+ * own (the limits count per client address, and every test's is 127.0.0.1); closed when the run ends.
+ */
+export async function startDevApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
+  const env = baseTestEnv({ NODE_ENV: 'development', MONGO_DB: ownDatabase('dev'), ...overrides });
+  for (const name of ['JWT_SECRET', 'INGEST_TOKEN', 'WEBHOOK_SECRET_KEY']) if (!(name in overrides)) delete env[name];
+  const api = await startApi(loadApiConfig(env));
   atRunEnd(() => api.close());
   checkResponses(api);
   return api;

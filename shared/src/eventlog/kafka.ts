@@ -47,8 +47,33 @@ const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
   [logLevel.DEBUG]: 'debug',
 };
 
+/**
+ * kafkajs warnings that describe a choice we made, with why. Each is logged once per process at
+ * info, with the reason, and at debug after that (a replaced producer would repeat it).
+ */
+const EXPLAINED: Record<string, string> = {
+  'Limiting retries for the idempotent producer may invalidate EoS guarantees':
+    'retries are bounded on purpose: ingest answers 503 within PRODUCE_TIMEOUT_MS instead of hanging, a failed send replaces the producer, and an event Kafka then holds twice is read once (history keeps one copy of an id); see docs/operations.md',
+};
+
+/** Routes kafkajs's log entries to our logger (exported for its test). */
+export function kafkaLogSink(log: Logger): (entry: LogEntry) => void {
+  const explained = new Set<string>();
+  return ({ level, log: entry }: LogEntry) => {
+    const { message, ...rest } = entry;
+    const why = EXPLAINED[message];
+    if (why !== undefined) {
+      if (explained.has(message)) log.debug(rest, message);
+      else log.info({ ...rest, why }, message);
+      explained.add(message);
+      return;
+    }
+    log[LEVELS[level] ?? 'info'](rest, message);
+  };
+}
+
 export function createKafka(config: BaseConfig, logger: Logger, overrides: Partial<KafkaConfig> = {}): Kafka {
-  const log = logger.child({ component: 'kafka' });
+  const sink = kafkaLogSink(logger.child({ component: 'kafka' }));
   return new Kafka({
     clientId: config.kafka.clientId,
     brokers: config.kafka.brokers,
@@ -56,12 +81,7 @@ export function createKafka(config: BaseConfig, logger: Logger, overrides: Parti
     requestTimeout: 10000,
     retry: { initialRetryTime: 100, retries: 5 },
     logLevel: logLevel.WARN,
-    logCreator:
-      () =>
-      ({ level, log: entry }: LogEntry) => {
-        const { message, ...rest } = entry;
-        log[LEVELS[level] ?? 'info'](rest, message);
-      },
+    logCreator: () => sink,
     ...overrides,
   });
 }

@@ -235,12 +235,22 @@ export function createRateLimits(config: ApiConfig, mongo: Mongo, log: Logger): 
   // signup and login limiters stay exact: small budgets, rare requests, and login refunds points.
   const local = (limit: number): LocalCounting => ({ flushMs: config.limits.flushMs, cap: localCap(limit) });
   const accountWindow = loginAccountWindowSeconds % 60 === 0 ? `${loginAccountWindowSeconds / 60} minutes` : `${loginAccountWindowSeconds} s`;
+  // In development the refusal names the setting that changes the limit (the developer runs the
+  // server too); elsewhere the caller is a client of someone else's server, and gets the limit only.
+  const set = (text: string, setting: string): string => (config.development ? `${text} (${setting} on the server)` : text);
   return {
-    apiKey: new SharedLimiter(mongo, 'apikey', apiKeyPerMinute, 60, `${apiKeyPerMinute} requests per minute per API key`, log, local(apiKeyPerMinute)),
-    session: new SharedLimiter(mongo, 'session', sessionPerMinute, 60, `${sessionPerMinute} requests per minute per user with a session token`, log, local(sessionPerMinute)),
-    signup: new SharedLimiter(mongo, 'signup', signupPerHour, 3600, `${signupPerHour} signups per hour from one address`, log),
-    login: new SharedLimiter(mongo, 'login', loginPerMinute, 60, `${loginPerMinute} login attempts per minute from one address`, log),
-    loginAccount: new SharedLimiter(mongo, 'loginacct', loginFailuresPerAccount, loginAccountWindowSeconds, `${loginFailuresPerAccount} failed logins per ${accountWindow} for one email`, log),
+    apiKey: new SharedLimiter(mongo, 'apikey', apiKeyPerMinute, 60, set(`${apiKeyPerMinute} requests per minute per API key`, 'API_KEY_LIMIT_PER_MINUTE'), log, local(apiKeyPerMinute)),
+    session: new SharedLimiter(mongo, 'session', sessionPerMinute, 60, set(`${sessionPerMinute} requests per minute per user with a session token`, 'SESSION_LIMIT_PER_MINUTE'), log, local(sessionPerMinute)),
+    signup: new SharedLimiter(mongo, 'signup', signupPerHour, 3600, set(`${signupPerHour} signups per hour from one address`, 'SIGNUP_LIMIT_PER_HOUR'), log),
+    login: new SharedLimiter(mongo, 'login', loginPerMinute, 60, set(`${loginPerMinute} login attempts per minute from one address`, 'LOGIN_LIMIT_PER_MINUTE'), log),
+    loginAccount: new SharedLimiter(
+      mongo,
+      'loginacct',
+      loginFailuresPerAccount,
+      loginAccountWindowSeconds,
+      set(`${loginFailuresPerAccount} failed logins per ${accountWindow} for one email`, 'LOGIN_FAILURES_PER_ACCOUNT, LOGIN_ACCOUNT_WINDOW_S'),
+      log,
+    ),
   };
 }
 
