@@ -120,6 +120,7 @@ async function main() {
   try {
     await client.connect();
     const db = client.db('page_writes');
+    await db.dropDatabase();
     const pages = db.collection('event_pages');
     // The claim of epoch 1 (held) exists; the guard is on epoch 2's claim (absent: matches nothing).
     await pages.insertOne({ _id: '#claim:t:0:1', fence: 'claimed' });
