@@ -22,6 +22,12 @@
 // Indexes: insertMany of 500 events (~350 B) into a collection with and
 // without the events' two secondary indexes, FerretDB CPU per event.
 //
+// --wal S: instead, for each shape, 4 writers (the partitions one process
+// writes at once) send chunks for S seconds into one database, and the
+// largest size of its SQLite WAL file is reported beside the CPU per write: a
+// command keeps its statements' reads open until it ends, and the WAL is reset
+// only when no reader is behind its end.
+//
 // Runs on a private FerretDB + Kafka (INFRA_INSTANCE=page-writes, wiped
 // before and after; --keep keeps it running), or on MONGO_URL + --pid <ferretdb pid>.
 //
@@ -29,7 +35,7 @@
 //                                      [--shapes per-page,group:4,group:8,group:16,shared:8] [--hang 64,96,128]
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Binary, MongoClient } from 'mongodb';
 import { infraCache, root } from './lib/paths.mjs';
@@ -68,7 +74,7 @@ function machineBusy() {
 }
 
 function services() {
-  if (process.env.MONGO_URL && args.pid) return { url: process.env.MONGO_URL, pid: Number(args.pid), down: () => {} };
+  if (process.env.MONGO_URL && args.pid) return { url: process.env.MONGO_URL, pid: Number(args.pid), dataDir: args.data, down: () => {} };
   const env = { ...process.env, INFRA_INSTANCE: INSTANCE };
   delete env.KAFKA_BROKERS;
   delete env.MONGO_URL;
@@ -78,7 +84,7 @@ function services() {
   const url = /MONGO_URL=(\S+)/.exec(out)[1];
   const runDir = `${process.env.EVENT_PLATFORM_RUN ?? join(infraCache, 'run')}-${INSTANCE}`;
   const pid = Number(readFileSync(join(runDir, 'ferretdb.pid'), 'utf8').trim());
-  return { url, pid, down: () => (args.keep ? undefined : script('down.sh', ['--wipe'])) };
+  return { url, pid, dataDir: join(runDir, 'ferretdb-data'), down: () => (args.keep ? undefined : script('down.sh', ['--wipe'])) };
 }
 
 /** A page write as the materializer sends it: a newest page (packed events), a directory or a head. */
@@ -119,6 +125,7 @@ async function main() {
   const client = new MongoClient(svc.url, { socketTimeoutMS: 120_000, serverSelectionTimeoutMS: 30_000 });
   try {
     await client.connect();
+    if (args.wal) return await wal(client, svc);
     const db = client.db('page_writes');
     await db.dropDatabase();
     const pages = db.collection('event_pages');
@@ -178,6 +185,45 @@ async function main() {
   } finally {
     await client.close();
     svc.down();
+  }
+}
+
+/** Per shape: 4 concurrent writers for --wal seconds; FerretDB CPU per write and the WAL's largest size. */
+async function wal(client, svc) {
+  const seconds = Number(args.wal);
+  console.log(`4 concurrent writers, ${seconds} s per shape, ${PAGES} writes per chunk`);
+  for (const shape of SHAPES) {
+    const name = `wal_${shape.replace(':', '_')}`;
+    const db = client.db(name);
+    await db.dropDatabase();
+    const pages = db.collection('event_pages');
+    await pages.insertOne({ _id: '#claim:t:0:1', fence: 'claimed' });
+    const fence = '#claim:t:0:2';
+    for (let i = 0; i < STREAMS; i += 8) await send(pages, bulksOf('group:8', Array.from({ length: 8 }, (_, j) => pageDoc(i + j, 350)), fence));
+    const file = join(svc.dataDir, `${name}.sqlite-wal`);
+    let maxWal = 0;
+    let writes = 0;
+    const end = Date.now() + seconds * 1000;
+    const sampler = setInterval(() => {
+      try {
+        maxWal = Math.max(maxWal, statSync(file).size);
+      } catch {
+        // not created yet
+      }
+    }, 250);
+    const t0 = ticks(svc.pid);
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (Date.now() < end) {
+          const chunk = chunkWrites();
+          await send(pages, bulksOf(shape, chunk, fence));
+          writes += chunk.length;
+        }
+      }),
+    );
+    clearInterval(sampler);
+    const us = ((ticks(svc.pid) - t0) / ticksPerSecond) * 1e6;
+    console.log(`${shape.padEnd(10)} ${fmt(writes)} writes, FerretDB ${fmt(us / writes)} µs/write (${fmt((us / writes) * (PAGES / EVENTS))} µs/event), WAL largest ${fmt(maxWal / 1e6, 1)} MB`);
   }
 }
 
