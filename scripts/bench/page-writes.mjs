@@ -127,7 +127,6 @@ async function main() {
     await client.connect();
     if (args.wal) return await wal(client, svc);
     const db = client.db('page_writes');
-    await db.dropDatabase();
     const pages = db.collection('event_pages');
     // The claim of epoch 1 (held) exists; the guard is on epoch 2's claim (absent: matches nothing).
     await pages.insertOne({ _id: '#claim:t:0:1', fence: 'claimed' });

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { encodeCursor } from '../../../shared/src/cursor.js';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
-import { claimId, dirId, FencedError, headId, pageEvents, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
+import { dirId, headId, pageEvents, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
 import { readAfter, readRange } from './store.js';
 import { backfillPages } from './backfill.js';
 import { PageCache } from './page-cache.js';
@@ -57,29 +57,11 @@ class FakePages {
   }
 
   /** A fenced write: the guard ($inc on the next claim, refused when its `fence` is a string), then the replace. */
-  /** Update commands received (bulkWrite calls) and their statements. */
-  readonly commands: number[] = [];
-  /** Test hook: a newer claim appears just before statement `index` of the next command (as if inserted while it ran). */
-  claimBefore: { index: number; id: string } | null = null;
-
-  /** An ordered command of fenced writes: a guard (`$inc` on the next epoch's claim) before each replace. */
-  async bulkWrite(ops: ({ updateOne: { filter: Filter } } | { replaceOne: { filter: Filter; replacement: Doc; upsert?: boolean } })[], options: { ordered?: boolean }): Promise<void> {
-    if (options.ordered !== true) throw new Error('page writes go as ordered commands');
-    this.commands.push(ops.length);
-    const claimBefore = this.claimBefore;
-    this.claimBefore = null;
-    for (const [index, op] of ops.entries()) {
-      if (claimBefore?.index === index) this.docs.set(claimBefore.id, { _id: claimBefore.id, fence: 'claimed' } as unknown as Doc);
-      if ('updateOne' in op) {
-        if (index % 2 !== 0) throw new Error('a guard before every replace');
-        this.writes.push(op.updateOne.filter);
-        const claim = this.docs.get(op.updateOne.filter._id as string) as unknown as { fence?: unknown } | undefined;
-        if (claim && typeof claim.fence === 'string') throw Object.assign(new Error('Cannot apply $inc'), { writeErrors: [{ index, code: 14 }] });
-      } else {
-        if (index % 2 !== 1) throw new Error('a guard before every replace');
-        await this.replaceOne(op.replaceOne.filter, op.replaceOne.replacement, { upsert: op.replaceOne.upsert });
-      }
-    }
+  async bulkWrite(ops: [{ updateOne: { filter: Filter } }, { replaceOne: { filter: Filter; replacement: Doc; upsert?: boolean } }]): Promise<void> {
+    this.writes.push(ops[0].updateOne.filter);
+    const claim = this.docs.get(ops[0].updateOne.filter._id as string) as unknown as { fence?: unknown } | undefined;
+    if (claim && typeof claim.fence === 'string') throw Object.assign(new Error('Cannot apply $inc'), { writeErrors: [{ index: 0, code: 14 }] });
+    await this.replaceOne(ops[1].replaceOne.filter, ops[1].replaceOne.replacement, { upsert: ops[1].replaceOne.upsert });
   }
 
   asCollection(): PagesCollection {
@@ -155,30 +137,6 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     await readRange(pages, { accountId: 'acc_b', partition: PARTITION, after: -1n, before: 300n, types: ['message.received'], limit: 3 });
     expect(fake.reads.length).to.be.greaterThan(0);
     for (const filter of fake.reads) expect(isIdEquality(filter), JSON.stringify(filter)).to.equal(true);
-  });
-
-  it('sends a chunk\'s page writes several to a command, a guard before each replace; a newer claim seen at any guard refuses the rest', async () => {
-    const fake = new FakePages();
-    const writer = new PageWriter(fake.asCollection(), { pageEvents: 10, topicId: () => 'topic-a' });
-    // 20 accounts, one event each: 40 streams, each a new page, directory and head (120 writes, and the journal entry).
-    const docs = range(0, 19).map((o) => ev(`acc_${o}`, o));
-    expect(await write(writer, docs)).to.equal(true);
-    const statements = fake.commands.reduce((a, b) => a + b, 0);
-    expect(statements).to.equal(2 * 121);
-    expect(fake.commands.length, 'commands for 121 fenced writes').to.be.at.most(Math.ceil(121 / 8));
-    expect(Math.max(...fake.commands), 'fenced writes per command').to.be.at.most(16);
-
-    // The next chunk: a newer claim of the partition appears while its first command runs, before its third guard.
-    fake.commands.length = 0;
-    fake.claimBefore = { index: 4, id: claimId('topic-a', PARTITION, 2) };
-    const next = range(20, 39).map((o) => ev(`acc_${o}`, o));
-    const before = fake.docs.size;
-    let refused: unknown = null;
-    await write(writer, next).catch((err: unknown) => (refused = err));
-    expect(refused).to.be.instanceOf(FencedError);
-    // The guards before it passed: those writes landed (as an earlier command's would); none after the refused guard.
-    expect(fake.docs.size - before, 'documents written before the refusal, and the claim').to.equal(2 + 1);
-    expect(fake.commands).to.have.length(1);
   });
 
   it('reads a page of 100 with a bounded number of lookups whatever the history (100,000 events): the head, a directory and at most two pages', async () => {

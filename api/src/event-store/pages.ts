@@ -32,14 +32,12 @@
  * read-then-write but enforces unique `_id`s atomically; a `$inc` counter
  * could hand one epoch to two writers). Epochs are dense, so a newer claim
  * exists exactly when `#claim:…:<E+1>` does. Each page, directory and head
- * write then goes as two statements of an ordered update command: a `$inc`
+ * write then goes as one ordered update command of two statements: a `$inc`
  * on `#claim:…:<E+1>` (matches nothing while no newer claim exists; fails
  * with TypeMismatch once one does, its `fence` field being a string), then
  * the replace, which an ordered command does not run after a failed
  * statement. The check travels with the write, so a write sent late is
  * checked when the store runs it; both statements are `_id` equality. A
- * command carries up to WRITES_PER_COMMAND such pairs, a guard before every
- * replace, so each write is checked just before it as if sent alone. A
  * claim is made before the writer reads the streams' state, so it sees
  * everything the older writer wrote before the claim. Left open on FerretDB:
  * the store runs the two statements one after the other, not atomically, so a
@@ -85,19 +83,6 @@ export function headId(stream: string): string {
 export function dirId(stream: string, k: number): string {
   return `${stream}:d${k}`;
 }
-
-/**
- * Fenced writes (guard + replace) per update command. A command costs
- * FerretDB a fixed share of CPU beside its statements, so writes go several to
- * a command (scripts/bench/page-writes.mjs). Not many: FerretDB 1.24 (SQLite)
- * keeps one connection of the database's pool (100) for every statement of a
- * command that matched a document until the command ends, so a command of
- * about 100 replaces of stored documents waits for ever, and so does every
- * later command of that database; the writers of all partitions written at
- * once (4 per process) and the readers share that pool. 8 keeps two pods'
- * eight writers at 64.
- */
-const WRITES_PER_COMMAND = 8;
 
 /** Pages listed per directory document. */
 const DIR_PAGES = 256;
@@ -327,23 +312,21 @@ export class PageWriter {
   }
 
   /**
-   * Each a replace by `_id` (idempotent), in order, WRITES_PER_COMMAND to an
-   * ordered update command, each fenced by the guard on the next epoch's claim
-   * just before it (see the top of this file): a refused guard stops the
-   * command there, the writes before it stay (as a write of an earlier command
-   * would), none after it is run. Never an unordered bulkWrite of many upserts:
-   * one left a database of FerretDB 1.24 (SQLite) hanging in our tests.
+   * Each a replace by `_id` (idempotent), one after the other: an unordered
+   * bulkWrite of many upserts left a database of FerretDB 1.24 (SQLite)
+   * hanging in our tests (every later read of it waited for ever). Each is
+   * fenced: one ordered update command, the guard on the next epoch's claim
+   * first (see the top of this file).
    */
   private async bulk(writes: PageWrite[], partition: number, epoch: number, fence: string): Promise<void> {
-    for (let i = 0; i < writes.length; i += WRITES_PER_COMMAND) {
-      const group = writes.slice(i, i + WRITES_PER_COMMAND);
-      for (const w of group) await this.opts.beforeWrite?.(w._id, partition, epoch);
+    for (const w of writes) {
+      await this.opts.beforeWrite?.(w._id, partition, epoch);
       try {
         await this.pages.bulkWrite(
-          group.flatMap((w) => [
+          [
             { updateOne: { filter: { _id: fence }, update: { $inc: { fence: 1 } } as never } },
             { replaceOne: { filter: { _id: w._id }, replacement: w, upsert: true } },
-          ]),
+          ],
           { ordered: true },
         );
       } catch (err) {
@@ -447,12 +430,12 @@ export function journalContents(doc: JournalDoc): { ids: string[]; started: [str
   return BSON.deserialize(binaryBytes(doc.packed)) as { ids: string[]; started: [string, number][] };
 }
 
-/** A guard statement (every even index of the command) failed: a newer claim exists, its `fence` a string that `$inc` refuses. */
+/** The guard statement (the first) failed: a newer claim exists, its `fence` a string that `$inc` refuses. */
 function isFenceRefusal(err: unknown): boolean {
   const found = (err as { writeErrors?: unknown } | null)?.writeErrors;
   if (found === undefined || found === null) return false;
   const errors = (Array.isArray(found) ? found : [found]) as { index?: number; code?: number }[];
-  return errors.some((e) => typeof e.index === 'number' && e.index % 2 === 0 && e.code === 14);
+  return errors.some((e) => e.index === 0 && e.code === 14);
 }
 
 function partitionOf(stream: string): number {
