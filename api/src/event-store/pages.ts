@@ -317,9 +317,9 @@ export class PageWriter {
    * (see the top of this file). Not several to a command: FerretDB 1.24
    * (SQLite) keeps a connection of the database's pool (100) for every
    * statement that matched a document until the command ends, so a command
-   * of ~100 replaces hangs the database for ever, and a few to a command,
-   * though cheaper in CPU, keep readers behind the WAL's end and it grows
-   * several times faster (docs/performance.md, scripts/bench/page-writes.mjs).
+   * of ~100 replaces hangs the database for ever; and with a few to a
+   * command, though cheaper in CPU, the WAL grew several times faster per
+   * write (docs/performance.md, scripts/bench/page-writes.mjs).
    */
   private async bulk(writes: PageWrite[], partition: number, epoch: number, fence: string): Promise<void> {
     for (const w of writes) {
