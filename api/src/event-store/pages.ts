@@ -312,11 +312,14 @@ export class PageWriter {
   }
 
   /**
-   * Each a replace by `_id` (idempotent), one after the other: an unordered
-   * bulkWrite of many upserts left a database of FerretDB 1.24 (SQLite)
-   * hanging in our tests (every later read of it waited for ever). Each is
-   * fenced: one ordered update command, the guard on the next epoch's claim
-   * first (see the top of this file).
+   * Each a replace by `_id` (idempotent), one after the other, each fenced:
+   * one ordered update command, the guard on the next epoch's claim first
+   * (see the top of this file). Not several to a command: FerretDB 1.24
+   * (SQLite) keeps a connection of the database's pool (100) for every
+   * statement that matched a document until the command ends, so a command
+   * of ~100 replaces hangs the database for ever; and with a few to a
+   * command, though cheaper in CPU, the WAL grew several times faster per
+   * write (docs/performance.md, scripts/bench/page-writes.mjs).
    */
   private async bulk(writes: PageWrite[], partition: number, epoch: number, fence: string): Promise<void> {
     for (const w of writes) {
