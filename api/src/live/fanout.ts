@@ -15,10 +15,12 @@
  *   stored there) and dispatched in order: a gap is filled, never skipped.
  * Every event dispatched is also appended to the tail window (tail-window.ts),
  * which follows P: a reset at startup, at a gap filled from MongoDB, and at
- * any offset that does not follow the last one.
+ * any offset that does not follow the last one. An event of an account with
+ * no waiter here is appended as its text, unparsed (a read parses it if it
+ * ever reaches it): most events are nobody's on a given pod.
  */
 import { randomBytes } from 'node:crypto';
-import { decodeEnvelope, toRecord } from '../../../shared/src/eventlog/envelope.js';
+import { decodeEnvelope, peekEnvelopeId, toRecord } from '../../../shared/src/eventlog/envelope.js';
 import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '../../../shared/src/eventlog/kafka.js';
 import { SupervisedConsumer, type ConsumerHealth } from '../../../shared/src/eventlog/supervised-consumer.js';
 import type { Logger } from '../../../shared/src/log.js';
@@ -316,7 +318,18 @@ export class FanOut {
     if (account === null) this.recent.reset(partition, offset + 1n); // not keyed by account: it could be anyone's
     else this.recent.note(partition, account, offset);
     const waited = account !== null && registry.hasAccount(account);
-    if (!waited && !this.tail.enabled) return 0;
+    if (!waited) {
+      if (!this.tail.enabled) return 0;
+      // Nobody here waits for it: kept as its text, parsed only if a read reaches it (tail-window.ts).
+      if (account !== null && value) {
+        const text = value.toString('utf8');
+        const id = peekEnvelopeId(text, account);
+        if (id !== null) {
+          this.tail.appendText(partition, offset, account, id, text, value.length);
+          return 0;
+        }
+      }
+    }
     const envelope = decodeEnvelope(value);
     if (!envelope) {
       this.tail.skip(partition, offset); // the materializer stores nothing for it either
