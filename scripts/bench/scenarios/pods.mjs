@@ -8,6 +8,7 @@
 // readers, and the materializer's backlog after a burst at a higher rate,
 // three pods against one. Every window also reports the machine's busy cores:
 // the machine is shared, so compare figures of runs made close together.
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { ensureAccounts } from '../lib/accounts.mjs';
@@ -30,13 +31,16 @@ const LONG_POLLS = 2;
 const STREAMS = 1;
 /** Other accounts the ingest spreads over (every partition gets events). */
 const OTHER_ACCOUNTS = 480;
+/** FANOUT_DORMANT_MS of the pods: short, so a pod without readers is dormant by the time it is measured. */
+const DORMANT_MS = 5000;
 
 export async function run(ctx) {
   const seconds = ctx.quick ? 10 : 20;
   const lagRate = ctx.quick ? 2000 : 4000;
   const lagSeconds = ctx.quick ? 5 : 20;
   const topic = ctx.topic('pods');
-  const [a, delivery] = await Promise.all([startApi(ctx, { name: 'api-a', topic }), startDelivery(ctx, { name: 'delivery', topic })]);
+  const podEnv = { FANOUT_DORMANT_MS: String(DORMANT_MS) };
+  const [a, delivery] = await Promise.all([startApi(ctx, { name: 'api-a', topic, env: podEnv }), startDelivery(ctx, { name: 'delivery', topic })]);
   const accounts = await ensureAccounts(ctx, a.url, READ_ACCOUNTS);
   const ids = [...accounts.map((x) => x.id), ...accountIds(`pods${ctx.runId}`, OTHER_ACCOUNTS)];
   const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'pods-pacer.log') });
@@ -61,11 +65,18 @@ export async function run(ctx) {
     await quiet(label);
     if (readers) await Promise.all(readers.map((w) => w.request('take')));
     const pods = { 'api-a': a, ...(b ? { 'api-b': b } : {}), ...(c ? { 'api-c': c } : {}) };
+    // At rest first (no ingest): each process's floor.
+    const rest = cpuShare(Object.fromEntries(Object.entries(pods).map(([n, p]) => [n, p.child.pid])));
+    await sleep(5000);
+    const floor = rest.stop().processes;
     const share = cpuShare({ ...Object.fromEntries(Object.entries(pods).map(([n, p]) => [n, p.child.pid])), delivery: delivery.child.pid, pacer: pacer.pid, ...infra });
     const paced = await profileAll(ctx, Object.values(pods), label, () => ingest(RATE, seconds, BATCH));
     const cpu = share.stop();
     const rate = paced.sent / seconds;
     const perK = Object.fromEntries(Object.entries(cpu.processes).map(([n, cores]) => [n, cores / (rate / 1000)]));
+    // Above the floor: what the ingest costs each pod.
+    const slope = Object.fromEntries(Object.entries(floor).map(([n, cores]) => [n, ((cpu.processes[n] ?? 0) - cores) / (rate / 1000)]));
+    const dormant = Object.fromEntries(Object.keys(pods).map((n) => [n, isDormant(ctx, n)]));
     let live = null;
     if (readers) {
       await sleep(1000);
@@ -74,10 +85,10 @@ export async function run(ctx) {
       live = { p50: percentile(all, 50), p99: percentile(all, 99), received: all.length, errors: taken.reduce((s, t) => s + t.errors, 0) };
     }
     ctx.log(
-      `${label}: ${rate.toFixed(0)} ev/s (${paced.errors} errors); cores ${fmtCores(cpu.processes)}; machine ${cpu.machine?.toFixed(2)} cores busy` +
+      `${label}: ${rate.toFixed(0)} ev/s (${paced.errors} errors); cores ${fmtCores(cpu.processes)}; at rest ${fmtCores(floor)}; fan-out dormant: ${JSON.stringify(dormant)}; machine ${cpu.machine?.toFixed(2)} cores busy` +
         (live ? `; B's readers p50/p99 ${live.p50?.toFixed(1)}/${live.p99?.toFixed(1)} ms over ${live.received} events (${live.errors} errors)` : ''),
     );
-    return { rate, cores: cpu.processes, perK, machine: cpu.machine, live };
+    return { rate, cores: cpu.processes, floor, perK, slope, dormant, machine: cpu.machine, live };
   };
   /** A burst above what the materializer writes: its backlog at the end, and how long it takes to drain. */
   const burst = async (label) => {
@@ -103,12 +114,13 @@ export async function run(ctx) {
   }
 
   ctx.log('three pods: starting B and C, readers on B');
-  [b, c] = await Promise.all([startApi(ctx, { name: 'api-b', topic }), startApi(ctx, { name: 'api-c', topic })]);
+  [b, c] = await Promise.all([startApi(ctx, { name: 'api-b', topic, env: podEnv }), startApi(ctx, { name: 'api-c', topic, env: podEnv })]);
   readers = [startNode('readers', [join(benchDir, 'workers', 'waiters.mjs')], { logFile: join(ctx.scratch, 'pods-readers.log') })];
   await readers[0].request('open', { url: b.url, accounts: accounts.map(({ id, token }) => ({ id, credential: token })), longPolls: LONG_POLLS, streams: STREAMS });
   await waitOpen(ctx, readers.map((child) => ({ child })), READ_ACCOUNTS * STREAMS);
   ctx.log('three pods: warming up (the materializer group rebalances over three members)');
   await ingest(RATE, 3, BATCH);
+  await sleep(DORMANT_MS + 1000);
   const three = [];
   const threeBurst = [];
   for (let r = 0; r < ctx.runs; r++) {
@@ -135,7 +147,16 @@ export async function run(ctx) {
       { id: 'pods.three.a', label: '7 API CPU, 3 pods: A (takes the ingest)', value: med(three, 'api-a'), unit, reference: machineRef(three), ratio: null },
       { id: 'pods.three.b', label: `7 API CPU, 3 pods: B (${READ_ACCOUNTS * (LONG_POLLS + STREAMS)} readers)`, value: med(three, 'api-b'), unit, reference: null, ratio: null },
       { id: 'pods.three.c', label: '7 API CPU, 3 pods: C (no readers; with its materializer share)', value: med(three, 'api-c'), unit, reference: null, ratio: null },
-      { id: 'pods.added', label: '7 API CPU each added pod costs ((A+B+C) - A alone) / 2', value: addedPod, unit, reference: { label: 'A alone', value: oneA, unit }, ratio: addedPod / oneA, target: { valueAtMost: 0.02, unit } },
+      {
+        id: 'pods.three.c.slope',
+        label: '7 API CPU of C above its floor at rest (what the ingest costs a pod without readers)',
+        value: median(three.map((m) => m.slope['api-c'])),
+        unit,
+        reference: { label: 'C at rest', value: median(three.map((m) => m.floor['api-c'])), unit: 'cores' },
+        ratio: null,
+        target: { valueAtMost: 0.02, unit },
+      },
+      { id: 'pods.added', label: '7 API CPU each added pod costs ((A+B+C) - A alone) / 2', value: addedPod, unit, reference: { label: 'A alone', value: oneA, unit }, ratio: addedPod / oneA },
       { id: 'pods.live.p99', label: '7 live p99 of B\'s readers, 3 pods', value: liveP99, unit: 'ms', reference: null, ratio: null, target: { valueAtMost: 25, unit: 'ms' } },
       {
         id: 'pods.lag',
@@ -147,7 +168,7 @@ export async function run(ctx) {
       },
     ],
     runs: { one, oneBurst, three, threeBurst },
-    notes: { rate: RATE, batch: BATCH, seconds, lagRate, lagSeconds, readAccounts: READ_ACCOUNTS, readers: READ_ACCOUNTS * (LONG_POLLS + STREAMS), otherAccounts: OTHER_ACCOUNTS, machineBusyOne: machine(one), machineBusyThree: machine(three) },
+    notes: { dormantMs: DORMANT_MS, rate: RATE, batch: BATCH, seconds, lagRate, lagSeconds, readAccounts: READ_ACCOUNTS, readers: READ_ACCOUNTS * (LONG_POLLS + STREAMS), otherAccounts: OTHER_ACCOUNTS, machineBusyOne: machine(one), machineBusyThree: machine(three) },
   };
 }
 
@@ -187,4 +208,14 @@ function backlogOf(ctx, topic) {
     },
     close: () => Promise.allSettled([admin.disconnect(), mongo.close()]),
   };
+}
+
+/** Whether the pod's fan-out is dormant, from its log (the last of "fan-out dormant" / "fan-out awake"). */
+function isDormant(ctx, name) {
+  try {
+    const log = readFileSync(join(ctx.scratch, `${ctx.scenario}-${name}.log`), 'utf8');
+    return log.lastIndexOf('fan-out dormant') > log.lastIndexOf('fan-out awake');
+  } catch {
+    return null;
+  }
 }
