@@ -99,6 +99,8 @@ export interface ApiConfig extends BaseConfig {
     /** The tail window kept by each process, per partition: most events and bytes (0 turns it off). */
     tailWindowEvents: number;
     tailWindowBytes: number;
+    /** FANOUT_DORMANT_MS: the fan-out pauses every partition after this long with no reader and no read (0: never). */
+    fanoutDormantMs: number;
     /** Heap each process may give to copies of full history pages and directories (0: none kept). */
     historyCacheBytes: number;
   };
@@ -188,6 +190,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
       tailWindowEvents: read.int(env, 'TAIL_WINDOW_EVENTS', 10_000, 0, 1_000_000),
       tailWindowBytes: read.int(env, 'TAIL_WINDOW_BYTES', 2 * 1024 * 1024, 0, 1024 * 1024 * 1024),
+      fanoutDormantMs: read.int(env, 'FANOUT_DORMANT_MS', 30_000, 0, 86_400_000),
       historyCacheBytes: read.int(env, 'HISTORY_CACHE_BYTES', 16 * 1024 * 1024, 0, 1024 * 1024 * 1024),
     },
     streams: {

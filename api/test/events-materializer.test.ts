@@ -216,6 +216,36 @@ describe('materializer crash safety', function () {
     }
   });
 
+  it('is not taken for hung while a chunk write is slow but moving: it heartbeats between the steps of a chunk', async () => {
+    // Its own topic: a new group reads from the beginning, and only these events should be slow to write.
+    const slowTopic = `${topic}-slowchunk`;
+    const slowLog = new EventLog(kafka, topicCatalog(testApiConfig({ EVENTS_TOPIC: slowTopic, MONGO_DB: config.mongo.dbName })).events, log);
+    await slowLog.start();
+    try {
+      const account = fakeAccountId();
+      const positions = await slowLog.publish(Array.from({ length: 6 }, (_, i) => buildEnvelope({ account_id: account, type: 'call.started', data: { i } }, new Date())));
+      const events = mongo.collections.events;
+      // Each insert takes 1.5 s: the chunk of 6 (one insert each) takes 9 s, well past the 4 s stall bound.
+      const slow = Object.assign(Object.create(events) as typeof events, {
+        insertMany: async (...args: Parameters<typeof events.insertMany>) => {
+          await sleep(1500);
+          return events.insertMany(...args);
+        },
+      });
+      const m = new Materializer({ kafka, events: slow, watermarks: mongo.collections.watermarks, topic: slowTopic, groupId: `${slowTopic}.materializer`, log, chunkSize: 20, insertSlice: 1, stallMs: 4000 });
+      running.push(m);
+      await m.start();
+      const { partition, offset } = positions.at(-1)!;
+      await eventually(async () => {
+        const w = await mongo.collections.watermarks.findOne({ topic: slowTopic, partition });
+        return w && w.offset >= Number(offset) ? true : undefined;
+      }, 60_000);
+      expect(m.replaced, 'replaced by the watchdog while writing').to.equal(0);
+    } finally {
+      await slowLog.stop();
+    }
+  });
+
   it('replaces a consumer that shows no sign of life (a kafkajs restart that never came back), and the new one writes on', async () => {
     // A topic of its own: a new group reads its topic from the start, and the file's topic holds the other tests' 1,800
     // events by now, which a loaded machine did not read again in chunks of 20 within the wait. This one holds these 20 only.

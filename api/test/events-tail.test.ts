@@ -158,6 +158,65 @@ describe('tail window: reads near the head come from memory', function () {
     }
   });
 
+  it('events dispatched while nobody here waited for their account (kept unparsed) reach a reader that comes later: all, in order, then live ones', async () => {
+    const other = await createAccount(win.url);
+    const [first] = await ingest(win, [{ account_id: acct.userId, type: 'call.started' }]);
+    await dispatched(win, first!);
+    // A reader of the other account is held on this pod: its events are parsed when dispatched, this account's are not.
+    const held = await call(win.url, 'POST', '/api/v1/events/stream-token', { headers: { 'x-api-key': other.apiKey } });
+    const otherStream = new StreamClient(new URL(held.body.stream_url, win.url).href);
+    await holdMaterializers();
+    try {
+      await eventually(async () => (win.deps.events.registry.hasAccount(other.userId) ? true : undefined));
+      const sent = await ingest(win, [
+        { account_id: acct.userId, type: 'call.started', data: { i: 1 } },
+        { account_id: other.userId, type: 'call.started', data: { i: 2 } },
+        { account_id: acct.userId, type: 'call.ended', data: { i: 3 } },
+        { account_id: other.userId, type: 'call.ended', data: { i: 4 } },
+        { account_id: acct.userId, type: 'message.received', data: { i: 5 }, occurred_at: '2026-01-01T10:00:00Z' },
+      ]);
+      const mine = sent.filter((_, i) => i % 2 === 0);
+      await dispatched(win, sent.at(-1)!);
+      // The window holds the last 8 offsets (older ones, kept either way, are evicted as these come): at least this account's three are text.
+      expect(tail(win).stats()[0]!.texts, "this account's events are kept as text").to.be.at.least(3);
+      await otherStream.until((c) => c.events.length >= 2, 5000);
+      expect(otherStream.events.map((e) => e.record.id), 'the waited account got its events live').to.deep.equal([sent[1]!.id, sent[3]!.id]);
+
+      // A stream resuming from the cursor before them: all three, in order, from memory (MongoDB is held), then live ones.
+      const token = await call(win.url, 'POST', '/api/v1/events/stream-token', { headers: { 'x-api-key': acct.apiKey } });
+      const stream = new StreamClient(new URL(token.body.stream_url, win.url).href, { lastEventId: first!.cursor });
+      try {
+        await stream.until((c) => c.events.length >= 3, 5000);
+        const [live] = await ingest(win, [{ account_id: acct.userId, type: 'call.started', data: { i: 6 } }]);
+        await stream.until((c) => c.events.length >= 4, 5000);
+        expect(stream.events.map((e) => e.record.id)).to.deep.equal([...mine, live!].map((s) => s.id));
+        expect(stream.events.map((e) => e.id)).to.deep.equal([...mine, live!].map((s) => s.cursor));
+        expect(stream.events[2]!.record.occurred_at).to.equal('2026-01-01T10:00:00.000Z');
+        expect(stream.errors).to.deep.equal([]);
+      } finally {
+        stream.close();
+      }
+      const page = (await poll(win, `?since=${first!.cursor}`)).body;
+      expect(ids(page).slice(0, 3)).to.deep.equal(mine.map((s) => s.id));
+      expect(page.events[1]).to.deep.include({ type: 'call.ended', data: { i: 3 }, cursor: mine[1]!.cursor });
+      const waited = await call(win.url, 'POST', '/api/v1/events/wait', { headers: { 'x-api-key': acct.apiKey }, body: { since: first!.cursor, types: ['call.ended'], timeout_ms: 5000 } });
+      expect(waited.body.event?.id).to.equal(mine[1]!.id);
+
+      // The store's answers, once written, are the same pages.
+      await releaseMaterializers();
+      for (const query of [`?since=${first!.cursor}`, `?since=${first!.cursor}&type=message.received`, `?since=${mine[0]!.cursor}&limit=1`]) {
+        const fromStore = await eventually(async () => {
+          const res = await poll(store, `?since=${first!.cursor}`);
+          return res.body.events?.length === 4 ? (await poll(store, query)).body : undefined;
+        }, 30_000);
+        expect((await poll(win, query)).body, query).to.deep.equal(fromStore);
+      }
+    } finally {
+      otherStream.close();
+      await releaseMaterializers();
+    }
+  });
+
   it('a cursor just inside the window is answered from memory; one just outside (evicted) falls back to MongoDB with the same events', async () => {
     await holdMaterializers();
     let sent: IngestedEvent[];

@@ -6,7 +6,7 @@
 //
 //   npm run bench                      all scenarios, full length
 //   npm run bench -- --quick           shorter windows, one run each
-//   npm run bench -- --only ingest,lag scenarios by name (ingest lag live idle waiter-bytes webhooks polling sustained)
+//   npm run bench -- --only ingest,lag scenarios by name (ingest lag live idle waiter-bytes webhooks polling sustained pods)
 //   npm run bench -- --runs 5          runs per figure (default 3, quick 1)
 //   npm run bench -- --profile ingest  CPU profiles of the measured processes into bench/run.tmp/
 //                                      (--profile idle: a heap snapshot of the API holding the readers too)
@@ -29,7 +29,7 @@ import { renderResults, withResults } from './lib/results-table.mjs';
 import { stopAll } from './lib/proc.mjs';
 import { printTable, judge } from './lib/report.mjs';
 
-const SCENARIOS = ['ingest', 'lag', 'live', 'idle', 'waiter-bytes', 'webhooks', 'polling', 'sustained'];
+const SCENARIOS = ['ingest', 'lag', 'live', 'idle', 'waiter-bytes', 'webhooks', 'polling', 'sustained', 'pods'];
 /** Scenarios that run only when named by --only (none at present). */
 const EXTRA_SCENARIOS = [];
 const NEEDED_FILES = 65_536;

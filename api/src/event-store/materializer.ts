@@ -247,6 +247,16 @@ export class Materializer {
    */
   private async persist(partition: number, chunk: KafkaMessage[], lastOffset: bigint, lost: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
     const docs = firstCopies(this.decode(partition, chunk));
+    // Between the steps of a chunk: a sign of life for the watchdog while the store is slow, and how a
+    // rebalance reaches this member within a heartbeat interval rather than at the end of the chunk (its
+    // error leaves the batch; the next owner rewrites the chunk, idempotently).
+    const beat = async (): Promise<void> => {
+      try {
+        await heartbeat();
+      } catch (err) {
+        throw new HeartbeatFailed(err);
+      }
+    };
     let backoff = 100;
     for (;;) {
       const deadBefore = this.deadLettered;
@@ -255,7 +265,10 @@ export class Materializer {
         const elsewhere = new Set<string>();
         // The events go in slices: one insert holds the database's write lock (SQLite under FerretDB) for all its documents, and other writers wait behind it.
         const slice = this.opts.insertSlice ?? INSERT_SLICE;
-        for (let at = 0; at < docs.length; at += slice) await this.insertNew(docs.slice(at, at + slice), partition, standIns, elsewhere);
+        for (let at = 0; at < docs.length; at += slice) {
+          await this.insertNew(docs.slice(at, at + slice), partition, standIns, elsewhere);
+          await beat();
+        }
         if (this.crashesAfter('events', partition, chunk, lastOffset)) return false;
         if (this.pages) {
           // An id stored before at another position (a producer's retry the broker took twice) is not the event's: only its first copy is in the streams.
@@ -264,11 +277,13 @@ export class Materializer {
           await this.floorFor(partition, BigInt((chunk[0] as KafkaMessage).offset));
           if (!(await this.pages.write(partition, stored, BigInt((chunk[0] as KafkaMessage).offset), lastOffset))) return false;
           if (this.crashesAfter('pages', partition, chunk, lastOffset)) return false;
+          await beat();
         }
         await this.writeWatermark(partition, lastOffset);
         this.opts.onWatermark?.(partition, lastOffset);
         return !this.crashesAfter('watermark', partition, chunk, lastOffset);
       } catch (err) {
+        if (err instanceof HeartbeatFailed) throw err.cause; // kafkajs rejoins; nothing of this chunk is committed
         if (err instanceof FencedError) {
           // A newer writer claimed the partition (this process stalled past its session): it writes from the committed offset on.
           this.opts.log.warn({ partition, lastOffset: lastOffset.toString(), epoch: err.epoch }, 'materializer lost the partition to a newer writer; its write was refused');
@@ -483,6 +498,13 @@ function isDuplicateKeyOnly(err: unknown): boolean {
     return errors.length > 0 && errors.every((e) => e.code === 11000);
   }
   return err instanceof MongoServerError && err.code === 11000;
+}
+
+/** A heartbeat inside a chunk failed (a rebalance, or this member is no longer known): leave the batch. */
+class HeartbeatFailed extends Error {
+  constructor(override readonly cause: unknown) {
+    super('heartbeat failed during a chunk write');
+  }
 }
 
 function sleep(ms: number): Promise<void> {

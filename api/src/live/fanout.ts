@@ -15,10 +15,24 @@
  *   stored there) and dispatched in order: a gap is filled, never skipped.
  * Every event dispatched is also appended to the tail window (tail-window.ts),
  * which follows P: a reset at startup, at a gap filled from MongoDB, and at
- * any offset that does not follow the last one.
+ * any offset that does not follow the last one. An event of an account with
+ * no waiter here is appended as its text, unparsed (a read parses it if it
+ * ever reaches it): most events are nobody's on a given pod.
+ *
+ * Dormant: a process that has held no waiter and served no read for
+ * `dormantAfterMs` pauses every partition, so it fetches nothing: fetching is
+ * what a pod pays per event on the topic (each fetch round trip costs far more
+ * than the events it brings), and an unused pod should pay nothing. While
+ * dormant, P does not move and the tail window does not answer (reads go to
+ * MongoDB, as on a pod whose fan-out fell behind). The first reader wakes it
+ * (awake(), which openFeed awaits before it registers): P of every partition
+ * jumps to the log's end offsets, the window and RecentAccounts restart
+ * there, and the partitions resume, as at startup. Jumping P is safe because
+ * no waiter exists while dormant (the jump skips offsets nobody here was
+ * waiting for, and every later reader registers after it).
  */
 import { randomBytes } from 'node:crypto';
-import { decodeEnvelope, toRecord } from '../../../shared/src/eventlog/envelope.js';
+import { decodeEnvelope, peekEnvelopeId, toRecord } from '../../../shared/src/eventlog/envelope.js';
 import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '../../../shared/src/eventlog/kafka.js';
 import { SupervisedConsumer, type ConsumerHealth } from '../../../shared/src/eventlog/supervised-consumer.js';
 import type { Logger } from '../../../shared/src/log.js';
@@ -57,6 +71,8 @@ export interface FanOutOptions {
   wakeSlice?: number;
   /** The recent events kept in memory for readers near the head (default: none kept). */
   tail?: TailWindow;
+  /** Pause every partition after this long with no waiter and no read (0 or absent: never). */
+  dormantAfterMs?: number;
   /**
    * The window answers only while the consumer was heard from within this
    * (default 5 s, at most stallMs): a fan-out that silently stopped would
@@ -90,6 +106,11 @@ export class FanOut {
   private woken = 0;
   /** The next turn, shared: batches of several partitions resuming together still wake one slice per turn. */
   private turn: Promise<void> | null = null;
+  /** Every partition paused (see the header): no waiter, no read for dormantAfterMs. */
+  private sleeping = false;
+  private waking: Promise<void> | null = null;
+  private lastUse = Date.now();
+  private dormancyTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly opts: FanOutOptions) {
     this.recent = new RecentAccounts(opts.recentAccountsPerPartition ?? 20_000);
@@ -119,6 +140,86 @@ export class FanOut {
       await admin.disconnect();
     }
     await this.supervised.start();
+    const after = this.opts.dormantAfterMs ?? 0;
+    if (after > 0) {
+      this.dormancyTimer = setInterval(() => this.maybeSleep(), Math.max(50, Math.min(1000, after / 4)));
+      this.dormancyTimer.unref();
+    }
+  }
+
+  /** Dormant: every partition paused, P not moving, the window not answering. */
+  get dormant(): boolean {
+    return this.sleeping;
+  }
+
+  /** A read was served (or is being): postpones dormancy. */
+  touch(): void {
+    this.lastUse = Date.now();
+  }
+
+  /**
+   * Resolves once the fan-out is not dormant (at once when it is not), P of
+   * every partition then at or past the log's end offsets read after this
+   * call. A reader awaits it before noting P and registering.
+   */
+  awake(): Promise<void> {
+    this.touch();
+    if (!this.sleeping) return Promise.resolve();
+    this.waking ??= this.wake().finally(() => {
+      this.waking = null;
+      this.touch();
+    });
+    return this.waking;
+  }
+
+  private maybeSleep(): void {
+    const consumer = this.supervised.consumer;
+    if (this.opts.registry.size > 0) this.touch(); // dormancy counts from when the last waiter left
+    if (this.sleeping || this.waking || !consumer || this.opts.registry.size > 0) return;
+    if (Date.now() - this.lastUse < (this.opts.dormantAfterMs ?? 0)) return;
+    try {
+      consumer.pause([{ topic: this.opts.topic }]);
+    } catch {
+      return; // not running yet (starting, or being replaced): try again at the next check
+    }
+    this.sleeping = true;
+    this.opts.log.info({ group: this.groupId }, 'fan-out dormant: no reader and no read for a while; every partition paused until one comes');
+  }
+
+  /** P of every partition to max(P, end offset), the window and RecentAccounts restarted there, partitions resumed. */
+  private async wake(): Promise<void> {
+    const { kafka, topic, log } = this.opts;
+    const admin = kafka.admin();
+    let ends: Map<number, bigint>;
+    await admin.connect();
+    try {
+      ends = await endOffsets(admin, topic);
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+    await Promise.all(
+      [...ends].map(([partition, end]) =>
+        this.inLane(partition, async () => {
+          const known = this.positions.get(partition);
+          const at = known !== undefined && known > end ? known : end;
+          this.positions.set(partition, at);
+          this.recent.reset(partition, at);
+          this.tail.reset(partition, at);
+          try {
+            this.supervised.consumer?.seek({ topic, partition, offset: at.toString() });
+          } catch {
+            // Not running yet (being replaced): its start and every join seek each partition to P.
+          }
+        }),
+      ),
+    );
+    this.sleeping = false;
+    try {
+      this.supervised.consumer?.resume([{ topic }]);
+    } catch {
+      // Not running (being replaced): a new consumer starts unpaused.
+    }
+    log.info({ group: this.groupId }, 'fan-out awake: a reader came; every partition resumed at the end of the log');
   }
 
   private async runConsumer(consumer: Consumer): Promise<void> {
@@ -130,6 +231,7 @@ export class FanOut {
     await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: this.opts.lag?.track('fanout', consumer, topic, eachBatch) ?? eachBatch });
     // The first join may have come before run() let seeks in: pin every partition once more.
     for (const [partition, offset] of this.positions) consumer.seek({ topic, partition, offset: offset.toString() });
+    if (this.sleeping) pauseAll(consumer, topic); // a replacement consumer of a dormant fan-out stays paused
     log.info({ group: this.groupId }, 'fan-out started');
   }
 
@@ -151,6 +253,7 @@ export class FanOut {
 
   /** The tail window may answer reads: the consumer is running and was heard from recently (else readers go to MongoDB). */
   tailUsable(): boolean {
+    if (this.sleeping) return false;
     const health = this.supervised.health();
     return health.alive && health.silentMs < Math.min(this.opts.tailSilenceMs ?? 5000, this.opts.stallMs ?? 60_000);
   }
@@ -161,6 +264,7 @@ export class FanOut {
   }
 
   async stop(): Promise<void> {
+    if (this.dormancyTimer) clearInterval(this.dormancyTimer);
     const wasRunning = this.supervised.consumer !== null;
     await this.supervised.stop();
     if (!wasRunning) return;
@@ -190,6 +294,7 @@ export class FanOut {
       const position = this.positions.get(partition);
       if (position !== undefined) consumer.seek({ topic, partition, offset: position.toString() });
     }
+    if (this.sleeping) pauseAll(consumer, topic);
     log.info({ group: this.groupId, partitions: assigned, joins: this.joins }, 'fan-out joined its group; resuming every partition at its own position');
     void this.lowWatermarks()
       .then((lows) => {
@@ -316,7 +421,18 @@ export class FanOut {
     if (account === null) this.recent.reset(partition, offset + 1n); // not keyed by account: it could be anyone's
     else this.recent.note(partition, account, offset);
     const waited = account !== null && registry.hasAccount(account);
-    if (!waited && !this.tail.enabled) return 0;
+    if (!waited) {
+      if (!this.tail.enabled) return 0;
+      // Nobody here waits for it: kept as its text, parsed only if a read reaches it (tail-window.ts).
+      if (account !== null && value) {
+        const text = value.toString('utf8');
+        const id = peekEnvelopeId(text, account);
+        if (id !== null) {
+          this.tail.appendText(partition, offset, account, id, text, value.length);
+          return 0;
+        }
+      }
+    }
     const envelope = decodeEnvelope(value);
     if (!envelope) {
       this.tail.skip(partition, offset); // the materializer stores nothing for it either
@@ -327,5 +443,13 @@ export class FanOut {
     // Under the envelope's account, as the materializer stores it. The waiters and the window share the object.
     this.tail.append(envelope.account_id, event);
     return waited ? registry.dispatch(envelope.account_id, event) : 0;
+  }
+}
+
+function pauseAll(consumer: Consumer, topic: string): void {
+  try {
+    consumer.pause([{ topic }]);
+  } catch {
+    // Not running: it fetches until the next check pauses it (costs, never correctness).
   }
 }

@@ -37,6 +37,8 @@ export interface FeedPorts {
   /** True when this process's tail window holds every event of the partition in (after, before). */
   windowCovers?(partition: number, after: bigint, before: bigint): boolean;
   handoffTimeoutMs: number;
+  /** Resolves once the fan-out moves (it may be dormant: see fanout.ts); awaited before registering. */
+  awake?(): Promise<void>;
 }
 
 interface FeedOptions {
@@ -192,6 +194,14 @@ export class Feed {
  * materializer is behind.
  */
 export async function openFeed(ports: FeedPorts, opts: FeedOptions): Promise<Feed> {
+  // A dormant fan-out moves P past events nobody here waited for when it wakes: register only after that.
+  if (ports.awake) {
+    try {
+      await ports.awake();
+    } catch {
+      throw unavailable('Event history', 2); // Kafka did not give the end offsets: try again shortly
+    }
+  }
   const partition = opts.since?.partition ?? ports.partitionOf(opts.accountId);
   const registeredAt = ports.position(partition);
   const last = registeredAt - 1n;

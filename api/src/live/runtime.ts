@@ -47,7 +47,7 @@ const DEADLINE_RESOLUTION_MS = 25;
 
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
 export interface EventsRuntimeOverrides {
-  fanout?: Partial<Pick<FanOutOptions, 'stallMs' | 'newConsumer' | 'tailSilenceMs' | 'wakeSlice'>>;
+  fanout?: Partial<Pick<FanOutOptions, 'stallMs' | 'newConsumer' | 'tailSilenceMs' | 'wakeSlice' | 'dormantAfterMs'>>;
   materializer?: Partial<Pick<MaterializerOptions, 'stallMs' | 'newConsumer' | 'retentionMs' | 'sweepIntervalMs' | 'retentionGraceMs'>>;
 }
 
@@ -96,6 +96,7 @@ export function createEventsRuntime(
     registry,
     log: logger.child({ component: 'fanout' }),
     lag,
+    dormantAfterMs: config.events.fanoutDormantMs,
     history: {
       waitForWatermark: (partition, offset, timeoutMs) => watermarks.waitFor(partition, offset, timeoutMs),
       readPartition: (partition, from, before, limit) => readPartition(mongo.collections.events, partition, from, before, limit),
@@ -191,5 +192,6 @@ function newFeedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs: num
     windowCovers: (partition, after, before) => events.fanout.tailUsable() && events.tail.covers(partition, after, before),
     nothingAfter: (partition, accountId, after) => events.fanout.recent.nothingAfter(partition, accountId, after),
     handoffTimeoutMs,
+    awake: () => events.fanout.awake(),
   };
 }

@@ -17,14 +17,27 @@
  *   older than the window is simply not covered (the reader goes to MongoDB).
  * - Bounded by events and by bytes per partition. An event is held once: the
  *   partition's queue and the account's queue share the same object.
+ * - An event no local reader was waiting for is kept as its text on the
+ *   topic (appendText) and parsed only when a read reaches it (then kept
+ *   parsed): most events of a busy service are never read on a given pod, and
+ *   parsing each on every pod was most of what a pod without readers spent
+ *   per event. The text's first two keys are checked when it is appended (its
+ *   id, for the duplicate rule below, and its account, the Kafka key); a
+ *   text that then fails to parse as that envelope makes the read return
+ *   null (MongoDB answers instead), so a lazy entry never answers differently
+ *   from the store.
  */
+import { decodeEnvelopeText, toRecord } from '../../../shared/src/eventlog/envelope.js';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { LiveEvent } from './waiters.js';
 
 /**
  * Heap an event is charged: twice its size on the topic (the parsed record's
  * strings and objects) plus this (the entry and its two queue slots).
- * Measured: a 194-byte event holds 545 bytes of heap; charged 548.
+ * Measured: a 194-byte event holds 545 bytes of heap; charged 548. An entry
+ * kept as text (one byte a character for the ASCII JSON of an envelope, plus
+ * the string's header) holds less than a parsed one, and is charged the same:
+ * a read may parse it at any time, and the bound must hold then too.
  */
 const ENTRY_OVERHEAD_BYTES = 160;
 
@@ -41,7 +54,15 @@ interface TailLimits {
 
 interface Entry {
   accountId: string;
-  event: LiveEvent;
+  offset: bigint;
+  /** The event id (the duplicate rule). */
+  id: string;
+  /** The parsed event; null while it is kept as `text`. */
+  event: LiveEvent | null;
+  /** The envelope's JSON as on the topic, until a read parses it. */
+  text: string | null;
+  /** Bytes of the value on the topic (LiveEvent.size). */
+  size: number;
   bytes: number;
 }
 
@@ -86,6 +107,8 @@ interface PartitionTail {
   /** Event ids in the window: a second copy of one (an ingest retry re-produced after a lost ack) is passed over, as the materializer skips ids already stored. */
   ids: Set<string>;
   bytes: number;
+  /** Entries still kept as text (not parsed by a read yet). */
+  texts: number;
 }
 
 interface TailStats {
@@ -93,6 +116,8 @@ interface TailStats {
   events: number;
   bytes: number;
   accounts: number;
+  /** Events kept as their text, not parsed (no read has reached them). */
+  texts: number;
   start: bigint;
   next: bigint;
 }
@@ -123,24 +148,42 @@ export class TailWindow {
   /** Starts the partition's window empty at `next` (nothing covered until events are appended). */
   reset(partition: number, next: bigint): void {
     if (!this.enabled) return;
-    this.partitions.set(partition, { start: next, next, entries: new Queue(), byAccount: new Map(), ids: new Set(), bytes: 0 });
+    this.partitions.set(partition, { start: next, next, entries: new Queue(), byAccount: new Map(), ids: new Set(), bytes: 0, texts: 0 });
   }
 
   /** The fan-out dispatched `event` (at its position) of `accountId`. Out of order resets the window there. */
   append(accountId: string, event: LiveEvent): void {
     if (!this.enabled) return;
     const { partition, offset } = event.position;
+    const size = event.size ?? 0;
+    this.add(partition, { accountId, offset, id: event.record.id, event, text: null, size, bytes: chargedBytes(size) });
+  }
+
+  /**
+   * The fan-out dispatched the envelope at `offset` of `partition` without
+   * parsing it: `text` is its value, whose first keys name event `id` and
+   * `accountId` (peekEnvelopeId); `size` its bytes on the topic. Parsed when
+   * a read first reaches it.
+   */
+  appendText(partition: number, offset: bigint, accountId: string, id: string, text: string, size: number): void {
+    if (!this.enabled) return;
+    this.add(partition, { accountId, offset, id, event: null, text, size, bytes: chargedBytes(size) });
+  }
+
+  private add(partition: number, entry: Entry): void {
+    const { offset } = entry;
     let tail = this.partitions.get(partition);
     if (!tail || tail.next !== offset) {
       this.reset(partition, offset);
       tail = this.partitions.get(partition) as PartitionTail;
     }
-    if (tail.ids.has(event.record.id)) {
+    if (tail.ids.has(entry.id)) {
       tail.next = offset + 1n; // covered, holding nothing: the first copy is the event
       return;
     }
-    tail.ids.add(event.record.id);
-    const entry: Entry = { accountId, event, bytes: chargedBytes(event.size ?? 0) };
+    tail.ids.add(entry.id);
+    const { accountId } = entry;
+    if (entry.text !== null) tail.texts += 1;
     tail.entries.push(entry);
     let own = tail.byAccount.get(accountId);
     if (!own) tail.byAccount.set(accountId, (own = new Queue()));
@@ -175,31 +218,40 @@ export class TailWindow {
       if (this.enabled) this.misses += 1;
       return null;
     }
-    this.hits += 1;
     const own = (this.partitions.get(q.partition) as PartitionTail).byAccount.get(q.accountId);
     const out: LiveEvent[] = [];
-    if (!own || q.limit <= 0) return out;
+    if (!own || q.limit <= 0) {
+      this.hits += 1;
+      return out;
+    }
     // First entry after the cursor (offsets ascend).
     let lo = 0;
     let hi = own.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (own.at(mid).event.position.offset <= q.after) lo = mid + 1;
+      if (own.at(mid).offset <= q.after) lo = mid + 1;
       else hi = mid;
     }
     const types = q.types && q.types.length > 0 ? q.types : null;
     for (let i = lo; i < own.length && out.length < q.limit; i++) {
-      const { event } = own.at(i);
-      if (q.before !== null && event.position.offset >= q.before) break;
+      const entry = own.at(i);
+      if (q.before !== null && entry.offset >= q.before) break;
+      const event = entry.event ?? this.parse(entry, q.partition);
+      if (!event) {
+        // Not the envelope its first keys said: the window cannot vouch for this range.
+        this.misses += 1;
+        return null;
+      }
       if (types && !types.includes(event.record.type)) continue;
       out.push(event);
     }
+    this.hits += 1;
     return out;
   }
 
   /** Size and span of each partition's window. */
   stats(): TailStats[] {
-    return [...this.partitions].map(([partition, t]) => ({ partition, events: t.entries.length, bytes: t.bytes, accounts: t.byAccount.size, start: t.start, next: t.next }));
+    return [...this.partitions].map(([partition, t]) => ({ partition, events: t.entries.length, bytes: t.bytes, accounts: t.byAccount.size, texts: t.texts, start: t.start, next: t.next }));
   }
 
   /** The partition's covered range [start, next), or null when it has no window. */
@@ -208,11 +260,24 @@ export class TailWindow {
     return tail ? { start: tail.start, next: tail.next } : null;
   }
 
+  /** Parses an entry kept as text (and keeps the result); null when the text is not the envelope it was appended as. */
+  private parse(entry: Entry, partition: number): LiveEvent | null {
+    const envelope = entry.text === null ? null : decodeEnvelopeText(entry.text);
+    if (!envelope || envelope.id !== entry.id || envelope.account_id !== entry.accountId) return null;
+    const position = { partition, offset: entry.offset };
+    entry.event = { position, record: toRecord(envelope, position), size: entry.size };
+    entry.text = null;
+    const tail = this.partitions.get(partition);
+    if (tail) tail.texts -= 1;
+    return entry.event;
+  }
+
   private evict(tail: PartitionTail): void {
     const entry = tail.entries.shift() as Entry;
     tail.bytes -= entry.bytes;
-    tail.ids.delete(entry.event.record.id);
-    tail.start = entry.event.position.offset + 1n;
+    tail.ids.delete(entry.id);
+    if (entry.text !== null) tail.texts -= 1;
+    tail.start = entry.offset + 1n;
     const own = tail.byAccount.get(entry.accountId) as Queue<Entry>;
     own.shift(); // offsets ascend in both queues: the account's oldest is this one
     if (own.length === 0) tail.byAccount.delete(entry.accountId);

@@ -18,8 +18,15 @@ import { GENEROUS_LIMITS } from './limits.js';
  */
 const FAST_HASHING: Record<string, string> = { PASSWORD_SCRYPT_N: '16384', PASSWORD_HASH_CONCURRENCY: '4', PASSWORD_HASH_QUEUE: '100000' };
 
+/**
+ * Test pods never go dormant unless a test asks (events-fanout-dormant.test.ts): a test that waits
+ * 30 s on a slow store without reading from a pod, then expects its fan-out to have moved, would
+ * otherwise depend on the machine's speed.
+ */
+const NEVER_DORMANT: Record<string, string> = { FANOUT_DORMANT_MS: '0' };
+
 export function testApiConfig(overrides: Record<string, string> = {}): ApiConfig {
-  return loadApiConfig(baseTestEnv({ ...GENEROUS_LIMITS, ...FAST_HASHING, ...overrides }));
+  return loadApiConfig(baseTestEnv({ ...GENEROUS_LIMITS, ...FAST_HASHING, ...NEVER_DORMANT, ...overrides }));
 }
 
 /** Starts an API process in-process on a free port; closed when the run ends (or earlier by the test). */

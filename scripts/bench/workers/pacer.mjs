@@ -1,5 +1,5 @@
-// Steady ingest: `rate` single-event requests per second (spread over a 5 ms
-// tick), round-robin over the given accounts. Each event carries its send time
+// Steady ingest: `rate` events per second (spread over a 5 ms tick), one per
+// request or `batch` per request, round-robin over the given accounts. Each event carries its send time
 // in data.t; the worker keeps (id, sent, acknowledged) of every event.
 import http from 'node:http';
 import { serve } from './serve.mjs';
@@ -33,7 +33,7 @@ function event(account, seq, t, extra) {
 }
 
 /** Starts sending; `seconds` of steady load, then stops by itself. */
-function start({ url, token, rate, seconds, accounts, extra = {} }) {
+function start({ url, token, rate, seconds, accounts, extra = {}, batch = 1 }) {
   const target = `${url}/internal/v1/events`;
   const begin = now();
   const s = { sent: 0, acks: [], errors: 0, inFlight: 0, done: null };
@@ -52,21 +52,22 @@ function start({ url, token, rate, seconds, accounts, extra = {} }) {
         }, 5);
         return;
       }
-      const due = Math.floor(elapsed * rate) - s.sent;
-      for (let i = 0; i < due; i++) {
-        const account = accounts[seq % accounts.length];
+      const due = Math.floor((elapsed * rate) / batch) * batch - s.sent;
+      for (let i = 0; i < due; i += batch) {
         const t = now();
-        const n = seq++;
-        s.sent++;
+        const events = [];
+        for (let j = 0; j < batch; j++) events.push(event(accounts[seq % accounts.length], seq++, t, extra));
+        s.sent += batch;
         s.inFlight++;
-        post(target, token, JSON.stringify(event(account, n, t, extra))).then(
-          (body) => {
+        const body = batch === 1 ? JSON.stringify(events[0]) : JSON.stringify({ events });
+        post(target, token, body).then(
+          (res) => {
             s.inFlight--;
-            s.acks.push([body.events[0].id, t, now(), account]);
+            for (const [j, e] of res.events.entries()) s.acks.push([e.id, t, now(), events[j].account_id]);
           },
           () => {
             s.inFlight--;
-            s.errors++;
+            s.errors += batch;
           },
         );
       }

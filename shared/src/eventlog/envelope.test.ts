@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { decodeCursor } from '../cursor.js';
-import { buildEnvelope, checkEventData, decodeEnvelope, docToRecord, encodeEnvelope, newEventId, toEventDoc, toRecord } from './envelope.js';
+import { buildEnvelope, checkEventData, decodeEnvelope, decodeEnvelopeText, docToRecord, encodeEnvelope, newEventId, peekEnvelopeId, toEventDoc, toRecord } from './envelope.js';
 import { assignPositions } from './event-log.js';
 import { partitionForKey } from './kafka.js';
 
@@ -61,6 +61,37 @@ describe('event envelope', () => {
     expect(checkEventData(arrays)).to.match(/nested deeper than 32|array directly inside an array/);
     expect(checkEventData(JSON.parse(`{"a":${'[{"b":'.repeat(depth)}1${'}]'.repeat(depth)}}`))).to.match(/nested deeper than 32/);
     expect(checkEventData(objects)).to.match(/nested deeper than 32/);
+  });
+});
+
+describe('peekEnvelopeId (the id of an envelope without parsing it)', () => {
+  const envelope = buildEnvelope({ account_id: 'usr_abc', type: 'call.started', data: { text: 'a "quoted" \\ text', n: 1 } }, new Date('2026-01-01T00:00:00Z'));
+  const text = encodeEnvelope(envelope).toString('utf8');
+
+  it('reads the id of every envelope encodeEnvelope writes, when its account is the one named', () => {
+    expect(peekEnvelopeId(text, 'usr_abc')).to.equal(envelope.id);
+    expect(decodeEnvelopeText(text)).to.deep.equal(envelope);
+    const withOptional = buildEnvelope({ account_id: 'usr_abc', type: 'webhook.ping', data: {}, occurred_at: '2026-01-01T00:00:00Z', target_subscription_id: 'sub_1' }, new Date());
+    expect(peekEnvelopeId(encodeEnvelope(withOptional).toString('utf8'), 'usr_abc')).to.equal(withOptional.id);
+  });
+
+  it('says null for another account (a key that is not the envelope\'s account), or a prefix of it', () => {
+    expect(peekEnvelopeId(text, 'usr_ab')).to.equal(null);
+    expect(peekEnvelopeId(text, 'usr_abcd')).to.equal(null);
+    expect(peekEnvelopeId(text, 'other')).to.equal(null);
+  });
+
+  it('says null for any text that does not start the way encodeEnvelope writes (parse it whole instead)', () => {
+    for (const other of [
+      '',
+      'not json',
+      '{"account_id":"usr_abc","id":"evt_1","type":"call.started"}',
+      '{"id":"","account_id":"usr_abc","type":"call.started"}',
+      '{"id":"evt_\\"x","account_id":"usr_abc","type":"call.started"}',
+      '{"id": "evt_1","account_id":"usr_abc","type":"call.started"}',
+      '{"id":"evt_1","account_id":"usr_abc"}',
+      '{"id":"evt_1"',
+    ]) expect(peekEnvelopeId(other, 'usr_abc'), other).to.equal(null);
   });
 });
 

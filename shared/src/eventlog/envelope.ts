@@ -103,10 +103,14 @@ export function encodeEnvelope(envelope: EventEnvelope): Buffer {
 
 /** Parses a message value; null when it is not an envelope this service wrote. */
 export function decodeEnvelope(value: Buffer | null): EventEnvelope | null {
-  if (!value) return null;
+  return value ? decodeEnvelopeText(value.toString('utf8')) : null;
+}
+
+/** decodeEnvelope of the value's text. */
+export function decodeEnvelopeText(text: string): EventEnvelope | null {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(value.toString('utf8'));
+    parsed = JSON.parse(text);
   } catch {
     return null;
   }
@@ -122,6 +126,25 @@ export function decodeEnvelope(value: Buffer | null): EventEnvelope | null {
     !Array.isArray(e.data) &&
     (e.occurred_at === undefined || typeof e.occurred_at === 'string');
   return ok ? (e as EventEnvelope) : null;
+}
+
+const ID_PREFIX = '{"id":"';
+
+/**
+ * The event id of an envelope's text, read without parsing it, when the text
+ * starts the way encodeEnvelope writes every envelope (`{"id":"<id>",
+ * "account_id":<accountId as JSON>,`: buildEnvelope's first two keys) and
+ * names `accountId`; null otherwise (parse it whole to know what it is).
+ * It says nothing about the rest: decodeEnvelopeText may still refuse the text.
+ */
+export function peekEnvelopeId(text: string, accountId: string): string | null {
+  if (!text.startsWith(ID_PREFIX)) return null;
+  const end = text.indexOf('"', ID_PREFIX.length);
+  if (end <= ID_PREFIX.length) return null;
+  const id = text.slice(ID_PREFIX.length, end);
+  // An escape in the id (the quote found may be an escaped one): not worth reading here.
+  if (id.includes('\\')) return null;
+  return text.startsWith(`,"account_id":${JSON.stringify(accountId)},`, end + 1) ? id : null;
 }
 
 /** The record every read path returns; one key order everywhere. */

@@ -66,6 +66,8 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
     limit: q.limit ?? LIST_DEFAULT_LIMIT,
   };
   const deadline = Date.now() + deps.config.events.handoffTimeoutMs;
+  // A dormant fan-out wakes for the next reads; this one needs neither it nor its window (MongoDB answers).
+  void deps.events.fanout.awake().catch((err: unknown) => deps.log.warn({ err }, 'the fan-out could not wake'));
   const head = await headOf(deps, read.partition, deadline);
   let again = false;
   for (;;) {
