@@ -12,7 +12,7 @@ import { createAccount } from './support/accounts.js';
 import { eventually, ingest } from './support/events.js';
 
 /**
- * The event topic as the deployment first knew it (issue 14, items 7 and 8):
+ * The event topic as the deployment first knew it:
  * its partition count is enforced, and the watermarks belong to one life of
  * the topic (its Kafka topic id).
  */

@@ -13,7 +13,7 @@ import { eventually, ingest } from './support/events.js';
  * An event MongoDB refuses (put on the topic without ingest's checks, as a
  * producer of an older version or a bug would) must not stall its partition:
  * it is dead-lettered, readers get a stand-in marked data_unavailable, and
- * the events after it are served (issue 14, item 6).
+ * the events after it are served.
  */
 describe('a poison event on the log', function () {
   this.timeout(120_000);

@@ -30,7 +30,7 @@ async function readAll(base: string, account: TestAccount, expected: string[]) {
   }, 60_000, 250);
 }
 
-/** Ingest idempotency (issue 14, item 3). */
+/** Ingest idempotency. */
 describe('ingest idempotency keys', function () {
   this.timeout(120_000);
 

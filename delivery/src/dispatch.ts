@@ -585,7 +585,7 @@ export function signingSecrets(box: Pick<SecretBox, 'open'>, sub: WebhookDoc, at
 /**
  * SecretBox.open remembered per (sealed value, subscription): one AES-GCM
  * decryption per secret instead of one per attempt (~3% of a healthy
- * delivery's CPU in issue 16's profile). A rotation stores a new sealed value,
+ * delivery's CPU in a profile). A rotation stores a new sealed value,
  * so the next attempt opens (and signs with) the new secret; a value that
  * does not open is never remembered and throws each time.
  */

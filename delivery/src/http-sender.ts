@@ -275,7 +275,7 @@ type Round = { kind: 'response'; status: number; headers: Record<string, string 
 export function createSender(opts: SenderOptions): Sender {
   // An extra CA goes into ONE secure context shared by every connection: built per
   // connection, Node parsed the ~140 root certificates each time (60% of this process's
-  // CPU in the bench, session 4).
+  // CPU in the bench).
   const secureContext = opts.caPem ? createSecureContext({ ca: [...rootCertificates, opts.caPem] }) : undefined;
 
   // The addresses each name last resolved to for a send, every one of them allowed. A new

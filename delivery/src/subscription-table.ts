@@ -8,7 +8,7 @@
  * most MAX_LOADS_IN_FLIGHT at once): when loads ran one after another with a
  * pause between, a load slowed to ~400 ms by a busy store left the table too
  * old for sends (SEND_READ_MAX_AGE_MS) a third of the time, and every send
- * then waited for a store read (issue 16's profile: up to 700 such reads a
+ * then waited for a store read (a profile of the delivery process: up to 700 such reads a
  * second in a 4,000-delivery burst). For the latest-started completed load the table remembers when
  * it STARTED, on the wall clock (`loadedFrom`, compared with events'
  * `created_at`) and on the monotonic clock (compared with the send fence):

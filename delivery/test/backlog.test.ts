@@ -1,5 +1,5 @@
 /**
- * Large and stuck backlogs (issue 14, items 11 and 13), each in a topic and
+ * Large and stuck backlogs, each in a topic and
  * database of its own:
  * - one account with 50 `["*"]` subscriptions turns a batch of events into
  *   tens of thousands of deliveries: the consumer keeps its group membership

@@ -1,5 +1,5 @@
 /**
- * Delivery guarantees of issue 14 against real Kafka, the real Mongo server
+ * Delivery guarantees against real Kafka, the real Mongo server
  * and a real HTTPS receiver: a deleted subscription gets nothing once its
  * DELETE has returned, a subscription gets no event older than itself, a new
  * delivery group starts at the end of the log, and permanent failures are

@@ -1,5 +1,5 @@
 /**
- * Duplicates after a restart (issue 16): a slow subscription holds its
+ * Duplicates after a restart: a slow subscription holds its
  * partition's committed offset back, so everything read above it is read
  * again by the next owner. What the partition's other subscriptions finished
  * above the commit is listed in the partition's progress document, and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench`: runs every scenario of issue 7 against locally started
+// `npm run bench`: runs every scenario against locally started
 // services (scripts/infra), each figure the median of several runs beside a
 // reference limit measured in the same run, prints a table and writes
 // bench/results.json (a full run) or bench/last-run.tmp (--quick / --only).

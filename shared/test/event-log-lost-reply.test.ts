@@ -40,7 +40,7 @@ function proxiedEventLog(label: string, opts: { requestTimeout: number; produceT
 /**
  * The broker appends a batch, its reply is lost, and every retry's reply is
  * lost too: the send fails. The events after it must still be written under
- * the positions the producer acknowledges (issue 14, item 2).
+ * the positions the producer acknowledges.
  */
 describe('event log after a send whose reply was lost', function () {
   this.timeout(120_000);

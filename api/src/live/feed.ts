@@ -76,7 +76,7 @@ export class Feed {
   /**
    * The next event: stored ones first, then live; null on timeout, abort or close.
    * Not an async function: a reader waiting for a live event holds only the
-   * waiter's promise, not a suspended frame of this too (issue 15).
+   * waiter's promise, not a suspended frame of this too.
    */
   next(timeoutMs: number, signal?: AbortSignal): Promise<LiveEvent | null> {
     if (!this.replayDone && this.buffer.length === 0) return this.readPage().then(() => this.afterReplayRead(timeoutMs, signal));

@@ -78,7 +78,7 @@ describe('fault: the store freezes while delivery attempts are being recorded', 
     await receiver.waitFor(path, 20, 60_000);
     await db.until(async () => freezing !== null, 5000, 'freeze started');
     await freezing;
-    // A fresh delivery that succeeds leaves only its attempt record (issue 16): every delivery has a recorded success.
+    // A fresh delivery that succeeds leaves only its attempt record: every delivery has a recorded success.
     let succeeded = 0;
     await db
       .until(async () => (succeeded = (await db.collection('delivery_attempts').distinct('delivery_id', { subscription_id: sub._id, outcome: 'ok' })).length) === EVENTS, 90_000, 'every delivery succeeded')

@@ -2,7 +2,7 @@
  * Producers retry with an idempotency key while the broker hangs (SIGSTOP,
  * so appended batches lose their replies) and then is stopped and started,
  * with batches that take two Kafka sends (so a request can fail part-way).
- * Promise (issue 14, items 2 and 3): every batch is eventually acknowledged,
+ * Promise: every batch is eventually acknowledged,
  * and every event is stored exactly once under the id its producer was given:
  * no event is lost, none doubled, none stored under an id nobody was given,
  * however many attempts a batch took and however much of a failed attempt

@@ -71,7 +71,7 @@ export async function run(ctx) {
     bySize.push({ size, fillSeconds: filled.seconds, firstPageMs, pages: median(runs.map((x) => x.rps)), p50: median(runs.map((x) => x.p50)), p99: median(runs.map((x) => x.p99)), driver: median(runs.map((x) => x.driver)), plan: plan.summary, runs });
   }
   await Promise.all([cannon.stop(), raw.stop()]);
-  // Scenario 2 again, now with the largest history in the store (issue 15: the cost of a
+  // Scenario 2 again, now with the largest history in the store (the cost of a
   // request must not grow with the size of the store), on accounts of other partitions
   // (the fill moved partition p's watermark past offsets Kafka has not written).
   const visibility = await visibilityWithHistory(ctx, api, p, stored);

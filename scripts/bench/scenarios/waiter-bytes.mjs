@@ -1,4 +1,4 @@
-// Bytes per held reader (issue 15): heap held by one API process per waiting
+// Bytes per held reader: heap held by one API process per waiting
 // long-poll and per open SSE stream, each kind measured alone, after a full
 // garbage collection before and after opening them (so churn and GC headroom,
 // which RSS in scenario 4 includes, do not count). Part of a full run; alone:

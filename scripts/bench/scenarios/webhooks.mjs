@@ -29,7 +29,7 @@ const CONCURRENCY = 256; // WEBHOOK_CONCURRENCY's default, also the reference cl
 const RETRY_SUBS = 20; // 5e: subscriptions on the flaky receiver, one per account
 const ORIGIN_SUBS = 20; // 5g: subscriptions on one origin, one per account
 const ORIGIN_HANGING = 4; // of ORIGIN_SUBS: 20%
-const LOW_RATE = 100; // events/s of the latency phases (issue 16: p50/p99 at 100 and 1,000 events/s)
+const LOW_RATE = 100; // events/s of the latency phases (p50/p99 at 100 and 1,000 events/s)
 const HIGH_RATE = 1000;
 
 export async function run(ctx) {

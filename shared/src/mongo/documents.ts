@@ -108,7 +108,7 @@ export interface EventPageDoc {
   count?: number;
   /**
    * The events, packed: the BSON of `{events: EventDoc[]}` as one binary value
-   * (pages written since issue 15's read work). FerretDB converts every nested
+   * (as every page is written now; older pages may hold them nested). FerretDB converts every nested
    * field of a document on each read (a page of 100 nested events cost ~13 ms
    * to fetch, packed ~3 ms); the reader unpacks it in ~0.3 ms.
    */
