@@ -103,7 +103,7 @@ function readResults(file) {
   return r;
 }
 
-// The whole suite runs in lanes, mocha processes side by side (TEST_LANES, default 3). The fault
+// The whole suite runs in lanes, mocha processes side by side (TEST_LANES, default 4). The fault
 // tests (real processes killed and frozen, on a private Kafka + FerretDB of their own, so they
 // share nothing with the rest) open the first lane; the unit and integration files are spread
 // over every lane, longest first to the lane that would end first, by the files' times in
@@ -111,14 +111,14 @@ function readResults(file) {
 // the suite changes shape; a file it does not know counts DEFAULT_FILE_MS). Each lane has a run
 // id of its own (so its own topic and databases). The second lane's output is shown as it runs,
 // the others' when they end. Most of the suite waits (on fences, retries, group joins, receivers),
-// so three lanes on 2 cores end sooner than two without starving the fault tests' timings.
+// so four lanes on 2 cores end sooner than two without starving the fault tests' timings.
 // `--quick` leaves the fault tests out. TEST_SERIAL=1 runs everything in one process, as files
 // named on the command line (`npm test -- api/test/x.test.ts`, which replace the default set) and
 // the other modes always do. AFTER_FAULTS run in the first lane, after the fault tests: the deploy
 // test waits there for a Compose build that npm test may have started in the background.
 const AFTER_FAULTS = ['api/test/deploy.test.ts'];
 const DEFAULT_FILE_MS = 15_000;
-const lanesWanted = Math.max(1, Number(process.env.TEST_LANES ?? 3) || 3);
+const lanesWanted = Math.max(1, Number(process.env.TEST_LANES ?? 4) || 4);
 const split = named.length === 0 && specs === DEFAULT_SPECS && !mode.has('--unit') && process.env.TEST_SERIAL !== '1' && (mode.has('--quick') || specs.includes(FAULTS[0]));
 let code;
 const parts = [];
