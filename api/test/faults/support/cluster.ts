@@ -145,7 +145,11 @@ export async function ingestRaw(base: string, events: { account_id: string; type
 
 /** A poll answered other than 200. */
 class PollError extends Error {
-  constructor(readonly status: number, body: unknown) {
+  constructor(
+    readonly status: number,
+    body: unknown,
+    readonly retryAfter: string | null,
+  ) {
     super(`polling answered ${status}: ${JSON.stringify(body)}`);
   }
 }
@@ -157,7 +161,7 @@ export async function pollAll(base: string, apiKey: string): Promise<{ id: strin
   for (;;) {
     const query: string = since ? `?limit=500&since=${encodeURIComponent(since)}` : '?limit=500';
     const res = await call(base, 'GET', `/api/v1/events${query}`, { headers: { authorization: `Bearer ${apiKey}` } });
-    if (res.status !== 200) throw new PollError(res.status, res.body);
+    if (res.status !== 200) throw new PollError(res.status, res.body, res.headers.get('retry-after'));
     all.push(...res.body.events);
     if (res.body.events.length === 0) return all;
     since = res.body.cursor;
@@ -187,6 +191,25 @@ export async function pollAllWhenReady(base: string, apiKey: string, timeoutMs: 
 function notYet(err: unknown): undefined {
   if (err instanceof PollError && err.status === 503) return undefined;
   throw err;
+}
+
+/** A poll answered 503: when, and the Retry-After it carried. */
+export interface PollRefusal {
+  at: number;
+  retryAfter: string | null;
+}
+
+/** pollAll, or undefined when a poll answered 503 (noted in `refusals`); throws on any other non-200. */
+export async function pollAllOrRefused(base: string, apiKey: string, refusals: PollRefusal[]): Promise<Awaited<ReturnType<typeof pollAll>> | undefined> {
+  try {
+    return await pollAll(base, apiKey);
+  } catch (err) {
+    if (err instanceof PollError && err.status === 503) {
+      refusals.push({ at: Date.now(), retryAfter: err.retryAfter });
+      return undefined;
+    }
+    throw err;
+  }
 }
 
 /**
