@@ -58,6 +58,11 @@ describe('delivery backlogs', function () {
       // waiting their turn, a slow poll spares the test server a scan of the deliveries every 200 ms.
       WEBHOOK_LEASE_MS: '600000',
       WEBHOOK_POLL_INTERVAL_MS: '5000',
+      // The receiver runs in this process, and 50 subscriptions each get connections of their own:
+      // at 256 attempts in flight both ends of as many TLS handshakes share one thread, and on a
+      // loaded machine some took over 4 s (timeouts given up after 1s,1s,1s). 128 in flight is the
+      // connection count this test ran with when subscriptions shared an origin's pool.
+      WEBHOOK_CONCURRENCY: '128',
     });
     const worker = await startTestDelivery(env);
     await waitForGroup(env);
