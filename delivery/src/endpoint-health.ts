@@ -140,6 +140,11 @@ export class EndpointHealth {
       start = failed ? Math.max(failed.at.getTime(), floor) : now;
     }
     if (start + this.periodMs > now) return this.later(id, start + this.periodMs);
+    // The failures must span the period themselves: the clock at this check is not evidence. A
+    // status write that came late (a loaded process or store) would otherwise disable an endpoint
+    // last tried before the period was over, which may have answered the next attempt.
+    const last = await attempts.find({ subscription_id: id, at: { $gte: new Date(start) } }, { projection: { at: 1, outcome: 1 } }).sort({ at: -1 }).limit(1).next();
+    if (!last || last.outcome === 'ok' || last.at.getTime() < start + this.periodMs) return this.later(id, start + this.periodMs);
     const at = new Date(now);
     // The same write as PATCH enabled:false (plus why and since when); every process's pre-send read sees it.
     // Only the endpoint judged: a PATCH of the URL meanwhile leaves it enabled.
