@@ -49,7 +49,7 @@ describe('delivery backlogs', function () {
     const SUBS = 50;
     const EVENTS = Number(process.env.BIG_BATCH_EVENTS ?? (FULL ? 5000 : 60));
     const total = SUBS * EVENTS;
-    this.timeout(120_000 + total * 20);
+    this.timeout(120_000 + total * 60);
     const base = deliveryTestEnv(receiver.caFile);
     const env = deliveryTestEnv(receiver.caFile, {
       EVENTS_TOPIC: `${base.EVENTS_TOPIC}-${uniqueName('big')}`,
@@ -82,7 +82,9 @@ describe('delivery backlogs', function () {
     const distinct = (): number => new Set(receiver.received().filter((r) => r.path.startsWith('/big-')).map((r) => r.headers['x-service-delivery'])).size;
     const progress = setInterval(() => console.log(`      ${distinct()}/${total} deliveries, ${joins} rejoins (dispatcher: ${worker.dispatcher.load} held, ${worker.dispatcher.inFlight} sending)`), 30_000);
     try {
-      await db.until(async () => distinct() >= total, total * 20, `all ${total} deliveries`);
+      // 60 ms a delivery: npm test runs this beside three other lanes on 2 cores, where it took
+      // more than 20 ms a delivery (2,386 of 3,000 delivered when 60 s ran out, still going).
+      await db.until(async () => distinct() >= total, total * 60, `all ${total} deliveries`);
     } finally {
       clearInterval(progress);
     }
