@@ -108,13 +108,15 @@ describe('endpoint health: disabling a failing subscription', function () {
 
   it('does not disable a subscription that fails longer than the period in all but succeeds once within it', async () => {
     const account = newAccountId();
-    // From the publish (db.subscribe returns a second after storing, as the API's create does).
     let t0 = Infinity;
     let succeeded = false;
     const failedAt: number[] = [];
     // Failing for 1.8 s, one success, failing until 3.6 s, then healthy: failures over more than
     // the 2 s period in all, never 2 s without a success.
     const flaky: Behaviour = () => {
+      // Timed from the first attempt: on a loaded machine the first one may come a second or more
+      // after the publish, and the pattern (not the machine) is what the test is about.
+      if (t0 === Infinity) t0 = Date.now();
       const elapsed = Date.now() - t0;
       if (elapsed >= 1800 && !succeeded) {
         succeeded = true;
@@ -128,7 +130,6 @@ describe('endpoint health: disabling a failing subscription', function () {
     const sub = await db.subscribe(account, receiver.url('/flaky'), ['*']);
     const a = envelope(account, 'call.started');
     const b = envelope(account, 'call.ended');
-    t0 = Date.now();
     await log.publish([a, b]);
     await until(
       async () => Promise.all([a, b].map((e) => db.collection('deliveries').findOne({ _id: deliveryId(e.id, sub._id) }))),
