@@ -1,42 +1,18 @@
 import { expect } from 'chai';
-import type { Consumer, EachBatchPayload } from 'kafkajs';
+import type { Consumer } from 'kafkajs';
 import { decodeCursor } from '../../shared/src/cursor.js';
 import { createConsumer } from '../../shared/src/eventlog/kafka.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
-import { createDeps } from '../src/deps.js';
 import type { EventsRuntimeOverrides } from '../src/live/runtime.js';
-import { startApi, type RunningApi } from '../src/server.js';
+import type { RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';
-import { call, testApiConfig } from './support/api.js';
+import { call } from './support/api.js';
+import { startHeldApi, type MaterializerGate } from './support/held-api.js';
 import { eventually, ingest, sleep, type IngestedEvent } from './support/events.js';
 
 /** While `held`, every materializer batch of the pods below waits (heartbeating) before it is written. */
-const gate = { held: false };
-
-function holdingConsumer(consumer: Consumer): Consumer {
-  const run = consumer.run.bind(consumer);
-  consumer.run = (config) =>
-    run({
-      ...config,
-      eachBatch: async (payload: EachBatchPayload) => {
-        while (gate.held && payload.isRunning() && !payload.isStale()) {
-          await sleep(50);
-          await payload.heartbeat().catch(() => undefined);
-        }
-        await config!.eachBatch!(payload);
-      },
-    });
-  return consumer;
-}
-
-async function pod(overrides: Record<string, string>, fanout: EventsRuntimeOverrides['fanout'] = {}): Promise<RunningApi> {
-  const config = testApiConfig(overrides);
-  const deps = createDeps(config, { events: { fanout, materializer: { newConsumer: (kafka, groupId) => holdingConsumer(createConsumer(kafka, groupId)) } } });
-  const api = await startApi(config, { deps });
-  atRunEnd(() => api.close());
-  return api;
-}
+const gate: MaterializerGate = { held: false };
+const pod = (overrides: Record<string, string>, fanout: EventsRuntimeOverrides['fanout'] = {}): Promise<RunningApi> => startHeldApi(gate, overrides, fanout);
 
 /** A fan-out consumer that joins nothing and dispatches nothing: the pod's fan-out stays where it started. */
 const deafFanout: EventsRuntimeOverrides['fanout'] = {

@@ -1,47 +1,19 @@
 import { expect } from 'chai';
 import { decodeCursor } from '../../shared/src/cursor.js';
-import type { Consumer, EachBatchPayload } from 'kafkajs';
+import type { Consumer } from 'kafkajs';
 import { createConsumer } from '../../shared/src/eventlog/kafka.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
-import { createDeps } from '../src/deps.js';
 import type { EventsRuntimeOverrides } from '../src/live/runtime.js';
-import { startApi, type RunningApi } from '../src/server.js';
+import type { RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';
-import { call, testApiConfig } from './support/api.js';
+import { call } from './support/api.js';
+import { startHeldApi, type MaterializerGate } from './support/held-api.js';
 import { eventually, ingest, sleep, type IngestedEvent } from './support/events.js';
 import { StreamClient } from './support/sse.js';
 
-/**
- * Holds every materializer batch of the pods built with `heldApi` while `held`:
- * the batch waits (heartbeating) before it is written, so nothing more
- * reaches MongoDB until released.
- */
-const gate = { held: false };
-
-function holdingConsumer(consumer: Consumer): Consumer {
-  const run = consumer.run.bind(consumer);
-  consumer.run = (config) =>
-    run({
-      ...config,
-      eachBatch: async (payload: EachBatchPayload) => {
-        while (gate.held && payload.isRunning() && !payload.isStale()) {
-          await sleep(50);
-          await payload.heartbeat().catch(() => undefined);
-        }
-        await config!.eachBatch!(payload);
-      },
-    });
-  return consumer;
-}
-
-async function heldApi(overrides: Record<string, string>, fanout: EventsRuntimeOverrides['fanout'] = {}): Promise<RunningApi> {
-  const config = testApiConfig(overrides);
-  const deps = createDeps(config, { events: { fanout, materializer: { newConsumer: (kafka, groupId) => holdingConsumer(createConsumer(kafka, groupId)) } } });
-  const api = await startApi(config, { deps });
-  atRunEnd(() => api.close());
-  return api;
-}
+/** While `held`, every materializer batch of the pods below waits (heartbeating) before it is written. */
+const gate: MaterializerGate = { held: false };
+const heldApi = (overrides: Record<string, string>, fanout: EventsRuntimeOverrides['fanout'] = {}): Promise<RunningApi> => startHeldApi(gate, overrides, fanout);
 
 /**
  * The tail window (docs/architecture.md, "Hot paths"): reads whose cursor the
