@@ -57,6 +57,7 @@ import { Binary, BSON, type Collection } from 'mongodb';
 import type { EventType } from '../../../shared/src/eventlog/types.js';
 import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
 import type { PageCache } from './page-cache.js';
+import { isDuplicateKey } from '../../../shared/src/mongo/index.js';
 
 export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
 type PageWrite = EventPageDoc | EventPageHeadDoc | EventPageDirDoc | JournalDoc;
@@ -354,7 +355,7 @@ export class PageWriter {
         await this.pages.insertOne({ _id: claimId(topicId, partition, epoch), fence: 'claimed', at: new Date() } as never);
         break;
       } catch (err) {
-        if ((err as { code?: unknown }).code !== 11000) throw err;
+        if (!isDuplicateKey(err)) throw err;
         epoch += 1;
       }
     }

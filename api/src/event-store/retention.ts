@@ -28,6 +28,7 @@
 import type { Collection } from 'mongodb';
 import type { EventDoc } from '../../../shared/src/mongo/documents.js';
 import { dirId, journalContents, journalId, pageId, type JournalDoc, type PagesCollection } from './pages.js';
+import { isDuplicateKey } from '../../../shared/src/mongo/index.js';
 
 /** A partition's retention floor and deletion cursor. */
 interface FloorDoc {
@@ -86,7 +87,7 @@ export async function ensureFloor(pages: PagesCollection, topicId: string, parti
   try {
     await floors.insertOne(doc);
   } catch (err) {
-    if ((err as { code?: unknown }).code !== 11000) throw err; // another writer made it
+    if (!isDuplicateKey(err)) throw err; // another writer made it
   }
 }
 

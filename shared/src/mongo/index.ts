@@ -40,6 +40,7 @@ import { watchSlowCommands } from './slow-log.js';
 import { MonitorWatchdog } from './watchdog.js';
 
 export * from './documents.js';
+export { isDuplicateKey } from './errors.js';
 
 export const COLLECTION_NAMES = {
   users: 'users',

@@ -31,15 +31,15 @@
  * - The same key with another body is refused (409).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { MongoServerError, type Collection } from 'mongodb';
+import type { Collection } from 'mongodb';
 import { AppError } from '../../../../shared/src/errors/index.js';
 import { newEventId } from '../../../../shared/src/eventlog/envelope.js';
 import { runPeriodically } from '../../../../shared/src/periodic.js';
 import type { IngestKeyDoc, IngestKeyStepDoc } from '../../../../shared/src/mongo/documents.js';
+import { isDuplicateKey } from '../../../../shared/src/mongo/index.js';
 
 const KEY_TTL_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;
-const DUPLICATE_KEY = 11000;
 /** How long after the first process with per-account event keys started an event key of the earlier format may still be read: its 24 h, and an hour for the rolling deploy. */
 const LEGACY_WINDOW_MS = KEY_TTL_MS + 60 * 60 * 1000;
 const LEGACY_MARKER = 'format:event-keys-per-account';
@@ -115,7 +115,7 @@ function legacyUntil(keys: Collection<IngestKeyDoc>, now: Date): Promise<number>
         await markers.insertOne({ _id: LEGACY_MARKER, since: now, expires_at: new Date(8.64e15) });
         return now.getTime() + LEGACY_WINDOW_MS;
       } catch (err) {
-        if (!(err instanceof MongoServerError && err.code === DUPLICATE_KEY)) throw err;
+        if (!isDuplicateKey(err)) throw err;
       }
       const marker = await markers.findOne({ _id: LEGACY_MARKER });
       return (marker?.since ?? now).getTime() + LEGACY_WINDOW_MS;
@@ -181,7 +181,7 @@ export class IdempotencyKeys {
       await this.steps.insertOne({ _id: `${r.steps}:${r.step + 1}`, kind, attempt: null, lease_until: null, cursors, expires_at: r.expiresAt });
       return true;
     } catch (err) {
-      if (err instanceof MongoServerError && err.code === DUPLICATE_KEY) return false;
+      if (isDuplicateKey(err)) return false;
       throw err;
     }
   }
@@ -212,7 +212,7 @@ export class IdempotencyKeys {
         await this.keys.insertOne(fresh);
         return { state: 'reserved', claim, steps: stepsOf(fresh), attempt, step: 0, leaseUntil: lease, expiresAt: fresh.expires_at, ids: fresh.ids, createdAt: fresh.created_at };
       } catch (err) {
-        if (!(err instanceof MongoServerError && err.code === DUPLICATE_KEY)) throw err;
+        if (!isDuplicateKey(err)) throw err;
       }
       const existing = await this.keys.findOne({ _id: claim._id });
       if (!existing) continue; // expired and removed meanwhile
@@ -232,7 +232,7 @@ export class IdempotencyKeys {
         await this.steps.insertOne({ _id: `${steps}:${step}`, kind: 'attempt', attempt, lease_until: lease, cursors: null, expires_at: existing.expires_at });
         return { state: 'reserved', claim, steps, attempt, step, leaseUntil: lease, expiresAt: existing.expires_at, ids: existing.ids, createdAt: existing.created_at };
       } catch (err) {
-        if (!(err instanceof MongoServerError && err.code === DUPLICATE_KEY)) throw err;
+        if (!isDuplicateKey(err)) throw err;
       }
       // Another step came first (a retry's takeover, or the outcome): look again.
     }

@@ -12,11 +12,12 @@
  * the subscription's host.
  */
 import { randomBytes } from 'node:crypto';
-import { MongoServerError, type Collection } from 'mongodb';
+import type { Collection } from 'mongodb';
 import { AppError } from '../../../../shared/src/errors/index.js';
 import { insertDeliveries } from '../../../../shared/src/mongo/delivery-queue.js';
 import type { DeliveryDoc, DeliveryTrigger } from '../../../../shared/src/mongo/index.js';
 import type { WebhookDeps } from './service.js';
+import { isDuplicateKey } from '../../../../shared/src/mongo/index.js';
 
 /** The limits (docs/decisions.md); tests lower them. */
 export const operationLimits = {
@@ -32,7 +33,6 @@ const LOCK_LEASE_MS = 30_000;
 /** How long a call waits for the account's other admission before answering 429. */
 const LOCK_WAIT_MS = 10_000;
 const WINDOW_MS = 60_000;
-const DUPLICATE_KEY = 11000;
 
 interface LockDoc {
   _id: string;
@@ -71,7 +71,7 @@ async function lock(deps: WebhookDeps, accountId: string): Promise<() => Promise
         await locks.deleteOne({ _id, holder }).catch(() => undefined); // not freed: its lease runs out
       };
     } catch (err) {
-      if (!(err instanceof MongoServerError && err.code === DUPLICATE_KEY)) throw err;
+      if (!isDuplicateKey(err)) throw err;
     }
     const held = await locks.findOne({ _id });
     if (held && held.lease_until <= now) {
