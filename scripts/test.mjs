@@ -10,7 +10,7 @@
 //   --soak    only the soak, 600 s unless SOAK_SECONDS says otherwise (`npm run soak`)
 //   --full    the fault tests at the issue's full sizes (FAULTS_FULL=1; `npm run test:faults:full`)
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -84,11 +84,21 @@ function testFiles() {
   return out;
 }
 
+/** Every fault test file (what FAULTS names), relative to the root. */
+function faultFiles() {
+  return readdirSync(join(root, 'api/test/faults')).filter((f) => f.endsWith('.fault.ts')).map((f) => `api/test/faults/${f}`);
+}
+
+/** The private Kafka + FerretDB instance the fault tests use by default (api/test/faults/support/infra.ts names it the same way). */
+function faultsInstance() {
+  return process.env.FAULTS_INFRA_INSTANCE ?? `faults-${createHash('sha256').update(root).digest('hex').slice(0, 8)}`;
+}
+
 /** One mocha process over `files` (minus `ignore`); its counts land in `results`. With `output`, its output is kept there instead of shown. */
-function runMocha(files, results, runId, output, ignore = []) {
+function runMocha(files, results, runId, output, ignore = [], laneEnv = {}) {
   const args = [mocha, '--reporter', reporter, ...files, ...ignore.flatMap((f) => ['--ignore', f]), ...extra];
   const stdio = output ? ['ignore', 'pipe', 'pipe'] : 'inherit';
-  const child = spawn(process.execPath, args, { cwd: root, env: { ...env, TEST_RESULTS_FILE: results, TEST_RUN_ID: runId }, stdio });
+  const child = spawn(process.execPath, args, { cwd: root, env: { ...env, ...laneEnv, TEST_RESULTS_FILE: results, TEST_RUN_ID: runId }, stdio });
   if (output) {
     child.stdout.on('data', (chunk) => output.push(chunk));
     child.stderr.on('data', (chunk) => output.push(chunk));
@@ -104,18 +114,19 @@ function readResults(file) {
 }
 
 // The whole suite runs in lanes, mocha processes side by side (TEST_LANES, default 4). The fault
-// tests (real processes killed and frozen, on a private Kafka + FerretDB of their own, so they
-// share nothing with the rest) open the first lane; the unit and integration files are spread
-// over every lane, longest first to the lane that would end first, by the files' times in
-// scripts/test/timings.json (a recorded run: refresh it from test-artifacts/timings.json when
-// the suite changes shape; a file it does not know counts DEFAULT_FILE_MS). Each lane has a run
-// id of its own (so its own topic and databases). The second lane's output is shown as it runs,
-// the others' when they end. Most of the suite waits (on fences, retries, group joins, receivers),
-// so four lanes on 2 cores end sooner than two without starving the fault tests' timings.
+// tests (real processes killed and frozen, on a private Kafka + FerretDB, so they share nothing
+// with the rest) open the first two lanes, each lane on a private pair of its own (FAULT_LANES,
+// default 2: the fault tests in one lane were the run's longest path). The unit and integration
+// files are spread over every lane, longest first to the lane that would end first, by the
+// files' times in scripts/test/timings.json (a recorded run: refresh it from
+// test-artifacts/timings.json when the suite changes shape; a file it does not know counts
+// DEFAULT_FILE_MS). Each lane has a run id of its own (so its own topic and databases). The
+// second lane's output is shown as it runs, the others' when they end. Most of the suite waits
+// (on fences, retries, group joins, receivers), so four lanes on 2 cores end sooner than two.
 // `--quick` leaves the fault tests out. TEST_SERIAL=1 runs everything in one process, as files
 // named on the command line (`npm test -- api/test/x.test.ts`, which replace the default set) and
-// the other modes always do. AFTER_FAULTS run in the first lane, after the fault tests: the deploy
-// test waits there for a Compose build that npm test may have started in the background.
+// the other modes always do. AFTER_FAULTS run in the first lane, after its fault tests: the
+// deploy test waits there for a Compose build that npm test may have started in the background.
 const AFTER_FAULTS = ['api/test/deploy.test.ts'];
 const DEFAULT_FILE_MS = 15_000;
 const lanesWanted = Math.max(1, Number(process.env.TEST_LANES ?? 4) || 4);
@@ -127,36 +138,50 @@ if (split) {
   const baseline = existsSync(join(root, 'scripts/test/timings.json')) ? JSON.parse(readFileSync(join(root, 'scripts/test/timings.json'), 'utf8')) : {};
   const weight = (f) => baseline[f] ?? DEFAULT_FILE_MS;
   const files = testFiles();
-  const lanes = Array.from({ length: lanesWanted }, () => ({ files: [], load: 0 }));
-  if (withFaults) lanes[0].load = Object.entries(baseline).filter(([f]) => f.endsWith('.fault.ts')).reduce((a, [, ms]) => a + ms, 0);
+  const lanes = Array.from({ length: lanesWanted }, () => ({ faults: [], files: [], load: 0 }));
+  const leastLoaded = (candidates) => candidates.reduce((min, l) => (l.load < min.load ? l : min), candidates[0]);
+  if (withFaults) {
+    const faultLanes = lanes.slice(0, Math.max(1, Math.min(lanes.length, Number(process.env.FAULT_LANES ?? 2) || 2)));
+    for (const f of faultFiles().sort((a, b) => weight(b) - weight(a))) {
+      const lane = leastLoaded(faultLanes);
+      lane.faults.push(f);
+      lane.load += weight(f);
+    }
+  }
   for (const f of AFTER_FAULTS.filter((f) => files.includes(f))) {
     lanes[0].files.push(f);
     lanes[0].load += weight(f);
   }
   for (const f of files.filter((f) => !AFTER_FAULTS.includes(f)).sort((a, b) => weight(b) - weight(a))) {
-    const lane = lanes.reduce((min, l) => (l.load < min.load ? l : min), lanes[0]);
+    const lane = leastLoaded(lanes);
     lane.files.push(f);
     lane.load += weight(f);
   }
-  console.log(`[test] ${lanes.length} lanes, by scripts/test/timings.json: ${lanes.map((l, i) => `lane ${i + 1} ${l.files.length} files ~${Math.round(l.load / 1000)} s${i === 0 && withFaults ? ' (fault tests first)' : ''}`).join(', ')}`);
+  console.log(`[test] ${lanes.length} lanes, by scripts/test/timings.json: ${lanes.map((l, i) => `lane ${i + 1} ${l.faults.length > 0 ? `${l.faults.length} fault + ` : ''}${l.files.length} files ~${Math.round(l.load / 1000)} s`).join(', ')}`);
   const started = Date.now();
   const elapsed = () => Math.round((Date.now() - started) / 1000);
   const runs = [];
-  if (withFaults) {
+  const faultsDone = [];
+  lanes.forEach((lane, i) => {
+    if (lane.faults.length === 0) return faultsDone.push(Promise.resolve());
     const out = [];
-    const file = `${resultsFile}.faults`;
-    runs.push({ title: 'the fault tests', out, file, done: runMocha(FAULTS, file, `${env.TEST_RUN_ID}f`, out).then((c) => (console.log(`\n[test] the fault tests (first lane) ended after ${elapsed()} s`), c)) });
-  }
+    const file = `${resultsFile}.faults${i}`;
+    // Each fault lane on a private Kafka + FerretDB of its own (the first keeps the default instance name).
+    const laneEnv = i === 0 ? {} : { FAULTS_INFRA_INSTANCE: `${faultsInstance()}-${i + 1}` };
+    const title = `the fault tests of lane ${i + 1} (${lane.faults.length} files)`;
+    const done = runMocha([...lane.faults].sort(), file, `${env.TEST_RUN_ID}f${i}`, out, [], laneEnv).then((c) => (console.log(`\n[test] ${title} ended after ${elapsed()} s`), c));
+    runs.push({ title, out, file, done });
+    faultsDone.push(done);
+  });
   lanes.forEach((lane, i) => {
     if (lane.files.length === 0) return;
     const shown = i === Math.min(1, lanes.length - 1);
     const out = shown ? null : [];
     const file = shown ? resultsFile : `${resultsFile}.${i}`;
     const runId = shown ? env.TEST_RUN_ID : `${env.TEST_RUN_ID}${'lbcdeghijk'[i]}`;
-    const after = i === 0 && withFaults ? runs[0].done : Promise.resolve();
     const sorted = [...lane.files].sort();
-    const title = `lane ${i + 1} (${sorted.length} files${i === 0 && withFaults ? ', after the fault tests' : ''})`;
-    runs.push({ title, out, file, done: after.then(() => runMocha(sorted, file, runId, out)).then((c) => (console.log(`\n[test] ${title} ended after ${elapsed()} s`), c)) });
+    const title = `lane ${i + 1} (${sorted.length} files${lane.faults.length > 0 ? ', after its fault tests' : ''})`;
+    runs.push({ title, out, file, done: faultsDone[i].then(() => runMocha(sorted, file, runId, out)).then((c) => (console.log(`\n[test] ${title} ended after ${elapsed()} s`), c)) });
   });
   const codes = await Promise.all(runs.map((r) => r.done));
   for (const r of runs) {

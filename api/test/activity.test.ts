@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { failTimes, Receiver } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
@@ -50,7 +50,7 @@ describe('delivery activity routes (stats, an event\'s deliveries)', function ()
   before(async () => {
     ({ api } = await webhookApi());
     client = new MongoClient(baseTestEnv().MONGO_URL!, { retryWrites: false });
-    atRunEnd(() => client.close());
+    atFileEnd(() => client.close());
     db = new ActivityDb(client.db(webhookTestEnv().MONGO_DB));
     checker = new ResponseChecker((await call(api.url, 'GET', '/api/openapi.json')).body);
   });

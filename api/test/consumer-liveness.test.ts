@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { createConsumer, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { createDeps } from '../src/deps.js';
 import { startApi, type RunningApi } from '../src/server.js';
 import { createAccount } from './support/accounts.js';
@@ -48,7 +48,7 @@ describe('consumer liveness (API)', function () {
       const config = testApiConfig({ INSTANCE_ID: `test-liveness-${which}` });
       const deps = createDeps(config, { events: { [which]: { stallMs: 1500, newConsumer: stand.make } } });
       const api = await startApi(config, { deps });
-      atRunEnd(() => api.close());
+      atFileEnd(() => api.close());
       try {
         const consumer = which === 'fanout' ? api.deps.events.fanout : api.deps.events.materializer;
         const dead = await eventually(async () => {

@@ -4,7 +4,7 @@ import { MongoClient } from 'mongodb';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { RunningApi } from '../src/server.js';
 import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { ActivityDb, MIN } from './support/activity.js';
@@ -121,7 +121,7 @@ describe('dashboard in a real browser', function () {
 
     // Disabled by the delivery process (every attempt failed for the period): the row says why.
     const client = new MongoClient(baseTestEnv().MONGO_URL!, { retryWrites: false });
-    atRunEnd(() => client.close());
+    atFileEnd(() => client.close());
     await client
       .db(webhookTestEnv().MONGO_DB)
       .collection<{ url: string }>('webhooks')
@@ -178,7 +178,7 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium, or set CHROMIUM_PATH`);
     ({ api } = await webhookApi());
     const client = new MongoClient(baseTestEnv().MONGO_URL!, { retryWrites: false });
-    atRunEnd(() => client.close());
+    atFileEnd(() => client.close());
     store = client.db(webhookTestEnv().MONGO_DB);
     db = new ActivityDb(store);
     acct = await createAccount(api.url, { name: 'Dana Dashboard' });

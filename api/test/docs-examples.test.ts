@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import type { RunningApi } from '../src/server.js';
 import { createAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
@@ -63,7 +63,7 @@ describe('docs/api.md examples', function () {
     const file = join(mkdtempSync(join(root, 'test-artifacts', 'api-doc-')), 'stream.mjs');
     writeFileSync(file, code);
     const child = spawn(process.execPath, [file], { env: { PATH: process.env.PATH ?? '', KEY: who.apiKey, API_URL: api.url }, stdio: ['ignore', 'pipe', 'pipe'] });
-    atRunEnd(() => void child.kill('SIGKILL'));
+    atFileEnd(() => void child.kill('SIGKILL'));
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));

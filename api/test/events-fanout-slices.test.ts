@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { createDeps } from '../src/deps.js';
 import { Waiter } from '../src/live/waiters.js';
@@ -27,7 +27,7 @@ describe('fan-out: a batch that wakes many readers lets the event loop run betwe
     const config = testApiConfig({ EVENTS_TOPIC: `${base.EVENTS_TOPIC}-slices`, MONGO_DB: `${base.MONGO_DB}_slices`, EVENTS_PARTITIONS: '1' });
     const deps = createDeps(config, { events: { fanout: { wakeSlice: 2 } } });
     api = await startApi(config, { deps });
-    atRunEnd(() => api.close());
+    atFileEnd(() => api.close());
   });
 
   it('wakes the readers of one batch over several turns of the loop, each reader getting every event in order', async () => {

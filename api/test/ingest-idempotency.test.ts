@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { buildEnvelope, encodeEnvelope } from '../../shared/src/eventlog/envelope.js';
 import { createKafka, createProducer, endOffsets, partitionForKey } from '../../shared/src/eventlog/kafka.js';
 import { createLogger } from '../../shared/src/log.js';
@@ -174,11 +174,11 @@ describe('ingest idempotency keys', function () {
     const env = baseTestEnv();
     const config = testApiConfig({ EVENTS_TOPIC: uniqueName(`${env.EVENTS_TOPIC}-partway`), MONGO_DB: `${env.MONGO_DB}_partway`, INGEST_MAX_BATCH: '2000', PRODUCE_TIMEOUT_MS: '3000' });
     const proxy = await KafkaReplyDropper.start(config.kafka.brokers[0]!);
-    atRunEnd(() => proxy.close());
+    atFileEnd(() => proxy.close());
     const log = createLogger('test', 'silent');
     const kafka = createKafka(config, log, { socketFactory: proxy.socketFactory, requestTimeout: 1500, retry: { initialRetryTime: 100, retries: 1 } });
     const api = await startApi(config, { deps: createDeps(config, { kafka }) });
-    atRunEnd(() => api.close());
+    atFileEnd(() => api.close());
     const account = await createAccount(api.url);
     // 1500 events go out in two sends (1000 per send): the first is acknowledged, the second is appended but its reply lost.
     const events = Array.from({ length: 1500 }, (_, i) => ({ account_id: account.userId, type: 'message.received', data: { i } }));

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv, ownDatabase } from '../../shared/test/support/env.js';
 import { eventually, freePort } from '../../shared/test/support/wait.js';
 import { DEV_INGEST_TOKEN } from '../src/config.js';
@@ -33,7 +33,7 @@ async function start(opts: { terminal?: boolean } = {}): Promise<{ child: ChildP
   // On a terminal: util-linux's script(1) gives it a pseudo-terminal, as a developer's shell does.
   const [file, args] = opts.terminal ? [process.env.SCRIPT_BIN ?? 'script', ['-qfec', `exec ${command.map((a) => `'${a}'`).join(' ')}`, '/dev/null']] : [command[0]!, command.slice(1)];
   const child = spawn(file!, args as string[], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  atRunEnd(() => interrupt(child, opts.terminal ?? false));
+  atFileEnd(() => interrupt(child, opts.terminal ?? false));
   let text = '';
   child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (text += d.toString()));

@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
 import type { WebhookDoc } from '../../shared/src/mongo/index.js';
 import { SecretBox } from '../../shared/src/secrets.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver, type Behaviour } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
@@ -37,7 +37,7 @@ describe('webhook custom headers', function () {
     receiver = await Receiver.start();
     ({ api } = await webhookApi());
     db = new MongoClient(baseTestEnv().MONGO_URL!);
-    atRunEnd(() => db.close());
+    atFileEnd(() => db.close());
   });
   after(() => receiver.close());
 

@@ -9,7 +9,7 @@ import { MongoClient } from 'mongodb';
 import { tryDecodeCursor } from '../../shared/src/cursor.js';
 import { deliveryId, insertHooks } from '../../shared/src/mongo/delivery-queue.js';
 import type { DeliveryDoc, WatermarkDoc, WebhookOpKeyDoc } from '../../shared/src/mongo/index.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver, type Behaviour } from '../../shared/test/support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
@@ -73,7 +73,7 @@ describe('webhook resend, recover and replay (delivery process, HTTPS receiver)'
     receiver = await Receiver.start();
     ({ api } = await webhookApi());
     db = new MongoClient(baseTestEnv().MONGO_URL!);
-    atRunEnd(() => db.close());
+    atFileEnd(() => db.close());
     const env = deliveryTestEnv(receiver.caFile, webhookTestEnv());
     await startTestDelivery(env);
     await waitForGroup(env);

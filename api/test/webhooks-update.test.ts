@@ -7,7 +7,7 @@
  */
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import { Receiver, status } from '../../shared/test/support/receiver.js';
 import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
@@ -33,7 +33,7 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     ({ api } = await webhookApi());
     [strict] = await sharedApis();
     db = new MongoClient(baseTestEnv().MONGO_URL!);
-    atRunEnd(() => db.close());
+    atFileEnd(() => db.close());
   });
 
   it('changes each field alone, answers the subscription as GET shows it (no secret), keeps the secret', async () => {
@@ -250,7 +250,7 @@ describe('PATCH /api/v1/webhooks/{id} end to end (delivery process, HTTPS receiv
     receiver = await Receiver.start();
     ({ api } = await webhookApi());
     db = new MongoClient(baseTestEnv().MONGO_URL!);
-    atRunEnd(() => db.close());
+    atFileEnd(() => db.close());
     const env = deliveryTestEnv(receiver.caFile, webhookTestEnv());
     await startTestDelivery(env);
     await waitForGroup(env);

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
 import { loadWebhookConfig } from '../../shared/src/config/webhooks.js';
 import { SecretBox } from '../../shared/src/secrets.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { baseTestEnv } from '../../shared/test/support/env.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
@@ -31,7 +31,7 @@ describe('webhook subscriptions API', () => {
     [strict, other] = await sharedApis();
     const env = baseTestEnv();
     db = new MongoClient(env.MONGO_URL!);
-    atRunEnd(() => db.close());
+    atFileEnd(() => db.close());
   });
 
   it('creates a subscription and shows its whsec_ secret once, then lists and gets it without the secret', async () => {

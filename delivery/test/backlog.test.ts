@@ -60,9 +60,9 @@ describe('delivery backlogs', function () {
       WEBHOOK_POLL_INTERVAL_MS: '5000',
       // The receiver runs in this process, and 50 subscriptions each get connections of their own:
       // at 256 attempts in flight both ends of as many TLS handshakes share one thread, and on a
-      // loaded machine some took over 4 s (timeouts given up after 1s,1s,1s). 128 in flight is the
-      // connection count this test ran with when subscriptions shared an origin's pool.
-      WEBHOOK_CONCURRENCY: '128',
+      // loaded machine some took over 4 s (timeouts given up after 1s,1s,1s). 32 in flight keep
+      // that thread's work per attempt small; what is tested is the scheduling, not the throughput.
+      WEBHOOK_CONCURRENCY: '32',
     });
     const worker = await startTestDelivery(env);
     await waitForGroup(env);
@@ -82,8 +82,7 @@ describe('delivery backlogs', function () {
     const distinct = (): number => new Set(receiver.received().filter((r) => r.path.startsWith('/big-')).map((r) => r.headers['x-service-delivery'])).size;
     const progress = setInterval(() => console.log(`      ${distinct()}/${total} deliveries, ${joins} rejoins (dispatcher: ${worker.dispatcher.load} held, ${worker.dispatcher.inFlight} sending)`), 30_000);
     try {
-      // 60 ms a delivery: npm test runs this beside three other lanes on 2 cores, where it took
-      // more than 20 ms a delivery (2,386 of 3,000 delivered when 60 s ran out, still going).
+      // 60 ms a delivery: npm test runs this beside three other lanes on 2 cores.
       await db.until(async () => distinct() >= total, total * 60, `all ${total} deliveries`);
     } finally {
       clearInterval(progress);

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { hang, Receiver, type Behaviour } from '../../shared/test/support/receiver.js';
 import { uniqueName } from '../../shared/test/support/env.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { deliveryTestEnv, envelope, newAccountId, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -24,7 +24,7 @@ function startChild(env: Record<string, string>): ChildProcess {
   child.stderr?.on('data', (d: Buffer) => {
     if (process.env.TEST_LOG_LEVEL) process.stderr.write(d);
   });
-  atRunEnd(() => {
+  atFileEnd(() => {
     if (child.exitCode === null) child.kill('SIGKILL');
   });
   return child;

@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { createConsumer, type Consumer } from '../../shared/src/eventlog/kafka.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { startDelivery } from '../src/worker.js';
 import { eventually, freePort } from '../../shared/test/support/wait.js';
@@ -32,7 +32,7 @@ describe('consumer liveness (delivery)', function () {
         return Object.assign(Object.create(real) as Consumer, { connect: async () => {}, subscribe: async () => {}, run: async () => {}, disconnect: () => released, on: () => () => {} });
       },
     });
-    atRunEnd(() => worker.close());
+    atFileEnd(() => worker.close());
     try {
       const readyz = async (): Promise<number> => {
         const res = await fetch(`${worker.metricsUrl}/readyz`);

@@ -16,7 +16,7 @@
 import { expect } from 'chai';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { uniqueName } from '../../shared/test/support/env.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { startDelivery } from '../src/worker.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
@@ -43,7 +43,7 @@ describe('delivery progress above the committed offset', function () {
     const first = await startDelivery(loadDeliveryConfig({ ...env, INSTANCE_ID: uniqueName('progress-1') }), {
       hooks: { beforeRecord: (a) => (a.delivery.subscription_id === slow._id ? new Promise<void>(() => undefined) : Promise.resolve()) },
     });
-    atRunEnd(() => first.close());
+    atFileEnd(() => first.close());
     await waitForGroup(env);
     const events = [...Array(20).keys()].map((n) => envelope(account, 'message.sent', { n }));
     await log.publishAtOnce(events);

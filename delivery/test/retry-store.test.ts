@@ -13,7 +13,7 @@ import { createMongo, ensureIndexes, type DeliveryDoc, type Mongo } from '../../
 import { SecretBox } from '../../shared/src/secrets.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
 import { uniqueName } from '../../shared/test/support/env.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { Dispatcher } from '../src/dispatch.js';
 import { createSender } from '../src/http-sender.js';
@@ -42,7 +42,7 @@ describe('retry store (due buckets)', function () {
   async function freshStore(tag: string): Promise<{ mongo: Mongo; env: Record<string, string> }> {
     const own = { ...env, MONGO_DB: `${env.MONGO_DB}_${tag}` };
     const mongo = createMongo(loadDeliveryConfig(own));
-    atRunEnd(() => mongo.close());
+    atFileEnd(() => mongo.close());
     await ensureIndexes(mongo, silent);
     return { mongo, env: own };
   }
@@ -54,7 +54,7 @@ describe('retry store (due buckets)', function () {
     const shared = { log: silent, collections: mongo.collections, owner, leaseMs: cfg.leaseMs, clock: () => new Date() };
     const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(cfg.secretKey), retrySchedule: cfg.retrySchedule }, { concurrency: 16, perSubscription: 8 });
     const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: 50 });
-    atRunEnd(async () => {
+    atFileEnd(async () => {
       await scheduler.stop();
       await dispatcher.stop(5000);
       sender.close();
@@ -179,7 +179,7 @@ describe('retry store (due buckets)', function () {
     await db.subscribe(account, receiver.url('/down'), ['*']);
     const first = await startDelivery(loadDeliveryConfig(own));
     let closed = false;
-    atRunEnd(() => (closed ? undefined : first.close()));
+    atFileEnd(() => (closed ? undefined : first.close()));
     await waitForGroup(own);
     await new TestLog(own).publish([envelope(account, 'call.started')]);
     const [attempt] = await receiver.waitFor('/down', 1, 20_000);
@@ -198,7 +198,7 @@ describe('retry store (due buckets)', function () {
     expect(receiver.received('/down')).to.have.length(1);
     const startedAt = Date.now();
     const second = await startDelivery(loadDeliveryConfig({ ...own, INSTANCE_ID: uniqueName('dw') }));
-    atRunEnd(() => second.close());
+    atFileEnd(() => second.close());
     const both = await receiver.waitFor('/down', 2, 20_000);
     expect(both[1]!.headers['x-service-delivery'], 'the same delivery id').to.equal(id);
     expect(both[1]!.at).to.be.at.least(startedAt);
@@ -235,7 +235,7 @@ describe('retry store (due buckets)', function () {
     };
     const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(cfg.secretKey), retrySchedule: [1000], hooks }, { concurrency: 8, perSubscription: 8 });
     const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: 50 });
-    atRunEnd(async () => {
+    atFileEnd(async () => {
       release();
       await scheduler.stop();
       await dispatcher.stop(5000);

@@ -18,7 +18,7 @@ import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/i
 import { deliveryId, insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
 import { SecretBox } from '../../shared/src/secrets.js';
 import { Receiver } from '../../shared/test/support/receiver.js';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../shared/test/support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { claim } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';
@@ -42,7 +42,7 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
     receiver = await Receiver.start();
     env = deliveryTestEnv(receiver.caFile, { MONGO_DB: `${deliveryTestEnv('x').MONGO_DB}_subchanges` });
     mongo = createMongo(loadDeliveryConfig(env));
-    atRunEnd(() => mongo.close());
+    atFileEnd(() => mongo.close());
     await ensureIndexes(mongo, silent);
     db = new TestDb(env);
   });
@@ -78,7 +78,7 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
       { log: silent, collections: mongo.collections, sender, box: new SecretBox(cfg.secretKey), owner, leaseMs: cfg.leaseMs, retrySchedule: cfg.retrySchedule, clock: () => new Date(), table },
       { concurrency: 8, perSubscription: 8 },
     );
-    atRunEnd(async () => {
+    atFileEnd(async () => {
       await d.stop(5000);
       sender.close();
     });

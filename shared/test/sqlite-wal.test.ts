@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { atRunEnd } from './support/cleanup.js';
+import { atFileEnd } from './support/cleanup.js';
 import { eventually, freePort, sleep } from './support/wait.js';
 
 const INFRA = fileURLToPath(new URL('../../scripts/infra/', import.meta.url));
@@ -43,7 +43,7 @@ describe('the embedded store (FerretDB on SQLite, as scripts/infra/up.sh starts 
       }
       rmSync(dir, { recursive: true, force: true });
     };
-    atRunEnd(stop);
+    atFileEnd(stop);
     const mongo = new MongoClient(`mongodb://127.0.0.1:${port}/`, { serverSelectionTimeoutMS: 20_000 });
     try {
       await mongo.connect();

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type Router from '@koa/router';
 import type Koa from 'koa';
-import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { atFileEnd, atRunEnd } from '../../../shared/test/support/cleanup.js';
 import { baseTestEnv, ownDatabase } from '../../../shared/test/support/env.js';
 import { loadApiConfig, type ApiConfig } from '../../src/config.js';
 import { startApi, type RunningApi } from '../../src/server.js';
@@ -29,10 +29,10 @@ export function testApiConfig(overrides: Record<string, string> = {}): ApiConfig
   return loadApiConfig(baseTestEnv({ ...GENEROUS_LIMITS, ...FAST_HASHING, ...NEVER_DORMANT, ...overrides }));
 }
 
-/** Starts an API process in-process on a free port; closed when the run ends (or earlier by the test). */
-export async function startTestApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
+/** Starts an API process in-process on a free port; closed when the file ends (`closeAt`; or earlier by the test). */
+export async function startTestApi(overrides: Record<string, string> = {}, closeAt: typeof atFileEnd = atFileEnd): Promise<RunningApi> {
   const api = await startApi(testApiConfig(overrides));
-  atRunEnd(() => api.close());
+  closeAt(() => api.close());
   checkResponses(api);
   return api;
 }
@@ -40,13 +40,13 @@ export async function startTestApi(overrides: Record<string, string> = {}): Prom
 /**
  * An API process as `npm start` runs it: NODE_ENV=development with the development secrets
  * (no JWT_SECRET, INGEST_TOKEN or WEBHOOK_SECRET_KEY) and the default limits, on a database of its
- * own (the limits count per client address, and every test's is 127.0.0.1); closed when the run ends.
+ * own (the limits count per client address, and every test's is 127.0.0.1); closed when the file ends.
  */
 export async function startDevApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
   const env = baseTestEnv({ NODE_ENV: 'development', MONGO_DB: ownDatabase('dev'), ...overrides });
   for (const name of ['JWT_SECRET', 'INGEST_TOKEN', 'WEBHOOK_SECRET_KEY']) if (!(name in overrides)) delete env[name];
   const api = await startApi(loadApiConfig(env));
-  atRunEnd(() => api.close());
+  atFileEnd(() => api.close());
   checkResponses(api);
   return api;
 }
@@ -96,7 +96,7 @@ let shared: Promise<[RunningApi, RunningApi]> | null = null;
  * tests share them and isolate themselves by account.
  */
 export function sharedApis(): Promise<[RunningApi, RunningApi]> {
-  shared ??= Promise.all([startTestApi({ INSTANCE_ID: 'test-a' }), startTestApi({ INSTANCE_ID: 'test-b' })]);
+  shared ??= Promise.all([startTestApi({ INSTANCE_ID: 'test-a' }, atRunEnd), startTestApi({ INSTANCE_ID: 'test-b' }, atRunEnd)]);
   return shared;
 }
 

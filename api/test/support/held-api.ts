@@ -6,7 +6,7 @@
  */
 import type { Consumer, EachBatchPayload } from 'kafkajs';
 import { createConsumer } from '../../../shared/src/eventlog/kafka.js';
-import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../../shared/test/support/cleanup.js';
 import { sleep } from '../../../shared/test/support/wait.js';
 import { createDeps } from '../../src/deps.js';
 import type { EventsRuntimeOverrides } from '../../src/live/runtime.js';
@@ -38,6 +38,6 @@ export async function startHeldApi(gate: MaterializerGate, overrides: Record<str
   const config = testApiConfig(overrides);
   const deps = createDeps(config, { events: { fanout, materializer: { newConsumer: (kafka, groupId) => holdingConsumer(createConsumer(kafka, groupId), gate) } } });
   const api = await startApi(config, { deps });
-  atRunEnd(() => api.close());
+  atFileEnd(() => api.close());
   return api;
 }

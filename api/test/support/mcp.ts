@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../../shared/test/support/cleanup.js';
 import { createApp } from '../../src/app.js';
 import type { ApiDeps } from '../../src/deps.js';
 import type { RunningApi } from '../../src/server.js';
@@ -45,7 +45,7 @@ export async function serveWith(api: RunningApi, change: (deps: ApiDeps, url: st
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   server.on('request', createApp(change(api.deps, url)).callback());
-  atRunEnd(
+  atFileEnd(
     () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -42,6 +42,7 @@ export function webhookApi(): Promise<{ api: RunningApi; dns: FakeDns }> {
     const dns = new FakeDns();
     const deps = { ...createDeps(config), resolveHost: dns.resolve };
     const api = await startApi(config, { deps });
+    // Shared by the webhook test files of a run (started once): closed when the run ends.
     atRunEnd(() => api.close());
     checkResponses(api);
     return { api, dns };

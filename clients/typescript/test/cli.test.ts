@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import { createAccount, type TestAccount } from '../../../api/test/support/accounts.js';
 import { ingest } from '../../../api/test/support/events.js';
 import { verifyServiceSignature } from '../../../shared/src/signing.js';
-import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../../shared/test/support/cleanup.js';
 import type { Receiver } from '../../../shared/test/support/receiver.js';
 import { eventually, freePort } from '../../../shared/test/support/wait.js';
 import { EventPlatform, verifyWebhook } from '../src/index.js';
@@ -35,7 +35,7 @@ class Cli {
     this.child.stdout!.on('data', lines(this.stdout));
     this.child.stderr!.on('data', lines(this.stderr));
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
-    atRunEnd(async () => {
+    atFileEnd(async () => {
       await this.kill();
     });
   }

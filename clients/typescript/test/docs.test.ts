@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { expect } from 'chai';
 import { createAccount } from '../../../api/test/support/accounts.js';
 import { ingest } from '../../../api/test/support/events.js';
-import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../../shared/test/support/cleanup.js';
 import { eventually, freePort, sleep } from '../../../shared/test/support/wait.js';
 import { buildClient, CLI_NODE, clientStack, type RestartableApi } from './support.js';
 
@@ -36,7 +36,7 @@ function runExample(code: string, dist: string, env: Record<string, string>): { 
   };
   child.stdout!.on('data', onData);
   child.stderr!.on('data', onData);
-  atRunEnd(() => {
+  atFileEnd(() => {
     child.kill('SIGKILL');
   });
   return { out, child };
@@ -92,7 +92,7 @@ describe('docs/client.md: the copy-paste examples run', function () {
     });
     let cliOut = '';
     cli.stdout!.on('data', (c: Buffer) => (cliOut += c.toString('utf8')));
-    atRunEnd(() => {
+    atFileEnd(() => {
       cli.kill('SIGKILL');
     });
     try {

@@ -11,7 +11,7 @@ import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../../deliv
 import { baseTestEnv } from '../../../shared/test/support/env.js';
 import { Receiver } from '../../../shared/test/support/receiver.js';
 import { freePort } from '../../../shared/test/support/wait.js';
-import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../../shared/test/support/cleanup.js';
 import { startTestApi } from '../../../api/test/support/api.js';
 import type { RunningApi } from '../../../api/src/server.js';
 
@@ -26,7 +26,7 @@ export class RestartableApi {
   port = 0;
 
   constructor(private readonly overrides: Record<string, string> = {}) {
-    atRunEnd(() => this.stop());
+    atFileEnd(() => this.stop());
   }
 
   get url(): string {
@@ -80,7 +80,7 @@ let stack: Promise<{ api: RestartableApi; receiver: Receiver }> | null = null;
 export function clientStack(): Promise<{ api: RestartableApi; receiver: Receiver }> {
   stack ??= (async () => {
     const receiver = await Receiver.start();
-    atRunEnd(() => receiver.close());
+    atFileEnd(() => receiver.close());
     const api = new RestartableApi({ INSTANCE_ID: 'client-routes', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
     const env = deliveryTestEnv(receiver.caFile, clientTestEnv());
     await Promise.all([api.start(), startTestDelivery(env)]);

@@ -13,7 +13,7 @@ import { SecretBox } from '../../../shared/src/secrets.js';
 import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '../../../shared/src/subscription-fence.js';
 import { newWebhookSecret } from '../../../shared/src/signing.js';
 import type { Resolver } from '../../../shared/src/url-safety.js';
-import { atRunEnd } from '../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../../shared/test/support/cleanup.js';
 import { baseTestEnv, uniqueName } from '../../../shared/test/support/env.js';
 import { loadDeliveryConfig } from '../../src/config.js';
 import { startDelivery, type RunningDelivery } from '../../src/worker.js';
@@ -34,7 +34,7 @@ export function deliveryTestEnv(caFile: string, overrides: Record<string, string
 
 export async function startTestDelivery(env: Record<string, string>, resolve?: Resolver): Promise<RunningDelivery> {
   const worker = await startDelivery(loadDeliveryConfig(env), { resolve });
-  atRunEnd(() => worker.close());
+  atFileEnd(() => worker.close());
   return worker;
 }
 
@@ -60,7 +60,7 @@ export class TestLog {
 
   constructor(private readonly env: Record<string, string>) {
     this.kafka = new Kafka({ brokers: env.KAFKA_BROKERS!.split(','), logLevel: logLevel.NOTHING });
-    atRunEnd(() => this.producer?.disconnect());
+    atFileEnd(() => this.producer?.disconnect());
   }
 
   private async connected(): Promise<ReturnType<Kafka['producer']>> {
@@ -102,7 +102,7 @@ export class TestDb {
   constructor(private readonly env: Record<string, string>) {
     this.client = new MongoClient(env.MONGO_URL!, { serverSelectionTimeoutMS: 5000, retryWrites: false });
     this.box = new SecretBox(loadWebhookConfig(env, false).secretKey);
-    atRunEnd(() => this.client.close());
+    atFileEnd(() => this.client.close());
   }
 
   get db() {

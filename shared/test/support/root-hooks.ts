@@ -1,6 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { MongoClient } from 'mongodb';
-import { runCleanups } from './cleanup.js';
+import { runCleanups, runFileCleanups } from './cleanup.js';
 import { baseTestEnv, usedDatabases } from './env.js';
 
 /** The run's own topic, or one named after it (`<topic>-tail`); not `<topic>l`, another run's. */
@@ -39,7 +39,24 @@ async function dropRunData(): Promise<void> {
   }
 }
 
+/** Top-level suites (one per file, as files are written here) given their cleanup hook. */
+const hooked = new WeakSet<Mocha.Suite>();
+
 export const mochaHooks = {
+  /**
+   * At a file's first test: its top-level describe closes what the file started (atFileEnd) when it
+   * ends, after its own `after` hooks.
+   */
+  beforeEach(this: Mocha.Context): void {
+    let suite = this.currentTest?.parent;
+    while (suite?.parent && !suite.parent.root) suite = suite.parent;
+    if (!suite || suite.root || hooked.has(suite)) return;
+    hooked.add(suite);
+    suite.afterAll('close what the file started', async function (this: Mocha.Context) {
+      this.timeout(120_000);
+      await runFileCleanups();
+    });
+  },
   async afterAll(this: Mocha.Context): Promise<void> {
     this.timeout(120_000);
     await runCleanups();

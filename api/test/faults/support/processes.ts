@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { atRunEnd } from '../../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '../../../../shared/test/support/cleanup.js';
 import { ROOT } from './infra.js';
 
 export const ARTIFACTS = join(ROOT, 'test-artifacts');
@@ -41,7 +41,7 @@ export class ServiceProcess {
     /** For the API: where it listens. */
     readonly url: string | null = null,
   ) {
-    atRunEnd(async () => {
+    atFileEnd(async () => {
       await this.stop('SIGKILL');
     });
   }
