@@ -5,15 +5,14 @@ import { newRouter, route } from '../../middleware/route.js';
 import { errors } from '../../shapes.js';
 import { EVENT_DATA_SCHEMAS, EVENT_TYPE_LIST_ETAG, EVENT_TYPE_LIST_JSON, EventTypeListSchema } from './schemas.js';
 
-/** How long a client may reuse the catalog without asking; it changes only with a deploy. */
-const MAX_AGE_S = 300;
-
 /**
  * GET /api/v1/event-types: the catalog of event types with the JSON Schema of
  * each type's data. Any account credential, like every /api/v1 read (it holds
  * nothing of the account, but is rate-limited per credential like the rest).
- * Cacheable by the caller (`private`: never by a shared cache, as no answer
- * behind a credential is) and revalidated by its ETag.
+ * `Cache-Control: no-store` as every answer behind a credential (the guard's);
+ * an ETag lets a client that keeps the catalog itself ask whether it changed
+ * (304). The cacheable, credential-free copy of the same shapes is the
+ * OpenAPI document.
  */
 export function eventTypeRoutes(deps: ApiDeps): Router {
   const router = newRouter('/api/v1');
@@ -25,7 +24,7 @@ export function eventTypeRoutes(deps: ApiDeps): Router {
       summary: 'The event types, each with a description and the JSON Schema of its data',
       description:
         'The catalog of every type an event can have, for generating types and for choosing what to subscribe to. Each `data_schema` lists the fields producers send (also under components.schemas as `<Type>Data`); none is required and others may appear, since ingest stores `data` as sent. ' +
-        `The answer carries an ETag (send it back as If-None-Match for a 304) and \`Cache-Control: private, max-age=${MAX_AGE_S}\`.`,
+        'The answer carries an ETag: send it back as If-None-Match to learn whether the catalog changed (304 when it did not).',
       headers: [{ name: 'If-None-Match', in: 'header', required: false, description: 'The ETag of a catalog already held: 304 when it is still current', schema: { type: 'string' } }],
       responses: {
         '200': { description: 'The catalog', schema: EventTypeListSchema, headers: { ETag: { description: 'Changes when the catalog does', schema: { type: 'string' } } } },
@@ -35,7 +34,6 @@ export function eventTypeRoutes(deps: ApiDeps): Router {
       components: EVENT_DATA_SCHEMAS,
     },
   }, (ctx) => {
-    ctx.set('Cache-Control', `private, max-age=${MAX_AGE_S}`);
     ctx.set('ETag', EVENT_TYPE_LIST_ETAG);
     if (matchesCurrent(ctx.get('If-None-Match'))) {
       ctx.status = 304;
