@@ -5,6 +5,7 @@ import { activityRoutes } from './features/activity/routes.js';
 import { authRoutes } from './features/auth/routes.js';
 import { dashboardRoutes } from './features/dashboard/routes.js';
 import { eventRoutes } from './features/events/routes.js';
+import { eventTypeRoutes } from './features/event-types/routes.js';
 import { healthRoutes } from './features/health/routes.js';
 import { ingestRoutes } from './features/ingest/routes.js';
 import { keyRoutes } from './features/keys/routes.js';
@@ -45,7 +46,7 @@ export function createApp(deps: ApiDeps): Koa {
   // No guard or body parser here: each route carries its own (middleware/route.ts), so what a
   // path may do never depends on how it is spelled.
 
-  const routers = [healthRoutes(deps), metricsRoutes(deps), dashboardRoutes(deps), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), streamRoutes(deps), webhookRoutes(deps), activityRoutes(deps), mcpRoutes(deps)];
+  const routers = [healthRoutes(deps), metricsRoutes(deps), dashboardRoutes(deps), authRoutes(deps), keyRoutes(deps), ingestRoutes(deps), eventRoutes(deps), eventTypeRoutes(deps), streamRoutes(deps), webhookRoutes(deps), activityRoutes(deps), mcpRoutes(deps)];
   // The OpenAPI document is generated from the routes the other routers registered.
   routers.push(openApiRoutes(deps, routers));
   for (const router of routers) {

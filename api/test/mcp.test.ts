@@ -8,7 +8,7 @@ import { call, sharedApis } from './support/api.js';
 import { eventually, ingest, sleep } from './support/events.js';
 import { connectClient } from './support/mcp.js';
 
-const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'resend_delivery', 'recover_webhook_deliveries', 'replay_events_to_webhook', 'get_webhook_stats', 'get_event_deliveries', 'whoami'];
+const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_event_types', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'resend_delivery', 'recover_webhook_deliveries', 'replay_events_to_webhook', 'get_webhook_stats', 'get_event_deliveries', 'whoami'];
 
 async function expectHttpStatus(promise: Promise<unknown>, status: number): Promise<void> {
   try {
@@ -163,6 +163,14 @@ describe('MCP with the official SDK client', function () {
 
     const filtered = structured(await c.callTool({ name: 'list_events', arguments: { type: 'message.sent' } }));
     expect(filtered.events.map((e: { id: string }) => e.id)).to.deep.equal([sent[1]!.id, sent[3]!.id]);
+  });
+
+  it('list_event_types answers the catalog of GET /api/v1/event-types, which the client checks against its outputSchema', async () => {
+    const c = await client(bearer(acct.apiKey));
+    const catalog = structured(await c.callTool({ name: 'list_event_types', arguments: {} }));
+    const http = await call(api.url, 'GET', '/api/v1/event-types', { headers: bearer(acct.apiKey) });
+    expect(catalog).to.deep.equal(http.body);
+    expect(catalog.event_types.find((t: { type: string }) => t.type === 'message.received').data_schema.properties).to.include.keys('from', 'text');
   });
 
   it('reports a service refusal as an isError result the model can read (a cursor of another partition)', async () => {

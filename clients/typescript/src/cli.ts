@@ -7,6 +7,7 @@
  *                             like a real delivery with a session secret
  *   events tail               print the events as they come (one JSON per line)
  *   events emit               put test events in the log (development: the ingest route)
+ *   event-types               the event types, with the JSON Schema of each one's data
  *   webhooks list             the account's subscriptions
  *   webhooks test ID          send a webhook.ping to one and show the attempt
  *
@@ -40,6 +41,9 @@ commands:
   events emit [--type TYPE] [--count N] [--data JSON] [--ingest-token TOKEN]
       Development: puts events in the account's log through the ingest route
       (token: --ingest-token, EVENT_PLATFORM_INGEST_TOKEN, else the development default).
+  event-types [--json]
+      Lists the event types and when each is fired; --json prints the catalog with
+      the JSON Schema of each type's data (for generating types).
   webhooks list [--json]
   webhooks test ID [--wait SECONDS]
       Sends a webhook.ping to the subscription and waits (default 30 s, 0: not) for its attempt.
@@ -274,6 +278,14 @@ async function emitCommand(args: string[], env: Env): Promise<number> {
   return 0;
 }
 
+async function eventTypesCommand(args: string[], env: Env): Promise<number> {
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean', default: false }, ...CONNECTION } });
+  const types = await client(values, env).eventTypes.list();
+  if (values.json) out(JSON.stringify(types, null, 2));
+  else for (const t of types) out(`${t.type.padEnd(16)}  ${t.description}`);
+  return 0;
+}
+
 async function webhooksList(args: string[], env: Env): Promise<number> {
   const { values } = parseArgs({ args, options: { json: { type: 'boolean', default: false }, ...CONNECTION } });
   const hooks = await client(values, env).webhooks.list();
@@ -335,6 +347,7 @@ export async function main(argv: string[]): Promise<number> {
     if (command === 'listen') return await listenCommand(argv.slice(1), env);
     if (command === 'events' && sub === 'tail') return await tailCommand(rest, env);
     if (command === 'events' && sub === 'emit') return await emitCommand(rest, env);
+    if (command === 'event-types') return await eventTypesCommand(argv.slice(1), env);
     if (command === 'webhooks' && sub === 'list') return await webhooksList(rest, env);
     if (command === 'webhooks' && sub === 'test') return await webhooksTest(rest, env);
     throw new UsageError(`unknown command: ${[command, sub].filter(Boolean).join(' ')}`);

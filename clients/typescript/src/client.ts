@@ -12,6 +12,7 @@ import type {
   EventDeliveries,
   EventPage,
   EventRecord,
+  EventTypeInfo,
   Health,
   IngestEventInput,
   ListEventsParams,
@@ -95,6 +96,14 @@ export class EventsApi {
    */
   listen(opts: ListenOptions = {}): AsyncGenerator<EventRecord, void, undefined> {
     return listen(this.http, opts);
+  }
+}
+
+export class EventTypesApi {
+  constructor(private readonly http: HttpClient) {}
+  /** `GET /api/v1/event-types`: every event type with its description and the JSON Schema of its `data`. */
+  async list(): Promise<EventTypeInfo[]> {
+    return (await this.http.request<{ event_types: EventTypeInfo[] }>('GET', '/api/v1/event-types')).event_types;
   }
 }
 
@@ -189,6 +198,7 @@ export class EventPlatform {
   readonly http: HttpClient;
   readonly auth: AuthApi;
   readonly events: EventsApi;
+  readonly eventTypes: EventTypesApi;
   readonly webhooks: WebhooksApi;
   readonly ingest: IngestApi;
 
@@ -196,6 +206,7 @@ export class EventPlatform {
     this.http = new HttpClient(options);
     this.auth = new AuthApi(this.http);
     this.events = new EventsApi(this.http);
+    this.eventTypes = new EventTypesApi(this.http);
     this.webhooks = new WebhooksApi(this.http);
     this.ingest = new IngestApi(this.http, options.ingestToken);
   }
@@ -227,6 +238,7 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   createApiKey: 'auth.createApiKey',
   revokeApiKey: 'auth.revokeApiKey',
   listEvents: 'events.list',
+  listEventTypes: 'eventTypes.list',
   waitForEvent: 'events.wait',
   createStreamToken: 'events.createStreamToken',
   streamEvents: 'events.listen',

@@ -1,4 +1,4 @@
-export { EventPlatform, AuthApi, EventsApi, WebhooksApi, IngestApi, OPERATIONS, NOT_OFFERED, type EventPlatformOptions } from './client.js';
+export { EventPlatform, AuthApi, EventsApi, EventTypesApi, WebhooksApi, IngestApi, OPERATIONS, NOT_OFFERED, type EventPlatformOptions } from './client.js';
 export { HttpClient, DEFAULT_BASE_URL, type ClientOptions, type RequestOptions, type RetryInfo } from './http.js';
 export { SseParser, type ListenOptions, type ReconnectInfo, type Transport } from './listen.js';
 export {

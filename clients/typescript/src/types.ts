@@ -203,6 +203,15 @@ export interface IngestEventInput {
   occurred_at?: string;
 }
 
+/** One entry of the event-type catalog (`GET /api/v1/event-types`). */
+export interface EventTypeInfo {
+  type: EventType;
+  /** When an event of this type is fired. */
+  description: string;
+  /** JSON Schema (2020-12) of the event's `data`: the fields producers send; none required, others allowed. */
+  data_schema: Record<string, unknown>;
+}
+
 export interface Health {
   status: string;
   [key: string]: unknown;

@@ -12,7 +12,7 @@ import { verifyServiceSignature } from '../../../shared/src/signing.js';
 import { atFileEnd } from '../../../shared/test/support/cleanup.js';
 import type { Receiver } from '../../../shared/test/support/receiver.js';
 import { eventually, freePort } from '../../../shared/test/support/wait.js';
-import { EventPlatform, verifyWebhook } from '../src/index.js';
+import { EVENT_TYPES, EventPlatform, verifyWebhook } from '../src/index.js';
 import { buildClient, CLI_NODE, clientStack, type RestartableApi } from './support.js';
 
 /** The CLI as a child process (node dist/cli.js), its output collected line by line. */
@@ -199,6 +199,18 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
     expect(test.stdout[1]).to.match(/^Attempt 1: ok 200 \(\d+ ms\)$/);
     const [got] = await receiver.waitFor('/cli-test', 1);
     expect(verifyWebhook(got!.raw, got!.headers, hook.secret)).to.include({ id: eventId, type: 'webhook.ping' });
+  });
+
+  it('event-types lists each type and when it is fired; --json prints the catalog with the data schemas', async () => {
+    const list = run(['event-types']);
+    expect(await list.exited).to.equal(0);
+    expect(list.stdout.filter(Boolean).map((l) => l.split(/\s+/)[0])).to.deep.equal([...EVENT_TYPES]);
+    expect(list.stdout.find((l) => l.startsWith('call.ended'))).to.match(/^call\.ended\s+The call hangs up\.$/);
+    const json = run(['event-types', '--json']);
+    expect(await json.exited).to.equal(0);
+    const catalog = JSON.parse(json.stdout.join('\n')) as { type: string; data_schema: { properties: object } }[];
+    expect(catalog.map((t) => t.type)).to.deep.equal([...EVENT_TYPES]);
+    expect(catalog.find((t) => t.type === 'message.sent')!.data_schema.properties).to.include.keys('to', 'text');
   });
 
   it('runs through npx from the packed package (the bin, its shebang and the files list)', async () => {

@@ -10,6 +10,7 @@ import {
   ConflictError,
   ConnectionError,
   EventPlatform,
+  EVENT_TYPES,
   NOT_OFFERED,
   NotFoundError,
   OPERATIONS,
@@ -185,6 +186,18 @@ describe('client: every route, against the real API and delivery process', funct
     expect((await client.events.createStreamToken()).token).to.match(/^svcst_/);
     const badCursor = await client.events.list({ since: 'c1_nonsense' }).catch((x: unknown) => x);
     expect(badCursor).to.be.instanceOf(ValidationError).and.to.include({ code: 'validation_failed' });
+  });
+
+  it('eventTypes: the catalog, one entry per event type the client knows, each with a data schema; refused without a credential', async () => {
+    const account = await createAccount(api.url);
+    const types = await new EventPlatform({ baseUrl: api.url, apiKey: account.apiKey }).eventTypes.list();
+    expect(types.map((t) => t.type)).to.deep.equal([...EVENT_TYPES]);
+    const started = types.find((t) => t.type === 'call.started')!;
+    expect(started.description).to.match(/connects/);
+    expect(started.data_schema).to.include({ type: 'object' });
+    expect(started.data_schema.properties).to.include.keys('call_id', 'from', 'to');
+    const anonymous = await new EventPlatform({ baseUrl: api.url }).eventTypes.list().catch((x: unknown) => x);
+    expect(anonymous).to.be.instanceOf(AuthenticationError);
   });
 
   it('webhooks: create, get, update, list, reveal, ping, deliveries, stats, event detail, resend, recover, replay, rotate, delete; the delivery passes verifyWebhook', async () => {

@@ -10,6 +10,7 @@ import type { ApiConfig } from '../../config.js';
 import { described, plainJson, type TSchema, Type } from '../../shapes.js';
 import { EventDeliveriesSchema, StatsQuery, WebhookStatsSchema } from '../activity/index.js';
 import { UserSchema } from '../auth/index.js';
+import { EventTypeListSchema } from '../event-types/index.js';
 import { EventPageSchema, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, ListEventsQuery, WaitBody, WaitResultSchema } from '../events/index.js';
 import {
   CreateWebhookBody,
@@ -123,6 +124,7 @@ export const eventDeliveriesInput: JsonSchema = asTool(
 export const eventDeliveriesOutput: JsonSchema = asTool(EventDeliveriesSchema);
 export const waitForEventOutput: JsonSchema = asTool(WaitResultSchema);
 export const listEventsOutput: JsonSchema = asTool(EventPageSchema);
+export const listEventTypesOutput: JsonSchema = asTool(EventTypeListSchema);
 export const webhookOutput: JsonSchema = asTool(WebhookSchema);
 export const createdWebhookOutput: JsonSchema = asTool(WebhookWithSecretSchema);
 export const pingOutput: JsonSchema = asTool(WebhookPingSchema);

@@ -9,6 +9,7 @@ import type { AuthContext } from '../../auth-context.js';
 import { valueValidator, type Validator } from '../../validation.js';
 import { eventDeliveries, type StatsWindow, webhookStats } from '../activity/index.js';
 import { profile } from '../auth/index.js';
+import { EVENT_TYPE_LIST } from '../event-types/index.js';
 import type { WaitInput } from '../events/index.js';
 import { listEvents, waitForEvent } from '../events/index.js';
 import type { CreateWebhookInput, RecoverInput, ReplayInput, RotateSecretInput, UpdateWebhookInput } from '../webhooks/index.js';
@@ -22,6 +23,7 @@ import {
   type JsonSchema,
   listEventsInput,
   listEventsOutput,
+  listEventTypesOutput,
   listWebhooksOutput,
   noArguments,
   pingOutput,
@@ -112,6 +114,15 @@ function eventTools(config: ApiConfig): Tool[] {
       inputSchema: listEventsInput,
       outputSchema: listEventsOutput,
       run: ({ deps, caller }, args) => listEvents(deps, caller.accountId, args),
+    }),
+    tool<Record<string, never>>('list_event_types', {
+      title: 'List the event types',
+      description:
+        'Lists every event type as {event_types: [{type, description, data_schema}]}: when each is fired, and the JSON Schema of its data (the fields producers send; none is required, others may appear). Use it to choose the types for wait_for_event, list_events or create_webhook, and to read an event\'s data. The same for every account; as GET /api/v1/event-types answers.',
+      annotations: readOnly,
+      inputSchema: noArguments,
+      outputSchema: listEventTypesOutput,
+      run: () => Promise.resolve(EVENT_TYPE_LIST),
     }),
   ];
 }
