@@ -14,6 +14,7 @@ import { searchDeliveries } from '../src/features/activity/index.js';
 import { ActivityDb, MIN } from './support/activity.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
+import { connectClient } from './support/mcp.js';
 
 describe('delivery search (GET /api/v1/deliveries)', function () {
   this.timeout(60_000);
@@ -136,6 +137,25 @@ describe('delivery search (GET /api/v1/deliveries)', function () {
     expect(res.status).to.equal(404);
     const mine = await search('', b, other.apiKey);
     expect(mine.body.attempts).to.have.length(1); // its own attempt only
+  });
+
+  it('the MCP tool search_deliveries answers what the route answers, and pages with its next_cursor', async () => {
+    const mcp = await connectClient(b.url, bearer(acct.apiKey));
+    try {
+      await mcp.listTools(); // the client then checks each result against the tool's outputSchema
+      const first = await mcp.callTool({ name: 'search_deliveries', arguments: { outcome: 'failed', limit: 4 } });
+      expect(first.isError, JSON.stringify(first.content)).to.not.equal(true);
+      expect(first.structuredContent).to.deep.equal((await search('outcome=failed&limit=4')).body);
+      const { next_cursor: cursor } = first.structuredContent as { next_cursor: string };
+      const rest = (await mcp.callTool({ name: 'search_deliveries', arguments: { outcome: 'failed', cursor } })).structuredContent as { attempts: { id: string }[]; next_cursor: null };
+      const firstIds = (first.structuredContent as { attempts: { id: string }[] }).attempts.map((x) => x.id);
+      expect([...firstIds, ...rest.attempts.map((x) => x.id)]).to.deep.equal(expected((d) => d.outcome !== 'ok'));
+      const refused = await mcp.callTool({ name: 'search_deliveries', arguments: { status: '9xx' } });
+      expect(refused.isError).to.equal(true);
+      expect((refused.content as { text: string }[])[0]!.text).to.include('status');
+    } finally {
+      await mcp.close();
+    }
   });
 
   it('stops at the scan bound with a cursor that continues: sparse matches are all found, each once', async () => {
