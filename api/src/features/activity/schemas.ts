@@ -128,7 +128,7 @@ export const DeliverySearchQuery = Type.Object(
 export type DeliverySearchQuery = Omit<Static<typeof DeliverySearchQuery>, 'limit'> & { limit: number }; // the default fills it in
 export const deliverySearchQuery = queryValidator<DeliverySearchQuery>(DeliverySearchQuery);
 
-export const DeliverySearchAttemptSchema = component(
+const DeliverySearchAttemptSchema = component(
   'DeliverySearchAttempt',
   Type.Object({ ...DeliveryAttemptSchema.properties, webhook_id: Type.String({ pattern: WEBHOOK_ID.source, description: 'The subscription the attempt was made for' }) }),
 );

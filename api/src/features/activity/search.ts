@@ -37,11 +37,11 @@ interface Matcher {
 const CURSOR = /^(\d{1,15})\.([A-Za-z0-9_-]{1,100})$/;
 
 /** The cursor: base64url of `<at in epoch ms>.<attempt id>` (opaque to clients). */
-export function encodeSearchCursor(p: Position): string {
+function encodeSearchCursor(p: Position): string {
   return Buffer.from(`${p.at}.${p.id}`, 'utf8').toString('base64url');
 }
 
-export function decodeSearchCursor(raw: string): Position {
+function decodeSearchCursor(raw: string): Position {
   const m = CURSOR.exec(Buffer.from(raw, 'base64url').toString('utf8'));
   if (!m) throw validationFailed([{ path: 'cursor', message: 'is not a cursor this search returned (pass next_cursor as it came)' }], 'cursor: not a cursor this search returned');
   return { at: Number(m[1]), id: m[2]! };
@@ -60,7 +60,7 @@ function listOf(raw: string | undefined, path: string, allowed: readonly string[
 }
 
 /** `404` -> [404, 404]; `5xx` -> [500, 599]; `400-429` -> [400, 429]. */
-export function statusRange(raw: string): [number, number] {
+function statusRange(raw: string): [number, number] {
   if (!STATUS_FILTER.test(raw)) bad('status', 'must be a status (404), a class (5xx) or an inclusive range (400-429)');
   if (raw.endsWith('xx')) {
     const base = Number(raw[0]) * 100;
