@@ -8,7 +8,7 @@ import { call, sharedApis } from './support/api.js';
 import { eventually, ingest, sleep } from './support/events.js';
 import { connectClient } from './support/mcp.js';
 
-const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_event_types', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'resend_delivery', 'recover_webhook_deliveries', 'replay_events_to_webhook', 'get_webhook_stats', 'get_event_deliveries', 'whoami'];
+const TOOL_NAMES = ['wait_for_event', 'list_events', 'list_event_types', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'resend_delivery', 'recover_webhook_deliveries', 'replay_events_to_webhook', 'get_webhook_stats', 'get_event_deliveries', 'search_deliveries', 'whoami'];
 
 async function expectHttpStatus(promise: Promise<unknown>, status: number): Promise<void> {
   try {

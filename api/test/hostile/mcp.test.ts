@@ -104,6 +104,7 @@ describe('hostile: MCP', function () {
       ['get_webhook', { id: hook.id }],
       ['get_webhook_stats', { id: hook.id }],
       ['get_event_deliveries', { event_id: event.id }],
+      ['search_deliveries', { webhook_id: hook.id }],
       ['resend_delivery', { id: hook.id, delivery_id: `dlv_${'0'.repeat(24)}` }],
       ['recover_webhook_deliveries', { id: hook.id, since: new Date(Date.now() - 60_000).toISOString() }],
       ['replay_events_to_webhook', { id: hook.id, since: event.cursor }],

@@ -9,14 +9,14 @@ const hex = (n: number): string => randomBytes(n).toString('hex');
 export class ActivityDb {
   constructor(private readonly db: ReturnType<MongoClient['db']>) {}
 
-  async attempt(a: { subscription: string; account: string; at: Date; outcome: AttemptDoc['outcome']; status: number | null; ms: number; retry?: boolean; delivery?: string; event?: string; attempt?: number }): Promise<AttemptDoc> {
+  async attempt(a: { subscription: string; account: string; at: Date; outcome: AttemptDoc['outcome']; status: number | null; ms: number; retry?: boolean; delivery?: string; event?: string; attempt?: number; type?: AttemptDoc['event_type']; id?: string }): Promise<AttemptDoc> {
     const doc: AttemptDoc = {
-      _id: `att_${hex(12)}`,
+      _id: a.id ?? `att_${hex(12)}`,
       delivery_id: a.delivery ?? `dlv_${hex(12)}`,
       subscription_id: a.subscription,
       account_id: a.account,
       event_id: a.event ?? `evt_${hex(12)}`,
-      event_type: 'call.completed',
+      event_type: a.type ?? 'call.completed',
       attempt: a.attempt ?? 1,
       status: a.status,
       outcome: a.outcome,

@@ -10,6 +10,7 @@
  *   event-types               the event types, with the JSON Schema of each one's data
  *   webhooks list             the account's subscriptions
  *   webhooks test ID          send a webhook.ping to one and show the attempt
+ *   webhooks deliveries       search the attempts of all subscriptions (failed ones, 5xx, …)
  *
  * Credentials: EVENT_PLATFORM_API_KEY (or --api-key, with a warning: argv is
  * visible to every user in `ps`); the API at --api-url or EVENT_PLATFORM_API_URL
@@ -47,6 +48,12 @@ commands:
   webhooks list [--json]
   webhooks test ID [--wait SECONDS]
       Sends a webhook.ping to the subscription and waits (default 30 s, 0: not) for its attempt.
+  webhooks deliveries [--outcome LIST] [--status RANGE] [--types TYPES] [--webhook ID]
+                      [--from TIME] [--to TIME] [--limit N] [--cursor CURSOR] [--json]
+      The delivery attempts of all the account's subscriptions, newest first (default 50):
+      --outcome ok,timeout,http_5xx,… or failed; --status 404, 5xx or 400-429; --from
+      (inclusive) and --to (exclusive) as ISO 8601 times. Prints where to continue when
+      there is more.
 
 options:
   --api-key KEY    the platform API key (svc_…); better EVENT_PLATFORM_API_KEY:
@@ -332,6 +339,46 @@ async function webhooksTest(args: string[], env: Env): Promise<number> {
   return 1;
 }
 
+/** Search pages one `webhooks deliveries` run reads at most (each examines up to 1,000 stored attempts). */
+const MAX_SEARCH_PAGES = 20;
+
+async function webhooksDeliveries(args: string[], env: Env): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      outcome: { type: 'string' },
+      status: { type: 'string' },
+      types: { type: 'string' },
+      webhook: { type: 'string' },
+      from: { type: 'string' },
+      to: { type: 'string' },
+      limit: { type: 'string', default: '50' },
+      cursor: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      ...CONNECTION,
+    },
+  });
+  const limit = positiveInt(values.limit, '--limit', 1);
+  const types = parseTypes(values.types, '--types');
+  const api = client(values, env);
+  const filters = { outcome: values.outcome, status: values.status, event_type: types?.join(','), webhook_id: values.webhook, from: values.from, to: values.to };
+  let cursor = values.cursor;
+  let left = limit;
+  // Short pages (the server's scan bound) are followed until --limit attempts are shown or the range ends.
+  for (let page = 0; page < MAX_SEARCH_PAGES && left > 0; page++) {
+    const res = await api.webhooks.searchDeliveries({ ...filters, limit: Math.min(left, 200), cursor });
+    for (const a of res.attempts) {
+      if (values.json) out(JSON.stringify(a));
+      else out([a.at, a.webhook_id, a.event_type.padEnd(16), a.outcome.padEnd(8), String(a.status ?? a.error ?? '-').padEnd(4), a.event_id, `attempt ${a.attempt}`].join('  '));
+    }
+    left -= res.attempts.length;
+    cursor = res.next_cursor ?? undefined;
+    if (!cursor) break;
+  }
+  if (cursor) info(`More: --cursor ${cursor}`);
+  return 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const env = readEnv();
   const [command, sub, ...rest] = argv;
@@ -350,6 +397,7 @@ export async function main(argv: string[]): Promise<number> {
     if (command === 'event-types') return await eventTypesCommand(argv.slice(1), env);
     if (command === 'webhooks' && sub === 'list') return await webhooksList(rest, env);
     if (command === 'webhooks' && sub === 'test') return await webhooksTest(rest, env);
+    if (command === 'webhooks' && sub === 'deliveries') return await webhooksDeliveries(rest, env);
     throw new UsageError(`unknown command: ${[command, sub].filter(Boolean).join(' ')}`);
   } catch (err) {
     if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {

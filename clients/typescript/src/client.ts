@@ -9,6 +9,9 @@ import type {
   CreatedApiKey,
   CreateWebhookInput,
   DeliveryAttempt,
+  DeliverySearchAttempt,
+  DeliverySearchPage,
+  DeliverySearchParams,
   EventDeliveries,
   EventPage,
   EventRecord,
@@ -157,6 +160,19 @@ export class WebhooksApi {
   replay(webhookId: string, params: { since: string; until?: string }, opts: { idempotencyKey?: string } = {}): Promise<ReplayResult> {
     return this.http.request('POST', `/api/v1/webhooks/${id(webhookId)}/replay`, { body: params, ...operation(opts) });
   }
+  /** `GET /api/v1/deliveries`: one page of the attempts of all the account's subscriptions, newest first, filtered. */
+  searchDeliveries(params: DeliverySearchParams = {}): Promise<DeliverySearchPage> {
+    return this.http.request('GET', '/api/v1/deliveries', { query: { ...params } });
+  }
+  /** Every attempt matching the filters, newest first, page by page (following `next_cursor` across short pages). */
+  async *allDeliveries(params: Omit<DeliverySearchParams, 'cursor'> = {}): AsyncGenerator<DeliverySearchAttempt, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.searchDeliveries({ ...params, cursor });
+      yield* page.attempts;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+  }
   /** `GET /api/v1/webhooks/{id}/deliveries`: recent attempts, newest first. */
   async deliveries(webhookId: string, params: { limit?: number } = {}): Promise<DeliveryAttempt[]> {
     return (await this.http.request<{ attempts: DeliveryAttempt[] }>('GET', `/api/v1/webhooks/${id(webhookId)}/deliveries`, { query: { ...params } })).attempts;
@@ -257,6 +273,7 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   replayWebhookEvents: 'webhooks.replay',
   getWebhookStats: 'webhooks.stats',
   getEventDeliveries: 'events.deliveries',
+  searchDeliveries: 'webhooks.searchDeliveries',
   healthz: 'health',
   readyz: 'ready',
   openapi: 'openapi',

@@ -196,6 +196,36 @@ export interface DeliveryAttempt {
   trigger: DeliveryTrigger;
 }
 
+/** `GET /api/v1/deliveries`: every filter given must hold. */
+export interface DeliverySearchParams {
+  /** Comma-separated outcomes (`ok`, `timeout`, `http_5xx`, …), or `failed` for every outcome but `ok`. */
+  outcome?: string;
+  /** One status (`404`), a class (`5xx`) or an inclusive range (`400-429`). */
+  status?: string;
+  /** Comma-separated event types. */
+  event_type?: string;
+  webhook_id?: string;
+  /** Attempts made at or after this time (ISO 8601). */
+  from?: string;
+  /** Attempts made before this time (ISO 8601). */
+  to?: string;
+  /** 1 to 200, default 50. */
+  limit?: number;
+  /** `next_cursor` of the previous page, with the same filters. */
+  cursor?: string;
+}
+
+export interface DeliverySearchAttempt extends DeliveryAttempt {
+  webhook_id: string;
+}
+
+export interface DeliverySearchPage {
+  /** Newest first. */
+  attempts: DeliverySearchAttempt[];
+  /** Null when nothing is left to examine; a page may be short (even empty) and still have one. */
+  next_cursor: string | null;
+}
+
 export interface IngestEventInput {
   account_id: string;
   type: EventType;

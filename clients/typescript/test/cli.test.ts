@@ -180,7 +180,7 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
     }
   });
 
-  it('webhooks list and webhooks test (the ping is delivered and its attempt shown)', async () => {
+  it('webhooks list, webhooks test (the ping is delivered and its attempt shown) and webhooks deliveries (the search)', async () => {
     const client = new EventPlatform({ baseUrl: api.url, apiKey: account.apiKey });
     const empty = run(['webhooks', 'list']);
     expect(await empty.exited).to.equal(0);
@@ -199,6 +199,17 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
     expect(test.stdout[1]).to.match(/^Attempt 1: ok 200 \(\d+ ms\)$/);
     const [got] = await receiver.waitFor('/cli-test', 1);
     expect(verifyWebhook(got!.raw, got!.headers, hook.secret)).to.include({ id: eventId, type: 'webhook.ping' });
+
+    const search = run(['webhooks', 'deliveries', '--webhook', hook.id, '--outcome', 'ok', '--status', '2xx']);
+    expect(await search.exited).to.equal(0);
+    expect(search.stdout.filter(Boolean)).to.have.length(1);
+    expect(search.stdout[0]).to.include(hook.id).and.include('webhook.ping').and.include('ok').and.include('200').and.include(eventId!);
+    const none = run(['webhooks', 'deliveries', '--outcome', 'failed', '--json']);
+    expect(await none.exited).to.equal(0);
+    expect(none.stdout.filter(Boolean)).to.deep.equal([]);
+    const bad = run(['webhooks', 'deliveries', '--status', '9xx']);
+    expect(await bad.exited).to.equal(1);
+    expect(bad.stderr.join('\n')).to.match(/400 validation_failed.*status/);
   });
 
   it('event-types lists each type and when it is fired; --json prints the catalog with the data schemas', async () => {

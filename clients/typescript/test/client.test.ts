@@ -200,7 +200,7 @@ describe('client: every route, against the real API and delivery process', funct
     expect(anonymous).to.be.instanceOf(AuthenticationError);
   });
 
-  it('webhooks: create, get, update, list, reveal, ping, deliveries, stats, event detail, resend, recover, replay, rotate, delete; the delivery passes verifyWebhook', async () => {
+  it('webhooks: create, get, update, list, reveal, ping, deliveries, stats, event detail, resend, delivery search, recover, replay, rotate, delete; the delivery passes verifyWebhook', async () => {
     const account = await createAccount(api.url);
     const client = new EventPlatform({ baseUrl: api.url, apiKey: account.apiKey });
     const created = await client.webhooks.create({ url: receiver.url('/client-e2e'), events: ['call.ended'], description: 'client test' });
@@ -236,6 +236,18 @@ describe('client: every route, against the real API and delivery process', funct
     const [, again] = await receiver.waitFor('/client-e2e', 2);
     expect(again!.body.id).to.equal(event_id);
     expect(again!.headers['webhook-id']).to.equal(resent.delivery_id);
+    // The search across subscriptions finds both attempts (a page of one, then its cursor); a bad status range is a ValidationError naming it.
+    const found = await eventually(async () => {
+      const got = [];
+      for await (const a of client.webhooks.allDeliveries({ webhook_id: created.id, outcome: 'ok', status: '2xx', limit: 1 })) got.push(a);
+      return got.length === 2 ? got : undefined;
+    });
+    expect(found.map((a) => a.delivery_id)).to.deep.equal([resent.delivery_id, attempts[0]!.delivery_id]);
+    expect(found[0]).to.include({ webhook_id: created.id, event_id, trigger: 'resend' });
+    expect((await client.webhooks.searchDeliveries({ outcome: 'failed' })).attempts).to.deep.equal([]);
+    const badRange = await client.webhooks.searchDeliveries({ status: '599-500' }).catch((x: unknown) => x);
+    expect(badRange).to.be.instanceOf(ValidationError);
+    expect((badRange as ValidationError).details.map((d) => d.path)).to.deep.equal(['status']);
     expect(await client.webhooks.recover(created.id, { since: new Date(Date.now() - 3_600_000).toISOString() })).to.deep.equal({ queued: 0, truncated: false, next_since: null, next_after_id: null });
     const replayed = await client.webhooks.replay(created.id, { since: detail.event.cursor });
     expect(replayed).to.include({ queued: 0, truncated: false });

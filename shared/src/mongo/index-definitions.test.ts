@@ -84,6 +84,14 @@ describe('index definitions: the queries MongoDB would have scanned or sorted in
     expect(serving('deliveries', recover, { created_at: 1, _id: 1 })).to.deep.equal(['subscription_recent', 'subscription_recent']);
   });
 
+  it("the delivery search: an account's or a subscription's attempts newest first, in [from, to), after a cursor", () => {
+    const after = { $or: [{ at: { $lt: 5 } }, { at: 5, _id: { $lt: 'att_x' } }] };
+    const newest = { at: -1, _id: -1 };
+    expect(serving('attempts', { account_id: 'a' }, newest)).to.deep.equal(['account_recent']);
+    expect(serving('attempts', { account_id: 'a', $and: [{ at: { $gte: 1, $lt: 9 } }, after] }, newest)).to.deep.equal(['account_recent', 'account_recent']);
+    expect(serving('attempts', { subscription_id: 's', $and: [{ at: { $gte: 1 } }, after] }, newest)).to.deep.equal(['subscription_recent', 'subscription_recent']);
+  });
+
   it("an account's subscriptions in (created_at, _id) order, and the disabled ones counted", () => {
     expect(serving('webhooks', { account_id: 'a' }, { created_at: 1, _id: 1 })).to.deep.equal(['account_created']);
     expect(serving('webhooks', { enabled: false, disabled_reason: 'endpoint_failing' })).to.deep.equal(['disabled']);

@@ -231,6 +231,10 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
     // An event's attempts in (at, _id) order (GET /api/v1/events/{id}/deliveries): a delivery sent at
     // once leaves only its attempts, so they are found by event.
     { key: { event_id: 1, at: 1, _id: 1 }, name: 'event' },
+    // An account's attempts newest first, (at, _id), over all its subscriptions (GET /api/v1/deliveries,
+    // the delivery search: its other filters are checked on the fetched documents, at most a scan bound of
+    // them). Last, so that the narrower indexes above are named first for the queries they serve.
+    { key: { account_id: 1, at: -1, _id: -1 }, name: 'account_recent' },
   ],
   claims: [{ key: { at: 1 }, name: 'at' }],
   // Kept 24 h (readers also check expires_at; the API sweeps where there are no TTL indexes).

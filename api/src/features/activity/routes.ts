@@ -3,7 +3,23 @@ import type { ApiDeps } from '../../deps.js';
 import { authenticate, authOf } from '../../middleware/auth.js';
 import { newRouter, route } from '../../middleware/route.js';
 import { errors } from '../../shapes.js';
-import { EventDeliveriesSchema, EventIdParams, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, StatsQuery, statsQuery, WebhookStatsSchema } from './schemas.js';
+import {
+  DeliverySearchQuery,
+  deliverySearchQuery,
+  DeliverySearchSchema,
+  EventDeliveriesSchema,
+  EventIdParams,
+  MAX_EVENT_ATTEMPTS,
+  MAX_EVENT_DELIVERIES,
+  MAX_STATS_ATTEMPTS,
+  SEARCH_DEFAULT_LIMIT,
+  SEARCH_MAX_LIMIT,
+  SEARCH_MAX_SCAN,
+  StatsQuery,
+  statsQuery,
+  WebhookStatsSchema,
+} from './schemas.js';
+import { searchDeliveries } from './search.js';
 import { WebhookIdParams } from '../webhooks/index.js';
 import { eventDeliveries, webhookStats } from './service.js';
 
@@ -42,6 +58,20 @@ export function activityRoutes(deps: ApiDeps): Router {
     },
   }, async (ctx) => {
     ctx.body = await eventDeliveries(deps, authOf(ctx).accountId, ctx.params.id as string);
+  });
+
+  route(router, deps.config.http, { method: 'get', path: '/deliveries', guard: auth,
+    doc: {
+      operationId: 'searchDeliveries',
+      tags: ['webhooks'],
+      summary: "Search the delivery attempts of all the account's subscriptions",
+      description: `Attempts newest first, filtered by \`outcome\`, \`status\` (\`404\`, \`5xx\`, \`400-429\`), \`event_type\`, \`webhook_id\` and the time \`[from, to)\` of the attempt; every filter given must hold. ${SEARCH_DEFAULT_LIMIT} attempts per page by default, at most ${SEARCH_MAX_LIMIT}. Each request examines at most ${SEARCH_MAX_SCAN} stored attempts of the range, so a page can hold fewer than \`limit\` (even none) and still have a \`next_cursor\`: keep paging until it is null. The cursor resumes strictly after the last attempt examined, on any API process. Attempts are kept WEBHOOK_RETENTION_DAYS (30 days by default).`,
+      query: DeliverySearchQuery,
+      responses: { '200': { description: 'One page of matching attempts', schema: DeliverySearchSchema }, ...errors(400, 401, 404, 429, 503) },
+    },
+  }, async (ctx) => {
+    const query = deliverySearchQuery({ ...ctx.query });
+    ctx.body = await searchDeliveries(deps, authOf(ctx).accountId, query);
   });
 
   return router;

@@ -1,4 +1,4 @@
-import { component, DateTime, EventRecordSchema, Nullable, Type } from '../../shapes.js';
+import { component, DateTime, EventRecordSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { queryValidator } from '../../validation.js';
 import { DeliveryAttemptSchema, TriggerSchema, WEBHOOK_ID } from '../webhooks/index.js';
 
@@ -90,5 +90,55 @@ export const EventDeliveriesSchema = component(
     event: EventRecordSchema,
     deliveries: Type.Array(EventDeliverySchema, { description: 'One per subscription the event went to, oldest first' }),
     truncated: Type.Boolean({ description: `true when more than ${MAX_EVENT_DELIVERIES} deliveries or ${MAX_EVENT_ATTEMPTS} attempts in all: the oldest are shown` }),
+  }),
+);
+
+/** Delivery search: attempts per page, by default and at most (the same as a subscription's listing). */
+export const SEARCH_DEFAULT_LIMIT = 50;
+export const SEARCH_MAX_LIMIT = 200;
+/** Delivery search: stored attempts examined per request at most, matching or not (the scan bound). */
+export const SEARCH_MAX_SCAN = 1000;
+
+/** An attempt's outcomes, as the attempt's shape lists them (the `outcome` filter also takes `failed`: every outcome but `ok`). */
+export const ATTEMPT_OUTCOMES: readonly string[] = (DeliveryAttemptSchema.properties.outcome as unknown as { enum: string[] }).enum;
+
+/** A status filter: one status (`404`), a class (`5xx`) or an inclusive range (`500-503`). */
+export const STATUS_FILTER = /^(?:[1-5][0-9]{2}|[1-5]xx|[1-5][0-9]{2}-[1-5][0-9]{2})$/;
+
+const csv = (description: string) => Type.String({ minLength: 1, maxLength: 400, description });
+
+export const DeliverySearchQuery = Type.Object(
+  {
+    outcome: Type.Optional(csv(`Only attempts with one of these outcomes, comma-separated: ${ATTEMPT_OUTCOMES.join(', ')}, or \`failed\` (every outcome but \`ok\`)`)),
+    status: Type.Optional(
+      Type.String({
+        pattern: STATUS_FILTER.source,
+        description: 'Only attempts that got an HTTP status in this range: one status (`404`), a class (`5xx`: 500 to 599) or an inclusive range (`400-429`). An attempt that got no status (timeout, connection failure) never matches',
+      }),
+    ),
+    event_type: Type.Optional(csv('Only attempts of deliveries of these event types, comma-separated')),
+    webhook_id: Type.Optional(Type.String({ pattern: WEBHOOK_ID.source, description: "Only this subscription's attempts (another account's, or an unknown one, is a 404)" })),
+    from: Type.Optional(DateTime('Only attempts made at or after this time (inclusive)')),
+    to: Type.Optional(DateTime('Only attempts made before this time (exclusive)')),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: SEARCH_MAX_LIMIT, default: SEARCH_DEFAULT_LIMIT, description: 'Most attempts to return' })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: '`next_cursor` of the previous page, with the same filters: the search continues strictly after the last attempt that page examined' })),
+  },
+  { additionalProperties: false },
+);
+export type DeliverySearchQuery = Omit<Static<typeof DeliverySearchQuery>, 'limit'> & { limit: number }; // the default fills it in
+export const deliverySearchQuery = queryValidator<DeliverySearchQuery>(DeliverySearchQuery);
+
+const DeliverySearchAttemptSchema = component(
+  'DeliverySearchAttempt',
+  Type.Object({ ...DeliveryAttemptSchema.properties, webhook_id: Type.String({ pattern: WEBHOOK_ID.source, description: 'The subscription the attempt was made for' }) }),
+);
+
+export const DeliverySearchSchema = component(
+  'DeliverySearch',
+  Type.Object({
+    attempts: Type.Array(DeliverySearchAttemptSchema, { description: 'Matching attempts, newest first ((at, id) descending)' }),
+    next_cursor: Nullable(Type.String(), {
+      description: `Pass it as \`cursor\` (with the same filters) for the next page; null when no attempt in the range is left to examine. A page examines at most ${SEARCH_MAX_SCAN} stored attempts, so with narrow filters it may hold fewer than \`limit\` (even none) and still have a next_cursor`,
+    }),
   }),
 );

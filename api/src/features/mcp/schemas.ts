@@ -8,7 +8,7 @@
  */
 import type { ApiConfig } from '../../config.js';
 import { described, plainJson, type TSchema, Type } from '../../shapes.js';
-import { EventDeliveriesSchema, StatsQuery, WebhookStatsSchema } from '../activity/index.js';
+import { DeliverySearchQuery, DeliverySearchSchema, EventDeliveriesSchema, SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, SEARCH_MAX_SCAN, StatsQuery, WebhookStatsSchema } from '../activity/index.js';
 import { UserSchema } from '../auth/index.js';
 import { EventTypeListSchema } from '../event-types/index.js';
 import { EventPageSchema, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, ListEventsQuery, WaitBody, WaitResultSchema } from '../events/index.js';
@@ -122,6 +122,20 @@ export const eventDeliveriesInput: JsonSchema = asTool(
   Type.Object({ event_id: Type.String({ minLength: 1, maxLength: 64, description: 'The event id (evt_…), as list_events or wait_for_event returned it.' }) }, { additionalProperties: false }),
 );
 export const eventDeliveriesOutput: JsonSchema = asTool(EventDeliveriesSchema);
+
+export const searchDeliveriesInput: JsonSchema = asTool(
+  described(DeliverySearchQuery, {
+    outcome: 'Only attempts with one of these outcomes, comma-separated: ok, timeout, dns, connect, tls, http_3xx, http_4xx, http_5xx, blocked_address, or `failed` for every outcome but ok.',
+    status: 'Only attempts that got an HTTP status in this range: `404`, a class such as `5xx`, or an inclusive range such as `400-429`. Attempts with no status (timeout, connection failure) never match.',
+    event_type: 'Only attempts for events of these types, comma-separated (e.g. `call.completed,message.received`).',
+    webhook_id: 'Only the attempts to this subscription (wh_…, as list_webhooks returns it).',
+    from: 'ISO 8601 time: only attempts made at or after it.',
+    to: 'ISO 8601 time: only attempts made before it.',
+    limit: `Most attempts to return, 1 to ${SEARCH_MAX_LIMIT} (default ${SEARCH_DEFAULT_LIMIT}).`,
+    cursor: `The next_cursor of the previous result, with the same filters, to read further back. A result examines at most ${SEARCH_MAX_SCAN} stored attempts, so it can hold few or no attempts and still have a next_cursor.`,
+  }),
+);
+export const searchDeliveriesOutput: JsonSchema = asTool(DeliverySearchSchema);
 export const waitForEventOutput: JsonSchema = asTool(WaitResultSchema);
 export const listEventsOutput: JsonSchema = asTool(EventPageSchema);
 export const listEventTypesOutput: JsonSchema = asTool(EventTypeListSchema);

@@ -7,7 +7,7 @@ describe('mcp tools', () => {
   const tools = createTools(loadApiConfig({ NODE_ENV: 'development', LONG_POLL_MAX_MS: '20000', LONG_POLL_DEFAULT_MS: '15000' }));
 
   it('has the fifteen tools, each with MCP-safe names, closed object inputs and an object output', () => {
-    expect([...tools.keys()]).to.deep.equal(['wait_for_event', 'list_events', 'list_event_types', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'resend_delivery', 'recover_webhook_deliveries', 'replay_events_to_webhook', 'get_webhook_stats', 'get_event_deliveries', 'whoami']);
+    expect([...tools.keys()]).to.deep.equal(['wait_for_event', 'list_events', 'list_event_types', 'list_webhooks', 'create_webhook', 'update_webhook', 'rotate_webhook_secret', 'delete_webhook', 'ping_webhook', 'resend_delivery', 'recover_webhook_deliveries', 'replay_events_to_webhook', 'get_webhook_stats', 'get_event_deliveries', 'search_deliveries', 'whoami']);
     for (const t of tools.values()) {
       expect(t.name).to.match(/^[A-Za-z0-9_.-]{1,128}$/);
       expect(t.inputSchema).to.include({ type: 'object', additionalProperties: false });

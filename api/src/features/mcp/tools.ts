@@ -7,7 +7,7 @@ import type { ApiConfig } from '../../config.js';
 import type { ApiDeps } from '../../deps.js';
 import type { AuthContext } from '../../auth-context.js';
 import { valueValidator, type Validator } from '../../validation.js';
-import { eventDeliveries, type StatsWindow, webhookStats } from '../activity/index.js';
+import { type DeliverySearchQuery, eventDeliveries, SEARCH_DEFAULT_LIMIT, searchDeliveries, type StatsWindow, webhookStats } from '../activity/index.js';
 import { profile } from '../auth/index.js';
 import { EVENT_TYPE_LIST } from '../event-types/index.js';
 import type { WaitInput } from '../events/index.js';
@@ -34,6 +34,8 @@ import {
   resendDeliveryInput,
   resendDeliveryOutput,
   rotatedSecretOutput,
+  searchDeliveriesInput,
+  searchDeliveriesOutput,
   rotateWebhookSecretInput,
   updateWebhookInput,
   waitForEventInput,
@@ -235,6 +237,15 @@ const webhookTools: Tool[] = [
     inputSchema: eventDeliveriesInput,
     outputSchema: eventDeliveriesOutput,
     run: ({ deps, caller }, { event_id }) => eventDeliveries(deps, caller.accountId, event_id),
+  }),
+  tool<Partial<DeliverySearchQuery>>('search_deliveries', {
+    title: 'Search webhook delivery attempts',
+    description:
+      "Searches the delivery attempts of all the account's subscriptions, newest first, as GET /api/v1/deliveries answers: {attempts, next_cursor}, each attempt with its webhook_id, event_id, HTTP status, outcome and time. Filter by outcome (e.g. failed), status (e.g. 5xx), event_type, webhook_id and time (from, to). Use it to find which deliveries failed and why; to read further back pass next_cursor as cursor with the same filters, until it is null.",
+    annotations: readOnly,
+    inputSchema: searchDeliveriesInput,
+    outputSchema: searchDeliveriesOutput,
+    run: ({ deps, caller }, args) => searchDeliveries(deps, caller.accountId, { ...args, limit: args.limit ?? SEARCH_DEFAULT_LIMIT }),
   }),
 ];
 
