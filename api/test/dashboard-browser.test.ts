@@ -430,6 +430,10 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     await page.getByRole('button', { name: 'First page' }).click();
     await page.locator('#log-page', { hasText: 'page 1 of 6 · 517 events' }).waitFor();
     expect(await ids()).to.deep.equal(newest(0, 100));
+    await form.getByLabel('Per page').selectOption('10');
+    await form.getByRole('button', { name: 'Show' }).click();
+    await page.locator('#log-page', { hasText: 'page 1 of 52 · 517 events' }).waitFor();
+    expect(await ids()).to.deep.equal(newest(0, 10));
     await page.locator('#log-section').screenshot({ path: `${SHOTS}/event-log-newest.png` });
 
     await form.getByLabel('Type').selectOption('message.sent');
