@@ -21,6 +21,8 @@ export const ARTIFACTS = 'test-artifacts';
  * UPDATE_SCREENSHOTS=1: `UPDATE_SCREENSHOTS=1 npm test -- api/test/dashboard-browser.test.ts`.
  */
 const SHOTS = process.env.UPDATE_SCREENSHOTS === '1' ? 'docs/screenshots' : `${ARTIFACTS}/screenshots`;
+/** The README's picture of the whole dashboard: docs/dashboard.png when UPDATE_SCREENSHOTS=1. */
+const README_SHOT = process.env.UPDATE_SCREENSHOTS === '1' ? 'docs/dashboard.png' : `${ARTIFACTS}/screenshots/dashboard.png`;
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 /**
@@ -166,6 +168,11 @@ describe('dashboard views in a real browser: delivery activity, event log, event
   let hook: { id: string; url: string; secret: string };
   let events: { id: string; type: string }[];
   const cspViolations: string[] = [];
+  /**
+   * Every error the browser console shows (a resource that fails to load, the favicon the browser
+   * asks for by itself among them: those are not page responses), and every page response that failed.
+   */
+  const consoleErrors: string[] = [];
 
   const ingest = async (batch: { type: string; data: Record<string, unknown> }[]): Promise<{ id: string; type: string }[]> => {
     const res = await call(api.url, 'POST', '/internal/v1/events', { headers: bearer(api.deps.config.ingestToken), body: { events: batch.map((e) => ({ account_id: acct.userId, ...e })) } });
@@ -205,6 +212,12 @@ describe('dashboard views in a real browser: delivery activity, event log, event
 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    page.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(`${m.text()} (${m.location().url})`);
+    });
+    page.on('response', (res) => {
+      if (res.status() >= 400) consoleErrors.push(`${res.status()} ${res.request().method()} ${res.url()}`);
+    });
     // Every refusal of the page's content security policy, on every load, is reported here (the last test expects none).
     await page.exposeFunction('reportCspViolation', (directive: string) => cspViolations.push(directive));
     await page.addInitScript(() => {
@@ -341,6 +354,7 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     await detail.waitFor({ state: 'hidden' });
     expect(new URL(page.url()).hash).to.equal('');
     await page.screenshot({ path: `${SHOTS}/overview.png`, fullPage: true });
+    await page.screenshot({ path: README_SHOT, fullPage: true });
   });
 
   it('resends a delivery from the event detail (a new delivery marked resend appears) and recovers a subscription from its row', async () => {
@@ -372,7 +386,76 @@ describe('dashboard views in a real browser: delivery activity, event log, event
     expect(said).to.equal(await store.collection<DeliveryDoc>('deliveries').countDocuments({ subscription_id: hook.id, trigger: 'recover' }));
   });
 
-    it('drew every view without breaking the strict content security policy (charts are SVG elements, no inline style or script)', async () => {
+  it('shows the user id (the account id `npm run emit -- --account` takes), in the account section and the live feed hint', async () => {
+    expect(await page.locator('#user-id').textContent()).to.equal(acct.userId);
+    expect(await page.locator('#emit-hint').textContent()).to.equal(`npm run emit -- --account ${acct.userId} --type random --count 10`);
+  });
+
+  it('shows the event log newest first: the newest page, older pages through the batch marks, new events on First page, the type filter', async () => {
+    const ids = async (): Promise<string[]> => page.locator('#log tr[data-event]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-event')!));
+    // 500 more events: 515 in all, so the scan reads two batches of 400 and the pages read from the second batch's mark.
+    const more = await ingest(Array.from({ length: 500 }, (_, i) => ({ type: 'message.received', data: { message_id: `r-${i + 1}` } })));
+    const all = [...events, ...more];
+    // A read includes every event acknowledged before it (docs/api.md), so the page can read them at once.
+    const newest = (from: number, n: number): string[] => all.slice(Math.max(0, all.length - from - n), all.length - from).map((e) => e.id).reverse();
+
+    const form = page.locator('#log-form');
+    await form.getByLabel('Type').selectOption('');
+    await form.getByLabel('Order').selectOption('newest');
+    await form.getByLabel('Per page').selectOption('100');
+    await form.getByRole('button', { name: 'Show' }).click();
+    await page.locator('#log-page', { hasText: 'page 1 of 6 · 515 events' }).waitFor();
+    expect(await page.locator('#log-order-label').textContent()).to.equal('Events, newest first');
+    expect(await ids()).to.deep.equal(newest(0, 100));
+    expect(await page.getByRole('button', { name: 'Previous page' }).isDisabled()).to.equal(true);
+
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await page.locator('#log-page', { hasText: 'page 2 of 6' }).waitFor();
+    expect(await ids()).to.deep.equal(newest(100, 100));
+    for (let p = 3; p <= 6; p += 1) {
+      await page.getByRole('button', { name: 'Next page' }).click();
+      await page.locator('#log-page', { hasText: `page ${p} of 6` }).waitFor();
+    }
+    // The oldest page: the first 15 events, newest of them first, and nothing older.
+    expect(await ids()).to.deep.equal(events.map((e) => e.id).reverse());
+    expect(await page.locator('#log-end').textContent()).to.equal('Start of the log: its oldest event.');
+    expect(await page.getByRole('button', { name: 'Next page' }).isDisabled()).to.equal(true);
+    await page.getByRole('button', { name: 'Previous page' }).click();
+    await page.locator('#log-page', { hasText: 'page 5 of 6' }).waitFor();
+    expect(await ids()).to.deep.equal(newest(400, 100));
+
+    // First page reads on from the last mark: events written since are on top.
+    const later = await ingest([{ type: 'call.ended', data: { call_id: 'late-1' } }, { type: 'call.ended', data: { call_id: 'late-2' } }]);
+    all.push(...later);
+    await page.getByRole('button', { name: 'First page' }).click();
+    await page.locator('#log-page', { hasText: 'page 1 of 6 · 517 events' }).waitFor();
+    expect(await ids()).to.deep.equal(newest(0, 100));
+    await form.getByLabel('Per page').selectOption('10');
+    await form.getByRole('button', { name: 'Show' }).click();
+    await page.locator('#log-page', { hasText: 'page 1 of 52 · 517 events' }).waitFor();
+    expect(await ids()).to.deep.equal(newest(0, 10));
+    await page.locator('#log-section').screenshot({ path: `${SHOTS}/event-log-newest.png` });
+
+    await form.getByLabel('Type').selectOption('message.sent');
+    await form.getByRole('button', { name: 'Show' }).click();
+    await page.locator('#log-page', { hasText: '3 events · message.sent' }).waitFor();
+    expect(await ids()).to.deep.equal(events.filter((e) => e.type === 'message.sent').map((e) => e.id).reverse());
+  });
+
+  it('serves the icon the page links (no error in the browser console on any view, no favicon 404)', async () => {
+    expect(consoleErrors).to.deep.equal([]);
+    const href = await page.locator('link[rel="icon"]').getAttribute('href', { timeout: 1000 });
+    expect(href).to.equal('/dashboard/favicon.svg');
+    const icon = await page.evaluate(async (u) => {
+      const res = await fetch(u);
+      return { status: res.status, type: res.headers.get('content-type'), body: await res.text() };
+    }, href!);
+    expect(icon.status).to.equal(200);
+    expect(icon.type).to.equal('image/svg+xml');
+    expect(icon.body).to.match(/^<svg /);
+  });
+
+  it('drew every view without breaking the strict content security policy (charts are SVG elements, no inline style or script)', async () => {
     expect(cspViolations).to.deep.equal([]);
     // The counter works: an inline style attribute is refused and counted.
     await page.evaluate(() => (globalThis as unknown as { document: { body: { setAttribute(k: string, v: string): void } } }).document.body.setAttribute('style', 'color: red'));

@@ -19,11 +19,17 @@ describe('dashboard assets', () => {
     expect(html).to.not.match(/<script>[^<]/); // no inline script
   });
 
-  it('serves the script and stylesheet it references', async () => {
+  it('serves the script, stylesheet and icon it references', async () => {
     const js = await fetch(`${api.url}/dashboard/app.js`);
     expect(js.headers.get('content-type')).to.match(/^text\/javascript/);
     expect(await js.text()).to.include('/api/v1/events/stream-token');
     const css = await fetch(`${api.url}/dashboard/app.css`);
     expect(css.headers.get('content-type')).to.match(/^text\/css/);
+    // The page's favicon (without one the browser asks for /favicon.ico and logs a 404).
+    const html = await (await fetch(`${api.url}/dashboard`)).text();
+    expect(html).to.include('<link rel="icon" href="/dashboard/favicon.svg" type="image/svg+xml">');
+    const icon = await fetch(`${api.url}/dashboard/favicon.svg`);
+    expect(icon.status).to.equal(200);
+    expect(icon.headers.get('content-type')).to.equal('image/svg+xml');
   });
 });

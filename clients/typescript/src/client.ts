@@ -280,4 +280,4 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
 };
 
 /** operationIds deliberately without a client method. */
-export const NOT_OFFERED: readonly string[] = ['mcp', 'mcpPreflight', 'mcpGet', 'metrics', 'dashboard', 'dashboardSlash', 'dashboardScript', 'dashboardStyles', 'receiveEvent'];
+export const NOT_OFFERED: readonly string[] = ['mcp', 'mcpPreflight', 'mcpGet', 'metrics', 'dashboard', 'dashboardSlash', 'dashboardScript', 'dashboardStyles', 'dashboardIcon', 'receiveEvent'];

@@ -12,12 +12,13 @@ const FILES: Record<string, { file: string; type: string; operationId: string; s
   '/dashboard': { file: 'index.html', type: 'text/html; charset=utf-8', operationId: 'dashboard', summary: 'The dashboard page (sign up or log in, API key, webhooks, live feed)' },
   '/dashboard/app.js': { file: 'app.js', type: 'text/javascript; charset=utf-8', operationId: 'dashboardScript', summary: "The dashboard's script" },
   '/dashboard/app.css': { file: 'app.css', type: 'text/css; charset=utf-8', operationId: 'dashboardStyles', summary: "The dashboard's styles" },
+  '/dashboard/favicon.svg': { file: 'favicon.svg', type: 'image/svg+xml', operationId: 'dashboardIcon', summary: "The dashboard's icon (the page links it as its favicon)" },
 };
 
 // Same-origin only, no inline script or style: the page only talks to this API.
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-/** The dashboard: three small static files, read once at boot. */
+/** The dashboard: four small static files, read once at boot. */
 export function dashboardRoutes(deps: ApiDeps): Router {
   const router = newRouter();
   for (const [path, { file, type, operationId, summary }] of Object.entries(FILES)) {

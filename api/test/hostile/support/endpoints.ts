@@ -107,6 +107,7 @@ const OPERATIONS: Endpoint[] = [
   { method: 'GET', route: '/dashboard/', auth: 'none', nonJson: true, runs: 10 },
   { method: 'GET', route: '/dashboard/app.js', auth: 'none', nonJson: true, runs: 10 },
   { method: 'GET', route: '/dashboard/app.css', auth: 'none', nonJson: true, runs: 10 },
+  { method: 'GET', route: '/dashboard/favicon.svg', auth: 'none', nonJson: true, runs: 10 },
 ];
 
 const eventType = fc.constantFrom(...EVENT_TYPES);

@@ -9,7 +9,7 @@ let feedTimer = null;
 let statsWindow = '1h';
 let hooksShown = [];
 // The event log pages: the `since` cursor of each page seen so far (the first page has none).
-const log = { pages: [undefined], at: 0, type: '', limit: 25 };
+const log = { pages: [undefined], at: 0, type: '', limit: 25, newestFirst: false };
 
 function say(message, isError = false) {
   $('status').textContent = message;
@@ -42,6 +42,8 @@ function el(tag, text, attrs = {}) {
 async function showApp() {
   const { user } = await api('GET', '/api/auth/me');
   $('whoami').textContent = `${user.name} <${user.email}>`;
+  $('user-id').textContent = user.id;
+  $('emit-hint').textContent = `npm run emit -- --account ${user.id} --type random --count 10`;
   $('key-preview').textContent = user.api_key ? user.api_key.preview : 'none';
   $('auth').hidden = true;
   $('app').hidden = false;
@@ -208,16 +210,16 @@ function setWindow(win) {
 
 // ---- The event log: the polling route, a type filter, pages by cursor, and one event's deliveries. ----
 
-async function showLogPage(index) {
-  const since = log.pages[index];
-  const params = new URLSearchParams({ limit: String(log.limit) });
+/** One read of GET /api/v1/events (the route reads forward only: strictly after `since`, oldest first). */
+function readEvents(since, limit) {
+  const params = new URLSearchParams({ limit: String(limit) });
   if (log.type) params.set('type', log.type);
   if (since) params.set('since', since);
-  const page = await api('GET', `/api/v1/events?${params}`);
-  log.at = index;
-  if (page.cursor && page.events.length > 0) log.pages[index + 1] = page.cursor;
-  log.pages.length = Math.min(log.pages.length, index + 2);
-  $('log').replaceChildren(...page.events.map((e) => {
+  return api('GET', `/api/v1/events?${params}`);
+}
+
+function showLogRows(events) {
+  $('log').replaceChildren(...events.map((e) => {
     const tr = el('tr', undefined, { 'data-event': e.id });
     const open = el('button', e.id, { type: 'button', class: 'link', 'aria-label': `Details of ${e.id}` });
     open.onclick = () => act(() => showEventDetail(e.id));
@@ -227,13 +229,110 @@ async function showLogPage(index) {
     tr.append(el('td', new Date(e.created_at).toLocaleString()), el('td', e.type), idCell, el('td', data.length > 80 ? `${data.slice(0, 79)}…` : data, { class: 'data' }));
     return tr;
   }));
-  if (page.events.length === 0) $('log').replaceChildren(emptyRow('No events here.', 4));
+  if (events.length === 0) $('log').replaceChildren(emptyRow('No events here.', 4));
+  $('log-order-label').textContent = log.newestFirst ? 'Events, newest first' : 'Events, oldest first';
+}
+
+function showLogPage(index) {
+  return log.newestFirst ? showNewestPage(index) : showOldestPage(index);
+}
+
+async function showOldestPage(index) {
+  const page = await readEvents(log.pages[index], log.limit);
+  log.at = index;
+  if (page.cursor && page.events.length > 0) log.pages[index + 1] = page.cursor;
+  log.pages.length = Math.min(log.pages.length, index + 2);
+  showLogRows(page.events);
   $('log-page').textContent = `· page ${index + 1}${log.type ? ` · ${log.type}` : ''}`;
   const full = page.events.length === log.limit;
   $('log-next').disabled = !full;
   $('log-prev').disabled = index === 0;
   $('log-first').disabled = index === 0;
   $('log-end').textContent = full ? '' : 'End of the log for now.';
+}
+
+/*
+ * Newest first. The route has no backward read, so the dashboard reads the log
+ * forward once, TAIL_BATCH events a request, and keeps the `since` cursor where
+ * each batch starts (`marks[i]` reads events i*TAIL_BATCH onwards; marks[0] is
+ * "from the oldest"). A page of newest-first is then one read, from the mark at
+ * or before its oldest event (TAIL_BATCH + the largest page size stays within
+ * the route's limit of 500). "Show" and "First page" continue the scan from its
+ * last mark, so only new events are read again. A read that no longer lines up
+ * (history expired under a mark, or from the oldest) starts the scan over.
+ */
+const TAIL_BATCH = 400;
+const tail = { type: null, marks: [undefined], count: 0, firstId: null };
+
+function restartTail() {
+  Object.assign(tail, { type: log.type, marks: [undefined], count: 0, firstId: null });
+}
+
+/** Reads forward from the last mark to the end of the log (for now): `tail.count` events, their marks. */
+async function scanTail() {
+  if (tail.type !== log.type) restartTail();
+  let told = false;
+  for (;;) {
+    const i = tail.marks.length - 1;
+    let page;
+    try {
+      page = await readEvents(tail.marks[i], TAIL_BATCH);
+    } catch (err) {
+      if (err.status !== 410 || i === 0) throw err;
+      restartTail(); // the mark's events expired
+      continue;
+    }
+    if (i === 0) {
+      if (tail.firstId !== null && page.events[0]?.id !== tail.firstId) {
+        restartTail(); // the oldest events expired: every index moved
+        continue;
+      }
+      tail.firstId = page.events[0]?.id ?? null;
+    }
+    tail.count = i * TAIL_BATCH + page.events.length;
+    if (page.events.length < TAIL_BATCH) break;
+    tail.marks.push(page.cursor);
+    say(`Reading the log for newest first: ${tail.count} events so far…`);
+    told = true;
+  }
+  if (told) say('');
+}
+
+/** Events [count - (index+1)*limit, count - index*limit), newest first; null when the log no longer lines up with the marks. */
+async function readTailPage(index) {
+  const end = tail.count - index * log.limit;
+  if (end <= 0) return [];
+  const start = Math.max(0, end - log.limit);
+  const b = Math.floor(start / TAIL_BATCH);
+  let page;
+  try {
+    page = await readEvents(tail.marks[b], end - b * TAIL_BATCH);
+  } catch (err) {
+    if (err.status === 410) return null; // the mark's events expired
+    throw err;
+  }
+  if (page.events.length < end - b * TAIL_BATCH || (b === 0 && page.events[0]?.id !== tail.firstId)) return null;
+  return page.events.slice(start - b * TAIL_BATCH).reverse();
+}
+
+async function showNewestPage(index) {
+  if (index === 0) await scanTail();
+  let events = await readTailPage(index);
+  if (events === null) {
+    restartTail();
+    await scanTail();
+    index = 0;
+    events = (await readTailPage(0)) ?? [];
+  }
+  log.at = index;
+  showLogRows(events);
+  const pages = Math.max(1, Math.ceil(tail.count / log.limit));
+  $('log-page').textContent = `· page ${index + 1} of ${pages} · ${tail.count} event${tail.count === 1 ? '' : 's'}${log.type ? ` · ${log.type}` : ''}`;
+  const oldestShown = (index + 1) * log.limit >= tail.count;
+  $('log-next').disabled = oldestShown;
+  $('log-prev').disabled = index === 0;
+  $('log-first').disabled = false; // the newest page, read again with what came since
+  $('log-end').textContent = oldestShown ? 'Start of the log: its oldest event.' : '';
 }
 
 function emptyRow(text, columns) {
@@ -473,6 +572,7 @@ $('log-form').addEventListener('submit', (e) => {
   act(() => {
     log.type = $('log-type').value;
     log.limit = Number($('log-limit').value);
+    log.newestFirst = $('log-order').value === 'newest';
     log.pages = [undefined];
     return showLogPage(0);
   });
