@@ -1,27 +1,24 @@
 import { channel } from 'node:diagnostics_channel';
 import type { Admin } from 'kafkajs';
-import { createConsumer, createKafka, ensureTopic, topicCatalog, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
+import { ensureTopic, topicCatalog, type Consumer } from '../../shared/src/eventlog/kafka.js';
 import { SupervisedConsumer } from '../../shared/src/eventlog/supervised-consumer.js';
 import { guardTopic, topicFacts } from '../../shared/src/eventlog/topic-guard.js';
-import { Lifecycle } from '../../shared/src/lifecycle.js';
-import { createLogger, type Logger } from '../../shared/src/log.js';
-import { conditionalWritesAreAtomic, createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
-import { SecretBox } from '../../shared/src/secrets.js';
-import { DnsResolver } from '../../shared/src/dns.js';
-import type { Resolver } from '../../shared/src/url-safety.js';
+import type { Logger } from '../../shared/src/log.js';
+import { ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
-import { collectionSource, SubscriptionTable } from './subscription-table.js';
+import { createDeps, type DeliveryDeps, type DeliveryOverrides } from './deps.js';
 import { mongoProgressStore, OffsetTracker } from './offsets.js';
-import { countQueue, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
-import { Dispatcher, type DispatchHooks } from './dispatch.js';
-import { countDisabled, EndpointHealth } from './endpoint-health.js';
-import { createSender } from './http-sender.js';
-import { countAttempt, countGivenUp, createDeliveryMetrics, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
+import { countQueue, type AttemptRecord } from './deliveries.js';
+import { Dispatcher } from './dispatch.js';
+import { countDisabled } from './endpoint-health.js';
+import { countAttempt, countGivenUp, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
 import { startSweeper } from './retention.js';
 import { RetryScheduler } from './retry-scheduler.js';
 
 export interface RunningDelivery {
+  /** What the parts below were built from (deps.ts). */
+  deps: DeliveryDeps;
   log: Logger;
   mongo: Mongo;
   /** The delivery consumer under its watchdog (replaced when silent past its bound). */
@@ -32,18 +29,6 @@ export interface RunningDelivery {
   /** Where GET /metrics answers; null with METRICS_PORT=0. */
   metricsUrl: string | null;
   close(): Promise<void>;
-}
-
-interface DeliveryOptions {
-  log?: Logger;
-  /** DNS for receiver names; tests inject a fake to play DNS rebinding. */
-  resolve?: Resolver;
-  /** A consumer silent this long is replaced (default 60 s). */
-  stallMs?: number;
-  /** Makes the consumers (tests stand in a hung one). */
-  newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
-  /** Test hooks of the dispatcher (force rare timings). */
-  hooks?: DispatchHooks;
 }
 
 /** Per shutdown step: the dispatcher's may take an attempt's 4 s and then its records' flush. */
@@ -93,17 +78,13 @@ const STORE_OPS = channel('event-platform.delivery.store-op');
 /** How often each partition's finished offset is committed (also after every step of a batch). */
 const COMMIT_INTERVAL_MS = 200;
 
-export const USER_AGENT = 'event-platform-webhooks/1.0';
-
 /**
  * Boots the delivery process: joins its consumer group on the events topic,
  * turns events into delivery records, sends them, and retries from MongoDB.
  */
-export async function startDelivery(config: DeliveryConfig, opts: DeliveryOptions = {}): Promise<RunningDelivery> {
-  const log = opts.log ?? createLogger('delivery', config.logLevel).child({ instance: config.instanceId });
-  const lifecycle = new Lifecycle(log);
-  const mongo = createMongo(config, { log });
-  lifecycle.onStop('mongo', () => mongo.close());
+export async function startDelivery(config: DeliveryConfig, overrides: DeliveryOverrides = {}): Promise<RunningDelivery> {
+  const deps = createDeps(config, overrides);
+  const { log, lifecycle, mongo, kafka, clock, table, metrics } = deps;
   // Store operations, told to whoever listens (the bench's probe counts them per delivery);
   // the driver reports them only while its command monitor is on (MONGO_SLOW_MS > 0).
   mongo.client.on('commandStarted', (e) => {
@@ -111,7 +92,6 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   });
   await ensureIndexes(mongo, log);
 
-  const kafka = createKafka(config, log);
   const admin = kafka.admin();
   await admin.connect();
   try {
@@ -124,34 +104,13 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   }
 
   const wh = config.webhooks;
-  // c-ares, not dns.lookup: a slow DNS server must not hold the threadpool (shared/src/dns.ts).
-  const dns = new DnsResolver(wh.dns);
-  lifecycle.onStop('dns', () => dns.close());
-  const sender = createSender({
-    policy: { allowPrivate: wh.allowPrivateTargets, allowedPorts: wh.allowedPorts },
-    resolve: opts.resolve ?? dns.resolve,
-    caPem: wh.caPem,
-    timeoutMs: ATTEMPT_TIMEOUT_MS,
-    userAgent: USER_AGENT,
-    socketsPerOrigin: wh.socketsPerOrigin,
-  });
-  lifecycle.onStop('sender', () => sender.close());
-  const clock = (): Date => new Date();
-  // Every subscription in memory, reloaded every 250 ms: matching and the pre-send read skip the
-  // store while it is fresh enough (subscription-table.ts). Stopped after the dispatcher.
-  const table = new SubscriptionTable(collectionSource(mongo.collections.webhooks), log.child({ component: 'subscription-table' }));
   table.start();
-  lifecycle.onStop('subscription-table', () => table.stop());
-  // Check-then-writes on deliveries are one conditional update where the server makes that atomic (deliveries.ts).
-  const collections: DeliveryCollections = { ...mongo.collections, conditionalWritesAreAtomic: () => conditionalWritesAreAtomic(mongo.db) };
-  const shared = { log, collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock, table };
-  const metrics = createDeliveryMetrics();
+  const shared = { log, collections: deps.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock, table };
   const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
-  const health = wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, () => metrics.endpointsDisabled.inc());
-  const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt, onGivenUpDisabled: () => countGivenUp(metrics, 'subscription_disabled'), health, hooks: opts.hooks }, {
-    concurrency: wh.concurrency,
-    perSubscription: wh.concurrencyPerSubscription,
-  });
+  const dispatcher = new Dispatcher(
+    { ...shared, sender: deps.sender, box: deps.secretBox, retrySchedule: wh.retrySchedule, onAttempt, onGivenUpDisabled: () => countGivenUp(metrics, 'subscription_disabled'), health: deps.health, hooks: deps.hooks },
+    { concurrency: wh.concurrency, perSubscription: wh.concurrencyPerSubscription },
+  );
   // Stopped after the consumer (hooks run in reverse): attempts in flight finish and their
   // records are written (the recorder flushes before exit), queued ones are handed back.
   lifecycle.onStop('dispatcher', () => dispatcher.stop(ATTEMPT_TIMEOUT_MS + 1000));
@@ -188,8 +147,8 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     name: 'delivery',
     groupId: config.groupId,
     log,
-    stallMs: opts.stallMs,
-    newConsumer: () => (opts.newConsumer ?? createConsumer)(kafka, config.groupId),
+    stallMs: deps.stallMs,
+    newConsumer: deps.newConsumer,
     run: async (c) => {
       const offsets = new OffsetTracker(config.kafka.eventsTopic, { store: progressStore, group: config.groupId, log });
       current = { consumer: c, offsets };
@@ -237,5 +196,5 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
     metricsUrl = server.url;
   }
   log.info({ group: config.groupId, concurrency: wh.concurrency, retries: wh.retrySchedule.length }, 'delivery worker started');
-  return { log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop(STOP_STEP_MS, DELIVERY_SHUTDOWN_MS) };
+  return { deps, log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop(STOP_STEP_MS, DELIVERY_SHUTDOWN_MS) };
 }

@@ -7,7 +7,7 @@ import { encodeCursor } from '../../shared/src/cursor.js';
 import { verifyServiceSignature, verifyStandardWebhook } from '../../shared/src/signing.js';
 import { failTimes, hang, ok, Receiver, status } from '../../shared/test/support/receiver.js';
 import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
-import { USER_AGENT } from '../src/worker.js';
+import { USER_AGENT } from '../src/deps.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 /**

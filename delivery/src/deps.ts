@@ -1,0 +1,108 @@
+import { createConsumer, createKafka, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
+import { Lifecycle } from '../../shared/src/lifecycle.js';
+import { createLogger, type Logger } from '../../shared/src/log.js';
+import { conditionalWritesAreAtomic, createMongo, type Mongo } from '../../shared/src/mongo/index.js';
+import { SecretBox } from '../../shared/src/secrets.js';
+import { DnsResolver } from '../../shared/src/dns.js';
+import type { Resolver } from '../../shared/src/url-safety.js';
+import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
+import type { DeliveryCollections } from './deliveries.js';
+import type { DispatchHooks } from './dispatch.js';
+import { EndpointHealth } from './endpoint-health.js';
+import { createSender, type Sender } from './http-sender.js';
+import { createDeliveryMetrics, type DeliveryMetrics } from './metrics.js';
+import { collectionSource, SubscriptionTable } from './subscription-table.js';
+
+export const USER_AGENT = 'event-platform-webhooks/1.0';
+
+/**
+ * Everything the delivery process's parts use, built once per process (or
+ * per test worker). Plain object, no container: tests pass overrides. Nothing
+ * here reads or writes a store or the network when built: startDelivery
+ * (worker.ts) starts what runs, in its order.
+ */
+export interface DeliveryDeps {
+  config: DeliveryConfig;
+  log: Logger;
+  /** Stops registered here run in reverse: the ones below close after every part worker.ts adds. */
+  lifecycle: Lifecycle;
+  mongo: Mongo;
+  /** The store's collections, and whether a conditional update is atomic on this server (deliveries.ts). */
+  collections: DeliveryCollections;
+  kafka: Kafka;
+  /** Makes each consumer the supervised one runs (a silent one is replaced). */
+  newConsumer: () => Consumer;
+  clock: () => Date;
+  /** HTTP to receivers: the address policy, DNS through `resolve`, one pool per (subscription, origin). */
+  sender: Sender;
+  /** Opens webhook signing secrets sealed at rest. */
+  secretBox: SecretBox;
+  /** Every subscription in memory (subscription-table.ts); started by startDelivery. */
+  table: SubscriptionTable;
+  /** Prometheus metrics of this process (its own registry). */
+  metrics: DeliveryMetrics;
+  /** Disables an endpoint failing past WEBHOOK_DISABLE_AFTER; absent when that is off. */
+  health: EndpointHealth | undefined;
+  /** Test hooks of the dispatcher (force rare timings). */
+  hooks: DispatchHooks | undefined;
+  /** A consumer silent this long is replaced (undefined: the supervisor's default). */
+  stallMs: number | undefined;
+}
+
+export interface DeliveryOverrides {
+  log?: Logger;
+  /** DNS for receiver names; tests inject a fake to play DNS rebinding. */
+  resolve?: Resolver;
+  /** A consumer silent this long is replaced (default 60 s). */
+  stallMs?: number;
+  /** Makes the consumers (tests stand in a hung one). */
+  newConsumer?: (kafka: Kafka, groupId: string) => Consumer;
+  /** Test hooks of the dispatcher (force rare timings). */
+  hooks?: DispatchHooks;
+}
+
+export function createDeps(config: DeliveryConfig, overrides: DeliveryOverrides = {}): DeliveryDeps {
+  const log = overrides.log ?? createLogger('delivery', config.logLevel).child({ instance: config.instanceId });
+  const lifecycle = new Lifecycle(log);
+  const mongo = createMongo(config, { log });
+  lifecycle.onStop('mongo', () => mongo.close());
+  const kafka = createKafka(config, log);
+  const wh = config.webhooks;
+  // c-ares, not dns.lookup: a slow DNS server must not hold the threadpool (shared/src/dns.ts).
+  const dns = new DnsResolver(wh.dns);
+  lifecycle.onStop('dns', () => dns.close());
+  const sender = createSender({
+    policy: { allowPrivate: wh.allowPrivateTargets, allowedPorts: wh.allowedPorts },
+    resolve: overrides.resolve ?? dns.resolve,
+    caPem: wh.caPem,
+    timeoutMs: ATTEMPT_TIMEOUT_MS,
+    userAgent: USER_AGENT,
+    socketsPerOrigin: wh.socketsPerOrigin,
+  });
+  lifecycle.onStop('sender', () => sender.close());
+  const clock = (): Date => new Date();
+  // Every subscription in memory, reloaded every 250 ms: matching and the pre-send read skip the
+  // store while it is fresh enough (subscription-table.ts). Stopped after the dispatcher.
+  const table = new SubscriptionTable(collectionSource(mongo.collections.webhooks), log.child({ component: 'subscription-table' }));
+  lifecycle.onStop('subscription-table', () => table.stop());
+  const metrics = createDeliveryMetrics();
+  const newConsumer = overrides.newConsumer ?? createConsumer;
+  return {
+    config,
+    log,
+    lifecycle,
+    mongo,
+    // Check-then-writes on deliveries are one conditional update where the server makes that atomic (deliveries.ts).
+    collections: { ...mongo.collections, conditionalWritesAreAtomic: () => conditionalWritesAreAtomic(mongo.db) },
+    kafka,
+    newConsumer: () => newConsumer(kafka, config.groupId),
+    clock,
+    sender,
+    secretBox: new SecretBox(wh.secretKey),
+    table,
+    metrics,
+    health: wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, () => metrics.endpointsDisabled.inc()),
+    hooks: overrides.hooks,
+    stallMs: overrides.stallMs,
+  };
+}
