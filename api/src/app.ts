@@ -73,9 +73,8 @@ type Compose = (stack: Koa.Middleware[]) => Composed;
  * answers are the chain's own. Why: in the chain, a request answered by the
  * eighth router waits inside every earlier router's pending promises and
  * bound `next` functions, and a long-poll or stream holds them for its whole
- * life: 21,967 -> 18,275 heap bytes per held long-poll with this step
- * (`npm run bench -- --only waiter-bytes`; docs/architecture.md, "What a held
- * reader costs").
+ * life (`npm run bench -- --only waiter-bytes` measures the heap per held
+ * long-poll; docs/performance.md, "A held reader in bytes").
  */
 class RouterPairs {
   private readonly pairs = new Map<Koa.Middleware, { router: Router; allowed: Koa.Middleware }>();

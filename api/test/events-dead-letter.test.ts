@@ -49,7 +49,7 @@ describe('a poison event on the log', function () {
       { account_id: accountId, type: 'message.sent', data: { n: 3 } },
     ]);
 
-    // Resuming from the first event's cursor reads MongoDB past the poison: it must be answered (was 503 for ever).
+    // Resuming from the first event's cursor reads MongoDB past the poison: it must be answered, not 503 for ever.
     const found = await eventually(async () => {
       const res = await call(api.url, 'GET', `/api/v1/events?since=${encodeURIComponent(first!.cursor)}&limit=50`, { headers: { authorization: `Bearer ${account.apiKey}` } });
       return res.status === 200 && res.body.events.length === 4 ? res.body.events : undefined;

@@ -5,8 +5,8 @@
  * no libuv thread. Under dns.lookup each such lookup held a threadpool thread
  * (the pool scrypt uses for logins) for as long as the server took, and every
  * other tenant's lookup queued behind them (libuv runs at most 2 lookups at a
- * time): measured in a private network namespace, a healthy name took 22.9 s
- * to resolve behind six names answering after 8 s, against 2 ms with c-ares.
+ * time): a healthy name queued behind six names answering after 8 s took
+ * tens of seconds to resolve, against milliseconds with c-ares (docs/security.md).
  *
  * The DNS here is a real server on loopback (shared/test/support/dns-server.ts)
  * the API process is pointed at by configuration (DNS_SERVERS).

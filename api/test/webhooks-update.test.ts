@@ -184,7 +184,7 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     const { body } = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/race', events: ['*'] });
     const recorder = new AttemptRecorder(api.deps.mongo.collections);
     const base = Date.now();
-    // Before the status moved to its own document, about 1 pair in 7 lost the PATCH.
+    // A status written into the subscription's document loses about 1 PATCH in 7 of these pairs.
     for (let i = 1; i <= 30; i++) {
       const delivery = { _id: `dlv_race_${i}_${body.id}`, subscription_id: body.id, claim_seq: 1, attempts: 0 } as unknown as DeliveryDoc;
       const attempt = { delivery, attempt: 1, status: 200, outcome: 'ok' as const, error: null, durationMs: 5, at: new Date(base + i), nextAttemptAt: null };

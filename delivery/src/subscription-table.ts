@@ -5,11 +5,11 @@
  *
  * A load is one `webhooks.find({})` (the fields matching and sending need);
  * one starts every REFRESH_MS, even while the previous one still runs (at
- * most MAX_LOADS_IN_FLIGHT at once): when loads ran one after another with a
- * pause between, a load slowed to ~400 ms by a busy store left the table too
- * old for sends (SEND_READ_MAX_AGE_MS) a third of the time, and every send
- * then waited for a store read (a profile of the delivery process: up to 700 such reads a
- * second in a 4,000-delivery burst). For the latest-started completed load the table remembers when
+ * most MAX_LOADS_IN_FLIGHT at once): loads run one after another with a
+ * pause between would leave the table too old for sends
+ * (SEND_READ_MAX_AGE_MS) whenever a busy store slows a load past the pause,
+ * and every send would then wait for a store read (docs/performance.md,
+ * "Delivery"). For the latest-started completed load the table remembers when
  * it STARTED, on the wall clock (`loadedFrom`, compared with events'
  * `created_at`) and on the monotonic clock (compared with the send fence):
  * everything stored before that moment is in it. A failed load keeps the
@@ -27,7 +27,7 @@
  *
  * Scaling: a scan of N subscriptions per REFRESH_MS per process. Beyond some N
  * the scan takes long, the table is seldom fresh and every batch falls back to
- * its queries (docs/architecture.md; the next step is a change log).
+ * its queries (docs/decisions.md; the next step is a change log).
  */
 import type { Collection, Document } from 'mongodb';
 import type { Logger } from '../../shared/src/log.js';

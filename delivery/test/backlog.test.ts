@@ -6,7 +6,7 @@
  *   (no rebalance) and everything is delivered;
  * - a hung receiver with 1,000 queued events does not hold up healthy
  *   subscriptions of accounts on the same Kafka partition.
- * Sizes: small in `npm test`, the issue's full sizes with FAULTS_FULL=1.
+ * Sizes: small in `npm test`, full sizes with FAULTS_FULL=1.
  */
 import { expect } from 'chai';
 import { Partitioners } from 'kafkajs';

@@ -1,11 +1,11 @@
 /**
- * Store operations per successful delivery (issue 16): the happy path sends
- * from the log and writes only the attempts (batched) and a coalesced
- * last_* per subscription. Counted with the driver's command monitor on the
- * delivery process's own client, in a topic and database of their own (no
- * other test's events or subscriptions in the count). Before issue 16 a
- * delivery cost 6–8 operations (delivery insert, claim insert, subscription
- * read, attempt insert, delivery read and update, status update).
+ * Store operations per successful delivery: the happy path sends from the
+ * log and writes only the attempts (batched) and a coalesced last_* per
+ * subscription. Counted with the driver's command monitor on the delivery
+ * process's own client, in a topic and database of their own (no other
+ * test's events or subscriptions in the count). A delivery that went through
+ * the store would cost 6–8 operations (delivery insert, claim insert,
+ * subscription read, attempt insert, delivery read and update, status update).
  */
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
@@ -119,7 +119,7 @@ describe('delivery store operations', function () {
       });
     }
     expect(run.failed, 'failed attempts to a healthy receiver in each of three runs').to.equal(0);
-    // Before issue 16: 6–8 per delivery.
+    // Through the store a delivery costs 6–8.
     expect(run.perDelivery).to.be.below(4);
   });
 

@@ -83,17 +83,16 @@ export interface MaterializerOptions {
 const MAX_BACKOFF_MS = 5000;
 /**
  * Events per chunk by default (MATERIALIZER_CHUNK_EVENTS). Bigger chunks drain
- * a backlog faster (bench 1c on FerretDB: 1,471-1,605 events/s in chunks of
- * 500, 2,547-3,278 in chunks of 2,000), but two delivery processes sharing
- * the store fell into the retry path more often with 2,000 in the runs made
- * (bench 5f), so the tested default stays; see docs/architecture.md.
+ * a backlog faster, but make the store busier in bursts for a delivery
+ * process sharing it, so the tested default stays (docs/decisions.md; the
+ * figures: docs/performance.md, "The materializer's chunk size").
  */
 const DEFAULT_CHUNK_EVENTS = 500;
 /**
  * Most events per insert into `events` when a chunk is bigger. The page writes
- * are what a bigger chunk saves; one insert of 2,000 documents held FerretDB's
+ * are what a bigger chunk saves; one insert of 2,000 documents holds FerretDB's
  * write lock long enough to stall the delivery process's writes to the same
- * database (bench 5f: 216 and 1,175 deliveries/s against 2,805 with chunks of 500).
+ * database (docs/performance.md, "The materializer's chunk size").
  */
 const INSERT_SLICE = 500;
 const DEFAULT_MAX_REFUSALS = 5;

@@ -84,9 +84,10 @@ export interface FanOutOptions {
 const GAP_PAGE = 500;
 /**
  * Readers woken (each answered or written to in the same tick) after which a
- * batch's dispatch lets the event loop run before going on. One event per
- * account reaching 13,000 held readers held the loop 1.2-1.6 s in one tick
- * (bench scenario 4); in slices, other requests are served in between.
+ * batch's dispatch lets the event loop run before going on, so one event per
+ * account reaching thousands of held readers does not hold the loop for one
+ * long tick (docs/performance.md, "A held reader in bytes"): in slices,
+ * other requests are served in between.
  */
 const WAKE_SLICE = 500;
 

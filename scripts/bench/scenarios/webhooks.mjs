@@ -9,7 +9,7 @@
 // through the retry store (a second delivery process with a 100 ms retry
 // schedule; a receiver that answers 500 to each delivery's first attempt and
 // 200 to its retry). 5f: 5a's burst with a second delivery process in the
-// group (the issue's horizontal scale, on whatever cores the machine has).
+// group (horizontal scale, on whatever cores the machine has).
 // 5g: 20 subscriptions of 20 accounts on ONE receiver origin (different
 // paths), 4 of them hanging: the 16 healthy ones' deliveries/s with the
 // hanging ones' events in the burst, as a ratio to the same 16 alone.
@@ -140,8 +140,8 @@ export async function run(ctx) {
   };
   // Each figure over ctx.runs rounds (3 in a full run), its median reported with the spread of the rounds.
   const rounds = [];
-  // One unmeasured burst first: the first measured round ran 35-40 % below the others (the
-  // connection pool growing to its working size, code not yet optimised) until it came.
+  // One unmeasured burst first: without it the first measured round runs well below the others
+  // (the connection pool growing to its working size, code not yet optimised).
   if (ctx.runs > 1) {
     ctx.log('warm-up burst (not measured)');
     await throughput('healthy');
@@ -163,8 +163,8 @@ export async function run(ctx) {
 
   // The hanging subscriptions' deliveries from 5b wait in the retry store (retries at 5 s, 30 s,
   // 2 min, each attempt 4 s): deleted now, so 5f and 5e measure their own traffic. Left in, their
-  // retries fell due during 5f and saturated the store (one round at 166 deliveries/s, 1.9 store
-  // operations per delivery): a hung backlog's cost is 5b's figure, not 5f's.
+  // retries fall due during 5f and saturate the store: a hung backlog's cost is 5b's figure,
+  // not 5f's.
   await pool(
     [...configs.mixed, ...configs.origin].filter((s) => s.hanging),
     10,

@@ -43,11 +43,10 @@ export function isWeaker(stored: PasswordHash, target: ScryptParams): boolean {
  * at most `maxConcurrent` derivations at once; the rest wait their turn.
  * Each derivation holds a libuv threadpool thread (shared with fs, dns.lookup
  * and zlib) and 128 MB for its whole run, so an unbounded burst of logins
- * would take every thread and N x 128 MB. Measured (scripts/bench/login.mjs,
- * 2 cores): throughput is CPU-bound at ~1.5-2 logins/s whatever the pool
- * size or cap; uncapped, 4 concurrent logins on the default 4-thread pool
- * delayed an fs.stat by 2.1 s at p99 (8.7 s with 16), capped at 2 by 22 ms.
- * So: the default pool, 2 at once.
+ * would take every thread and N x 128 MB. Throughput is CPU-bound whatever
+ * the pool size or cap, while uncapped derivations on the default 4-thread
+ * pool delay every fs call behind them by seconds (scripts/bench/login.mjs
+ * measures both; figures in docs/security.md). So: the default pool, 2 at once.
  */
 export class PasswordHasher {
   private running = 0;

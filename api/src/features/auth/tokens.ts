@@ -19,9 +19,9 @@ const epochSeconds = (at: Date): number => Math.floor(at.getTime() / 1000);
 /**
  * The secret as a KeyObject, made once per secret. Given a string,
  * jsonwebtoken first tries to parse it as a public key (createPublicKey, which
- * throws for an HMAC secret) on every sign and verify: 13.5 % of an API
- * process's CPU in the live bench (every released long-poll comes back with
- * a session token). A KeyObject of type secret is used as it is; the
+ * throws for an HMAC secret) on every sign and verify, a large share of an
+ * API process's CPU when released long-polls come back with session tokens
+ * (docs/performance.md, scenario 3). A KeyObject of type secret is used as it is; the
  * algorithm list stays pinned to HS256.
  */
 const keys = new Map<string, KeyObject>();
