@@ -16,6 +16,8 @@ import { mongoProgressStore, OffsetTracker } from './offsets.js';
 import { countQueue, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { Dispatcher, type DispatchHooks } from './dispatch.js';
 import { countDisabled, EndpointHealth } from './endpoint-health.js';
+import { Notifications, type DisabledSubscription } from './notifications.js';
+import { EventLog } from '../../shared/src/eventlog/event-log.js';
 import { createSender } from './http-sender.js';
 import { countAttempt, countGivenUp, createDeliveryMetrics, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
 import { startSweeper } from './retention.js';
@@ -146,8 +148,21 @@ export async function startDelivery(config: DeliveryConfig, opts: DeliveryOption
   const collections: DeliveryCollections = { ...mongo.collections, conditionalWritesAreAtomic: () => conditionalWritesAreAtomic(mongo.db) };
   const shared = { log, collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock, table };
   const metrics = createDeliveryMetrics();
-  const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
-  const health = wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, () => metrics.endpointsDisabled.inc());
+  // Operational notifications (webhook.disabled, webhook.delivery_exhausted) go to the account's
+  // log through the producer the API uses (notifications.ts). Stopped after the dispatcher.
+  const eventLog = new EventLog(kafka, topicCatalog(config).events, log.child({ component: 'notifications' }));
+  await eventLog.start();
+  lifecycle.onStop('notifications producer', () => eventLog.stop());
+  const notifications = new Notifications((envelopes) => eventLog.publish(envelopes), mongo.collections.webhooks, clock, log.child({ component: 'notifications' }));
+  const onAttempt = (attempt: AttemptRecord): void => {
+    countAttempt(metrics, attempt);
+    notifications.attempted(attempt);
+  };
+  const onDisabled = (sub: DisabledSubscription): void => {
+    metrics.endpointsDisabled.inc();
+    notifications.subscriptionDisabled(sub).catch((err: unknown) => log.warn({ err, subscription: sub._id }, 'could not write the webhook.disabled notification'));
+  };
+  const health = wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, onDisabled);
   const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(wh.secretKey), retrySchedule: wh.retrySchedule, onAttempt, onGivenUpDisabled: () => countGivenUp(metrics, 'subscription_disabled'), health, hooks: opts.hooks }, {
     concurrency: wh.concurrency,
     perSubscription: wh.concurrencyPerSubscription,
