@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { DEV_INGEST_TOKEN } from '../api/src/config.js';
-import { EVENT_TYPES, isEventType, type EventType } from '../shared/src/eventlog/types.js';
+import { PRODUCER_EVENT_TYPES, type EventType, type ProducerEventType } from '../shared/src/eventlog/types.js';
 
 const USAGE = 'usage: npm run emit -- --account <account id> [--type <type>|random] [--count N] [--rate N] [--batch N] [--data JSON] [--url URL] [--token TOKEN] [--quiet]';
 
@@ -46,7 +46,7 @@ if (values.help) {
 }
 const account = values.account || fail('--account is required (it was missing or empty)');
 const typeArg = values.type;
-if (typeArg !== 'random' && !isEventType(typeArg)) fail(`--type must be one of ${EVENT_TYPES.join(', ')} or random`);
+if (typeArg !== 'random' && !(PRODUCER_EVENT_TYPES as readonly string[]).includes(typeArg)) fail(`--type must be one of ${PRODUCER_EVENT_TYPES.join(', ')} or random`);
 const count = positiveInt(values.count, 'count', 1);
 const rate = positiveInt(values.rate, 'rate', 0);
 const batchSize = Math.min(positiveInt(values.batch, 'batch', 1), 1000);
@@ -62,7 +62,7 @@ if (values.data !== undefined) {
 
 function sampleData(type: EventType, seq: number): Record<string, unknown> {
   const id = randomBytes(4).toString('hex');
-  const samples: Record<EventType, Record<string, unknown>> = {
+  const samples: Record<ProducerEventType, Record<string, unknown>> = {
     'call.started': { call_id: `call_${id}`, direction: 'inbound', from: '+15550100', to: '+15550199' },
     'call.ended': { call_id: `call_${id}`, duration_s: 42, hangup_by: 'caller' },
     'call.transcribed': { call_id: `call_${id}`, transcript: 'Hello, I would like to book a table.' },
@@ -72,12 +72,12 @@ function sampleData(type: EventType, seq: number): Record<string, unknown> {
     'message.sent': { message_id: `msg_${id}`, channel: 'whatsapp', to: '+15550100', text: `Reply #${seq}` },
     'webhook.ping': { note: 'emitted by scripts/emit' },
   };
-  return { seq, ...samples[type], ...extra };
+  return { seq, ...samples[type as ProducerEventType], ...extra };
 }
 
 function pickType(): EventType {
   if (typeArg !== 'random') return typeArg as EventType;
-  return EVENT_TYPES[Math.floor(Math.random() * EVENT_TYPES.length)] as EventType;
+  return PRODUCER_EVENT_TYPES[Math.floor(Math.random() * PRODUCER_EVENT_TYPES.length)] as EventType;
 }
 
 const endpoint = `${values.url.replace(/\/+$/, '')}/internal/v1/events`;

@@ -29,7 +29,7 @@
  */
 import { decodeEnvelope, toRecord } from '../../shared/src/eventlog/envelope.js';
 import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/kafka.js';
-import type { EventEnvelope, EventRecord } from '../../shared/src/eventlog/types.js';
+import { subscriptionTakes, type EventEnvelope, type EventRecord } from '../../shared/src/eventlog/types.js';
 import type { Logger } from '../../shared/src/log.js';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
@@ -71,7 +71,8 @@ export function decodeMessage(message: KafkaMessage, partition: number, log: Log
 }
 
 /**
- * `["*"]` matches everything; a ping goes only to the subscription it names;
+ * `["*"]` matches every type but the operational ones (listed by name, never
+ * sent to the subscription they are about); a ping goes only to the subscription it names;
  * nothing older than the subscription (or than its last re-enabling); nothing
  * to a disabled one (dispatch checks again right before sending).
  */
@@ -80,7 +81,8 @@ export function matches(sub: WebhookDoc, envelope: EventEnvelope): boolean {
   if (sub.enabled === false) return false;
   if (occurredBefore(envelope, sub)) return false;
   if (envelope.type === 'webhook.ping') return envelope.target_subscription_id === sub._id;
-  return takesEventType(sub, envelope.type);
+  // Operational notifications: listed by name, never to the subscription they are about.
+  return takesEventType(sub, envelope.type) && subscriptionTakes(sub, envelope.type, envelope.data);
 }
 
 function occurredBefore(envelope: EventEnvelope, sub: WebhookDoc): boolean {

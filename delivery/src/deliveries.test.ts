@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import { predatesEnabling } from './deliveries.js';
+import { subscriptionTakes } from '../../shared/src/eventlog/types.js';
+import { predatesEnabling, takesEventType } from './deliveries.js';
 
 const enabledAt = new Date('2026-01-05T00:00:00Z');
 const sub = (extra: Partial<WebhookDoc> = {}): WebhookDoc => ({ _id: 'wh_1', account_id: 'acct_1', events: ['*'], enabled: true, enabled_at: enabledAt, ...extra }) as WebhookDoc;
@@ -19,5 +20,16 @@ describe('deliveries from before a re-enabling', () => {
     const old = '2025-01-01T00:00:00Z';
     expect(predatesEnabling(sub(), delivery(old, { trigger: 'recover', created_at: new Date('2026-01-05T00:00:01Z') })), 'asked after the re-enable').to.equal(false);
     expect(predatesEnabling(sub(), delivery(old, { trigger: 'resend', created_at: new Date('2026-01-04T00:00:00Z') })), 'asked before the disable').to.equal(true);
+  });
+});
+
+describe('which subscriptions take the operational notifications', () => {
+  it('"*" does not; listing the type does, except for the subscription the notification is about', () => {
+    expect(takesEventType(sub(), 'webhook.disabled')).to.equal(false);
+    expect(takesEventType(sub(), 'call.started')).to.equal(true);
+    expect(takesEventType(sub({ events: ['webhook.delivery_exhausted'] }), 'webhook.delivery_exhausted')).to.equal(true);
+    expect(subscriptionTakes(sub({ events: ['*'] }), 'webhook.delivery_exhausted', { subscription_id: 'wh_2' })).to.equal(false);
+    expect(subscriptionTakes(sub({ events: ['webhook.disabled'] }), 'webhook.disabled', { subscription_id: 'wh_2' })).to.equal(true);
+    expect(subscriptionTakes(sub({ events: ['webhook.disabled'] }), 'webhook.disabled', { subscription_id: 'wh_1' })).to.equal(false);
   });
 });

@@ -12,7 +12,7 @@
  * Claim documents are kept (a deleted one could be won a second time by a
  * stale reader) and only swept once far older than any read can be.
  */
-import type { EventType } from '../../shared/src/eventlog/types.js';
+import { isOperationalEventType, type EventType } from '../../shared/src/eventlog/types.js';
 import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
 
 import { deliveryId, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
@@ -163,6 +163,8 @@ export interface AttemptRecord {
  */
 export function takesEventType(sub: Pick<WebhookDoc, 'events'>, type: string): boolean {
   if (type === 'webhook.ping') return true;
+  // Operational notifications only by name ("*" does not take them); the consumer also keeps them from the subscription they are about.
+  if (isOperationalEventType(type)) return sub.events.includes(type);
   return sub.events.includes('*') || sub.events.includes(type);
 }
 

@@ -1,4 +1,4 @@
-import { createConsumer, createKafka, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
+import { createConsumer, createKafka, topicCatalog, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
 import { Lifecycle } from '../../shared/src/lifecycle.js';
 import { createLogger, type Logger } from '../../shared/src/log.js';
 import { conditionalWritesAreAtomic, createMongo, type Mongo } from '../../shared/src/mongo/index.js';
@@ -9,6 +9,8 @@ import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import type { DeliveryCollections } from './deliveries.js';
 import type { DispatchHooks } from './dispatch.js';
 import { EndpointHealth } from './endpoint-health.js';
+import { Notifications, type DisabledSubscription } from './notifications.js';
+import { EventLog } from '../../shared/src/eventlog/event-log.js';
 import { createSender, type Sender } from './http-sender.js';
 import { createDeliveryMetrics, type DeliveryMetrics } from './metrics.js';
 import { collectionSource, SubscriptionTable } from './subscription-table.js';
@@ -41,6 +43,10 @@ export interface DeliveryDeps {
   table: SubscriptionTable;
   /** Prometheus metrics of this process (its own registry). */
   metrics: DeliveryMetrics;
+  /** The producer of the operational notifications (started by startDelivery). */
+  eventLog: EventLog;
+  /** Writes webhook.disabled and webhook.delivery_exhausted to the account's log. */
+  notifications: Notifications;
   /** Disables an endpoint failing past WEBHOOK_DISABLE_AFTER; absent when that is off. */
   health: EndpointHealth | undefined;
   /** Test hooks of the dispatcher (force rare timings). */
@@ -86,6 +92,14 @@ export function createDeps(config: DeliveryConfig, overrides: DeliveryOverrides 
   const table = new SubscriptionTable(collectionSource(mongo.collections.webhooks), log.child({ component: 'subscription-table' }));
   lifecycle.onStop('subscription-table', () => table.stop());
   const metrics = createDeliveryMetrics();
+  // Operational notifications (webhook.disabled, webhook.delivery_exhausted) go to the account's log through
+  // the producer the API uses (notifications.ts); startDelivery starts it and stops it after the dispatcher.
+  const eventLog = new EventLog(kafka, topicCatalog(config).events, log.child({ component: 'notifications' }));
+  const notifications = new Notifications((envelopes) => eventLog.publish(envelopes), mongo.collections.webhooks, clock, log.child({ component: 'notifications' }));
+  const onDisabled = (sub: DisabledSubscription): void => {
+    metrics.endpointsDisabled.inc();
+    notifications.subscriptionDisabled(sub).catch((err: unknown) => log.warn({ err, subscription: sub._id }, 'could not write the webhook.disabled notification'));
+  };
   const newConsumer = overrides.newConsumer ?? createConsumer;
   return {
     config,
@@ -101,7 +115,9 @@ export function createDeps(config: DeliveryConfig, overrides: DeliveryOverrides 
     secretBox: new SecretBox(wh.secretKey),
     table,
     metrics,
-    health: wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, () => metrics.endpointsDisabled.inc()),
+    eventLog,
+    notifications,
+    health: wh.disableAfterMs === null ? undefined : new EndpointHealth(mongo.collections, wh.disableAfterMs, clock, log, onDisabled),
     hooks: overrides.hooks,
     stallMs: overrides.stallMs,
   };

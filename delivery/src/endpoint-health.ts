@@ -24,6 +24,7 @@
 import type { Logger } from '../../shared/src/log.js';
 import type { DisabledReason, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
 import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
+import type { DisabledSubscription } from './notifications.js';
 
 const ENDPOINT_FAILING: DisabledReason = 'endpoint_failing';
 
@@ -43,8 +44,8 @@ interface Mark {
 /** The failing_since part of a status write. */
 export type FailingUpdate = { $set?: Pick<WebhookStatusDoc, 'failing_since'>; $min?: Pick<WebhookStatusDoc, 'failing_since'>; $unset?: { failing_since: '' } };
 
-/** Test hook and metrics: told of each subscription this process disabled. */
-type OnDisabled = (subscriptionId: string, failingSince: Date) => void;
+/** Metrics and the webhook.disabled notification: told of each subscription this process disabled. */
+type OnDisabled = (sub: DisabledSubscription) => void;
 
 const MAX_TRACKED = 100_000;
 
@@ -126,7 +127,7 @@ export class EndpointHealth {
     const hint = status?.failing_since?.getTime();
     if (hint === undefined) return;
     if (hint + this.periodMs > now) return this.later(id, hint + this.periodMs);
-    const sub = await webhooks.findOne({ _id: id }, { projection: { enabled: 1, created_at: 1, enabled_at: 1, url: 1, url_changed_at: 1 } });
+    const sub = await webhooks.findOne({ _id: id }, { projection: { account_id: 1, enabled: 1, created_at: 1, enabled_at: 1, url: 1, url_changed_at: 1 } });
     if (!sub || sub.enabled === false) return this.later(id, now + this.periodMs);
     // Counted from the subscription's creation, re-enabling or change of URL at the earliest.
     const floor = Math.max(sub.created_at?.getTime() ?? 0, sub.enabled_at?.getTime() ?? 0, sub.url_changed_at?.getTime() ?? 0);
@@ -152,7 +153,9 @@ export class EndpointHealth {
     this.later(id, now + this.periodMs);
     if (res.modifiedCount === 0) return;
     this.log?.warn({ subscription: id, failing_since: new Date(start), period_ms: this.periodMs }, 'subscription disabled: every attempt failed for the disabling period');
-    this.onDisabled?.(id, new Date(start));
+    // Named by its enabling (creation or last re-enabling): a subscription is disabled at most once per enabling.
+    const countedFrom = new Date(Math.max(sub.created_at?.getTime() ?? 0, sub.enabled_at?.getTime() ?? 0));
+    this.onDisabled?.({ _id: id, account_id: sub.account_id, url: sub.url, counted_from: countedFrom, failing_since: new Date(start), disabled_at: at });
   }
 }
 

@@ -106,7 +106,12 @@ export async function startDelivery(config: DeliveryConfig, overrides: DeliveryO
   const wh = config.webhooks;
   table.start();
   const shared = { log, collections: deps.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock, table };
-  const onAttempt = (attempt: AttemptRecord): void => countAttempt(metrics, attempt);
+  await deps.eventLog.start();
+  lifecycle.onStop('notifications producer', () => deps.eventLog.stop());
+  const onAttempt = (attempt: AttemptRecord): void => {
+    countAttempt(metrics, attempt);
+    deps.notifications.attempted(attempt);
+  };
   const dispatcher = new Dispatcher(
     { ...shared, sender: deps.sender, box: deps.secretBox, retrySchedule: wh.retrySchedule, onAttempt, onGivenUpDisabled: () => countGivenUp(metrics, 'subscription_disabled'), health: deps.health, hooks: deps.hooks },
     { concurrency: wh.concurrency, perSubscription: wh.concurrencyPerSubscription },

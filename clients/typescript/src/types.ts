@@ -14,6 +14,9 @@ export const EVENT_TYPES = [
   'message.received',
   'message.sent',
   'webhook.ping',
+  // Operational notifications, written by the service (ingest refuses them); opt-in by listing them on a subscription.
+  'webhook.disabled',
+  'webhook.delivery_exhausted',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -6,7 +6,9 @@
  * A data shape describes the fields the platform's producers send for that
  * type. It requires none and allows others: ingest stores `data` as the
  * producer sent it (a JSON object within the size and depth limits) and does
- * not check it against these shapes (docs/decisions.md).
+ * not check it against these shapes (docs/decisions.md). The operational
+ * types (webhook.disabled, webhook.delivery_exhausted) are written by the
+ * service alone, so their shapes list every field as present.
  */
 import { createHash } from 'node:crypto';
 import { EVENT_TYPES, type EventType } from '../../../../shared/src/eventlog/types.js';
@@ -23,6 +25,9 @@ const dataShape = (name: string, properties: Parameters<typeof Type.Object>[0], 
   component(name, Type.Object(properties, { description: NOTE, examples: [example] }));
 
 const opt = Type.Optional;
+
+const SUB = 'wh_5f0c2a9d41be7730c8e2a61f';
+const SERVICE_NOTE = 'Written by the service itself; every field is always present.';
 
 /** Each type: when it is fired (docs/spec.md section 6) and the shape of its data. */
 const CATALOG: Record<EventType, { description: string; data: TSchema }> = {
@@ -77,6 +82,48 @@ const CATALOG: Record<EventType, { description: string; data: TSchema }> = {
   'webhook.ping': {
     description: 'A test ping fired at one subscription by POST /api/v1/webhooks/{id}/ping; delivered to that subscription only, and readable on every read path.',
     data: dataShape('WebhookPingData', { subscription_id: opt(Type.String({ description: 'The subscription pinged (set by the ping operation)', examples: ['wh_5f0c2a9d41be7730c8e2a61f'] })) }, { subscription_id: 'wh_5f0c2a9d41be7730c8e2a61f' }),
+  },
+  'webhook.disabled': {
+    description:
+      'A subscription was disabled because every attempt to it failed for WEBHOOK_DISABLE_AFTER. Written by the service (ingest refuses it), only for an account one of whose subscriptions lists this type by name; delivered only to subscriptions listing it by name ("*" does not match it), never to the one disabled.',
+    data: component(
+      'WebhookDisabledData',
+      Type.Object(
+        {
+          subscription_id: Type.String({ description: 'The subscription disabled', examples: [SUB] }),
+          url: Type.String({ description: 'Its URL', examples: ['https://example.com/hooks'] }),
+          reason: Type.Literal('endpoint_failing', { description: 'Why: `endpoint_failing` (every attempt failed for the disabling period)' }),
+          failing_since: Type.String({ format: 'date-time', description: 'The first failure after its last success' }),
+          disabled_at: Type.String({ format: 'date-time', description: 'When it was disabled' }),
+        },
+        { description: SERVICE_NOTE, examples: [{ subscription_id: SUB, url: 'https://example.com/hooks', reason: 'endpoint_failing', failing_since: '2025-01-01T10:00:00.000Z', disabled_at: '2025-01-06T10:00:04.000Z' }] },
+      ),
+    ),
+  },
+  'webhook.delivery_exhausted': {
+    description:
+      'A delivery was given up for good: its retries ran out, or its receiver answered with a permanent failure (410). Written by the service (ingest refuses it), only for an account one of whose subscriptions lists this type by name; delivered only to subscriptions listing it by name ("*" does not match it), never to the one whose delivery failed.',
+    data: component(
+      'WebhookDeliveryExhaustedData',
+      Type.Object(
+        {
+          subscription_id: Type.String({ description: 'The subscription the delivery was for', examples: [SUB] }),
+          url: Type.Union([Type.String(), Type.Null()], { description: 'Its URL (null if it was deleted meanwhile)' }),
+          delivery_id: Type.String({ description: 'The delivery given up (X-Service-Delivery); recover or resend queues it again' }),
+          event_id: Type.String({ description: 'The event it carried' }),
+          event_type: Type.String({ description: 'That event\'s type' }),
+          reason: Type.Union([Type.Literal('retries_exhausted'), Type.Literal('permanent_failure')], { description: '`retries_exhausted` or `permanent_failure`' }),
+          attempts: Type.Integer({ minimum: 1, description: 'Attempts made' }),
+          last_outcome: Type.String({ description: 'The last attempt\'s outcome (as on the attempt records)', examples: ['http_4xx'] }),
+          last_status: Type.Union([Type.Integer(), Type.Null()], { description: 'The last attempt\'s HTTP status (null when none came back)' }),
+          last_attempt_at: Type.String({ format: 'date-time', description: 'When the last attempt was made' }),
+        },
+        {
+          description: SERVICE_NOTE,
+          examples: [{ subscription_id: SUB, url: 'https://example.com/hooks', delivery_id: 'dlv_3c1f0a9e2b7d4c6a8e0f1b2d', event_id: 'evt_8a41c2f07e3b95d16a0c4e27', event_type: 'call.ended', reason: 'permanent_failure', attempts: 1, last_outcome: 'http_4xx', last_status: 410, last_attempt_at: '2025-01-01T10:00:00.000Z' }],
+        },
+      ),
+    ),
   },
 };
 

@@ -19,6 +19,11 @@ describe('ingest body', () => {
     expect(parseIngestBody({ events: [ok, ok] }, limits)).to.have.length(2);
   });
 
+  it('refuses the operational types, which only the service writes', () => {
+    expect(problems({ ...ok, type: 'webhook.disabled' })).to.deep.equal(['type']);
+    expect(problems({ events: [ok, { ...ok, type: 'webhook.delivery_exhausted' }] })).to.deep.equal(['events[1].type']);
+  });
+
   it('names each bad event by its index', () => {
     expect(problems({ events: [ok, { ...ok, type: 'call.exploded' }, ok] })).to.deep.equal(['events[1].type']);
     expect(problems({ events: [ok, { ...ok, data: { $x: 1 } }] })).to.deep.equal(['events[1].data']);

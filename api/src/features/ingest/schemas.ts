@@ -1,6 +1,6 @@
 import { AppError, validationFailed, type ErrorDetail } from '../../../../shared/src/errors/index.js';
 import { checkEventData } from '../../../../shared/src/eventlog/envelope.js';
-import { EVENT_TYPES, type EventType } from '../../../../shared/src/eventlog/types.js';
+import { PRODUCER_EVENT_TYPES, type EventType } from '../../../../shared/src/eventlog/types.js';
 import { AnyObject, component, type Static, type TSchema, Type } from '../../shapes.js';
 import { bodyValidator } from '../../validation.js';
 
@@ -8,7 +8,8 @@ import { bodyValidator } from '../../validation.js';
 export const IngestEventSchema = Type.Object(
   {
     account_id: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
-    type: Type.Unsafe<EventType>({ type: 'string', enum: [...EVENT_TYPES] }),
+    // The operational types (webhook.disabled, webhook.delivery_exhausted) are the service's own: refused here.
+    type: Type.Unsafe<EventType>({ type: 'string', enum: [...PRODUCER_EVENT_TYPES] }),
     data: AnyObject(),
     occurred_at: Type.Optional(Type.String({ format: 'date-time' })),
     /** The producer's key for this event (see idempotency.ts); not part of the event. */

@@ -26,7 +26,7 @@ import { createHash } from 'node:crypto';
 import { encodeCursor } from '../../../../shared/src/cursor.js';
 import { AppError, notFound, validationFailed } from '../../../../shared/src/errors/index.js';
 import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
-import type { EventType } from '../../../../shared/src/eventlog/types.js';
+import { subscriptionTakes, type EventType } from '../../../../shared/src/eventlog/types.js';
 import type { DeliveryDoc, DeliveryTrigger, EventDoc, WebhookDoc } from '../../../../shared/src/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { readAfter } from '../../event-store/store.js';
@@ -197,11 +197,15 @@ interface ReplayResult {
   truncated: boolean;
 }
 
-/** A ping goes only to the subscription it was sent to; a stand-in of a dead-lettered event has no data to send. */
-function replayable(doc: EventDoc, subscriptionId: string): boolean {
+/**
+ * A ping goes only to the subscription it was sent to; an operational
+ * notification only to a subscription listing it by name, never to the one it
+ * is about; a stand-in of a dead-lettered event has no data to send.
+ */
+function replayable(doc: EventDoc, sub: Pick<WebhookDoc, '_id' | 'events'>): boolean {
   if (doc.data_unavailable) return false;
-  if (doc.type === 'webhook.ping') return (doc.data as { subscription_id?: unknown }).subscription_id === subscriptionId;
-  return true;
+  if (doc.type === 'webhook.ping') return (doc.data as { subscription_id?: unknown }).subscription_id === sub._id;
+  return subscriptionTakes(sub, doc.type, doc.data);
 }
 
 /**
@@ -232,7 +236,7 @@ export async function replayEvents(deps: OperationDeps, accountId: string, subsc
   // Where the replay got to: the last event read when cut by the bound, else all of (since, upTo].
   const reached = full && last ? BigInt(last.offset) : upTo > since.offset ? upTo : since.offset;
   const now = deps.clock();
-  const events = read.filter((d) => replayable(d, sub._id));
+  const events = read.filter((d) => replayable(d, sub));
   const docs = events.map((doc, i) =>
     queued({
       id: operationDeliveryId(seed, 'replay', doc._id),

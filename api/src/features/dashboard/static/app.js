@@ -1,7 +1,7 @@
 // The dashboard: a thin client of the public HTTP API. The session token lives
 // in sessionStorage (gone when the tab closes); every value shown is set with
 // textContent, never parsed as HTML.
-const EVENT_TYPES = ['call.started', 'call.ended', 'call.transcribed', 'call.completed', 'call.takeover', 'message.received', 'message.sent', 'webhook.ping'];
+const EVENT_TYPES = ['call.started', 'call.ended', 'call.transcribed', 'call.completed', 'call.takeover', 'message.received', 'message.sent', 'webhook.ping', 'webhook.disabled', 'webhook.delivery_exhausted'];
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem('svc_session');
 let feed = null;
