@@ -138,6 +138,7 @@ const EVENTS: Endpoint[] = [
     runs: 100,
   },
   { method: 'POST', route: '/api/v1/events/stream-token', auth: 'account', runs: 60 },
+  { method: 'GET', route: '/api/v1/event-types', auth: 'account', runs: 30 },
   {
     method: 'GET',
     route: '/api/v1/events/stream',
@@ -233,6 +234,24 @@ const WEBHOOKS: Endpoint[] = [
   },
   // `:id` is filled with a subscription id: for this route that is an id that cannot be an event's (404); the activity tests cover real ones.
   { method: 'GET', route: '/api/v1/events/:id/deliveries', auth: 'account', runs: 40 },
+  {
+    method: 'GET',
+    route: '/api/v1/deliveries',
+    auth: 'account',
+    query: () =>
+      fc.record(
+        {
+          outcome: fc.constantFrom('ok', 'failed', 'timeout', 'http_5xx,connect'),
+          status: fc.constantFrom('404', '5xx', '400-429'),
+          event_type: eventType,
+          from: fc.integer({ min: 1, max: 29 * 86_400_000 }).map((ago) => new Date(Date.now() - ago).toISOString()),
+          limit: fc.integer({ min: 1, max: 200 }).map(String),
+        },
+        { requiredKeys: [] },
+      ),
+    queryNames: ['outcome', 'status', 'event_type', 'webhook_id', 'from', 'to', 'limit', 'cursor'],
+    runs: 60,
+  },
 ];
 
 /** Tool arguments: names the tools know, with values of any shape (short waits when valid). */
