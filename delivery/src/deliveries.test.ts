@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
+import type { DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
 import { predatesEnabling } from './deliveries.js';
 
 const enabledAt = new Date('2026-01-05T00:00:00Z');
