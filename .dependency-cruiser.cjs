@@ -8,6 +8,8 @@
  * mounts each feature's router from its routes.ts, and deps.ts takes PasswordHasher (auth/passwords.ts) and
  * KeyCache (keys/cache.ts) from their files (through index.ts both would close a cycle via ApiDeps).
  * Tests (api/test/, *.test.ts) may import a feature's internals: they test those units directly.
+ * shared/ is imported as #shared/* and #test-support/* (package.json "imports"); depcruise resolves them to
+ * the files under shared/, so every rule applies to them as to a relative path.
  */
 module.exports = {
   forbidden: [
@@ -21,6 +23,7 @@ module.exports = {
     { name: 'outside-through-index', severity: 'error', comment: 'code outside a feature (middleware, live, event store, shapes, ...) uses a feature only through its public index.ts', from: { path: '^api/src/', pathNot: ['^api/src/features/', '^api/src/(app|deps)\\.ts$', '\\.test\\.ts$'] }, to: { path: '^api/src/features/[^/]+/', pathNot: '^api/src/features/[^/]+/index\\.ts$' } },
     { name: 'app-mounts-routes', severity: 'error', comment: 'the composition root app.ts uses a feature through its index.ts and mounts its router from routes.ts (an index that re-exported its routes would close a cycle: every routes.ts imports deps.ts, and the account guard imports auth and keys)', from: { path: '^api/src/app\\.ts$' }, to: { path: '^api/src/features/[^/]+/', pathNot: '^api/src/features/[^/]+/(index|routes)\\.ts$' } },
     { name: 'deps-through-index', severity: 'error', comment: 'deps.ts builds the process pieces through a feature\'s index.ts; PasswordHasher, KeyCache and the webhook operation keys\' sweeper are imported from their own files because auth\'s, keys\' and webhooks\' index.ts re-export services that import ApiDeps (deps.ts -> index -> service -> deps.ts would be a cycle)', from: { path: '^api/src/deps\\.ts$' }, to: { path: '^api/src/features/[^/]+/', pathNot: ['^api/src/features/[^/]+/index\\.ts$', '^api/src/features/auth/passwords\\.ts$', '^api/src/features/keys/cache\\.ts$', '^api/src/features/webhooks/op-keys\\.ts$'] } },
+    { name: 'imports-resolve', severity: 'error', comment: 'a subpath import (#shared/*, #test-support/*) resolves through package.json "imports" to a file; one that does not would escape every rule above', from: {}, to: { couldNotResolve: true, path: '^#' } },
     { name: 'not-to-tests', severity: 'error', comment: 'production code never imports test code', from: { path: '^(api|delivery|shared)/src', pathNot: '\\.test\\.ts$' }, to: { path: '(^(api|delivery|shared)/test/|\\.test\\.ts$)' } },
   ],
   options: {

@@ -6,7 +6,7 @@
  */
 import { MongoClient } from 'mongodb';
 import { backfillPages } from '../api/src/event-store/backfill.js';
-import { COLLECTION_NAMES, type EventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc } from '../shared/src/mongo/index.js';
+import { COLLECTION_NAMES, type EventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc } from '#shared/mongo/index.js';
 
 const [url, db, partitions] = process.argv.slice(2);
 if (!url || !db || !partitions) {

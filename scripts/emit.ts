@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { DEV_INGEST_TOKEN } from '../api/src/config.js';
-import { PRODUCER_EVENT_TYPES, type EventType, type ProducerEventType } from '../shared/src/eventlog/types.js';
+import { PRODUCER_EVENT_TYPES, type EventType, type ProducerEventType } from '#shared/eventlog/types.js';
 
 const USAGE = 'usage: npm run emit -- --account <account id> [--type <type>|random] [--count N] [--rate N] [--batch N] [--data JSON] [--url URL] [--token TOKEN] [--quiet]';
 

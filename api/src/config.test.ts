@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { loadApiConfig as load, DEV_INGEST_TOKEN } from './config.js';
-import type { Env } from '../../shared/src/config/index.js';
+import type { Env } from '#shared/config/index.js';
 
 /** Development mode (`npm start`): the only one where missing secrets fall back to their defaults. */
 const loadApiConfig = (env: Env) => load({ NODE_ENV: 'development', ...env });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
-import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
-import { isDevWebhookKey, loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
+import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '#shared/config/index.js';
+import { loadMetricsConfig, type MetricsConfig } from '#shared/config/metrics.js';
+import { isDevWebhookKey, loadWebhookConfig, type WebhookConfig } from '#shared/config/webhooks.js';
 
 export interface ApiConfig extends BaseConfig {
   instanceId: string;

@@ -1,10 +1,10 @@
-import { createKafka, type Kafka } from '../../shared/src/eventlog/kafka.js';
-import { Lifecycle } from '../../shared/src/lifecycle.js';
-import { createLogger, type Logger } from '../../shared/src/log.js';
-import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
-import { SecretBox } from '../../shared/src/secrets.js';
-import { DnsResolver } from '../../shared/src/dns.js';
-import type { Resolver } from '../../shared/src/url-safety.js';
+import { createKafka, type Kafka } from '#shared/eventlog/kafka.js';
+import { Lifecycle } from '#shared/lifecycle.js';
+import { createLogger, type Logger } from '#shared/log.js';
+import { createMongo, type Mongo } from '#shared/mongo/index.js';
+import { SecretBox } from '#shared/secrets.js';
+import { DnsResolver } from '#shared/dns.js';
+import type { Resolver } from '#shared/url-safety.js';
 import type { ApiConfig } from './config.js';
 import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './live/runtime.js';

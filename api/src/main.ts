@@ -1,4 +1,4 @@
-import { runProcess } from '../../shared/src/lifecycle.js';
+import { runProcess } from '#shared/lifecycle.js';
 import { loadApiConfig } from './config.js';
 import { startApi } from './server.js';
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { parseMetrics, sampleValue } from '../../shared/test/support/prometheus.js';
+import { parseMetrics, sampleValue } from '#test-support/prometheus.js';
 import { createApiMetrics } from './metrics.js';
 
 describe('materializer_lag_events', () => {

@@ -2,7 +2,7 @@
  * Every Prometheus metric of the API process, on one registry per app (built
  * with the deps). Served at GET /metrics; docs/operations.md lists them.
  */
-import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, type Registry } from '../../shared/src/metrics.js';
+import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, type Registry } from '#shared/metrics.js';
 
 /** Up to 60 s: long-polls last up to 55 s and streams about 50 s, and they are requests too. */
 const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ensureIndexes } from '../../shared/src/mongo/index.js';
+import { ensureIndexes } from '#shared/mongo/index.js';
 import { createApp } from './app.js';
 import type { ApiConfig } from './config.js';
 import { createDeps, type ApiDeps } from './deps.js';

@@ -10,8 +10,8 @@
  * components.schemas and is a `$ref` wherever another shape uses it.
  */
 import { type TSchema, Type } from '@sinclair/typebox';
-import { ERROR_STATUS } from '../../shared/src/errors/index.js';
-import { EVENT_TYPES } from '../../shared/src/eventlog/types.js';
+import { ERROR_STATUS } from '#shared/errors/index.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
 
 export { Type, type Static, type TSchema, type TObject } from '@sinclair/typebox';
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { AppError } from '../../shared/src/errors/index.js';
-import { EVENT_TYPES } from '../../shared/src/eventlog/types.js';
+import { AppError } from '#shared/errors/index.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
 import { statsQuery } from './features/activity/schemas.js';
 import { parseIngestBody } from './features/ingest/schemas.js';
 import { createWebhookBody } from './features/webhooks/schemas.js';

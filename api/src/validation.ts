@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject, type JSONSchemaType, type Schema, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
-import { type AppError, validationFailed, type ErrorDetail } from '../../shared/src/errors/index.js';
+import { type AppError, validationFailed, type ErrorDetail } from '#shared/errors/index.js';
 
 // ajv-formats is CommonJS with a default export; under NodeNext it arrives wrapped.
 type AddFormats = (ajv: Ajv) => Ajv;

@@ -8,9 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { failTimes, Receiver } from '../../shared/test/support/receiver.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { failTimes, Receiver } from '#test-support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import type { RunningDelivery } from '../../delivery/src/worker.js';
 import type { RunningApi } from '../src/server.js';

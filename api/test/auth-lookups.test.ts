@@ -10,7 +10,7 @@ import type { CommandStartedEvent } from 'mongodb';
 import { bearer, createAccount } from './support/accounts.js';
 import { call, startTestApi } from './support/api.js';
 import { findUser } from '../src/features/auth/service.js';
-import { ownDatabase } from '../../shared/test/support/env.js';
+import { ownDatabase } from '#test-support/env.js';
 
 describe('store operations per authenticated request', function () {
   this.timeout(60_000);

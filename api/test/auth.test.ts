@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import jwt from 'jsonwebtoken';
-import { uniqueName } from '../../shared/test/support/env.js';
+import { uniqueName } from '#test-support/env.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount } from './support/accounts.js';
 import { call, sharedApis, startTestApi } from './support/api.js';

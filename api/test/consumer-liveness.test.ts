@@ -5,8 +5,8 @@
  * replacement works (events reach this process's long-polls again).
  */
 import { expect } from 'chai';
-import { createConsumer, type Consumer, type Kafka } from '../../shared/src/eventlog/kafka.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
+import { createConsumer, type Consumer, type Kafka } from '#shared/eventlog/kafka.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { createDeps } from '../src/deps.js';
 import { startApi, type RunningApi } from '../src/server.js';
 import { createAccount } from './support/accounts.js';

@@ -6,9 +6,9 @@
  */
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { atRunEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import type { AttemptDoc } from '../../shared/src/mongo/index.js';
+import { atRunEnd } from '#test-support/cleanup.js';
+import { baseTestEnv } from '#test-support/env.js';
+import type { AttemptDoc } from '#shared/mongo/index.js';
 import type { RunningApi } from '../src/server.js';
 import { searchDeliveries } from '../src/features/activity/index.js';
 import { ActivityDb, MIN } from './support/activity.js';

@@ -16,7 +16,7 @@ import { expect } from 'chai';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount } from './support/accounts.js';
 import { startTestApi } from './support/api.js';
-import { freePort } from '../../shared/test/support/wait.js';
+import { freePort } from '#test-support/wait.js';
 
 const root = process.cwd();
 const nginxConf = readFileSync(join(root, 'deploy/nginx.conf'), 'utf8');

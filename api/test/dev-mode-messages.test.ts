@@ -4,7 +4,7 @@
  * WEBHOOK_ALLOW_PRIVATE_TARGETS. Outside development a rate-limit refusal gives the limit only.
  */
 import { expect } from 'chai';
-import { ownDatabase, uniqueName } from '../../shared/test/support/env.js';
+import { ownDatabase, uniqueName } from '#test-support/env.js';
 import { call, startDevApi, startTestApi } from './support/api.js';
 import { createAccount } from './support/accounts.js';
 

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import type { RunningApi } from '../src/server.js';
 import { createAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';

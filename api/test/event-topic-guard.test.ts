@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { createKafka, endOffsets } from '../../shared/src/eventlog/kafka.js';
-import { fetchTopicId } from '../../shared/src/eventlog/topic-id.js';
-import { guardTopic, TopicMismatchError } from '../../shared/src/eventlog/topic-guard.js';
-import { createLogger } from '../../shared/src/log.js';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { createKafka, endOffsets } from '#shared/eventlog/kafka.js';
+import { fetchTopicId } from '#shared/eventlog/topic-id.js';
+import { guardTopic, TopicMismatchError } from '#shared/eventlog/topic-guard.js';
+import { createLogger } from '#shared/log.js';
+import { baseTestEnv, uniqueName } from '#test-support/env.js';
 import { loadDeliveryConfig } from '../../delivery/src/config.js';
 import { startDelivery } from '../../delivery/src/worker.js';
 import { call, startTestApi } from './support/api.js';

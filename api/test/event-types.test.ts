@@ -6,7 +6,7 @@
  * OpenAPI document.
  */
 import { expect } from 'chai';
-import { EVENT_TYPES } from '../../shared/src/eventlog/types.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { MongoClient, MongoNetworkError, MongoServerError, MongoServerSelectionError } from 'mongodb';
-import { buildEnvelope, encodeEnvelope } from '../../shared/src/eventlog/envelope.js';
-import { createKafka, createProducer, partitionForKey } from '../../shared/src/eventlog/kafka.js';
-import { createLogger } from '../../shared/src/log.js';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { buildEnvelope, encodeEnvelope } from '#shared/eventlog/envelope.js';
+import { createKafka, createProducer, partitionForKey } from '#shared/eventlog/kafka.js';
+import { createLogger } from '#shared/log.js';
+import { baseTestEnv, uniqueName } from '#test-support/env.js';
 import { isRefusal } from '../src/event-store/materializer.js';
 import { call, startTestApi } from './support/api.js';
 import { createAccount } from './support/accounts.js';

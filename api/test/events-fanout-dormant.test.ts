@@ -5,8 +5,8 @@
  * without a cursor gets every event acknowledged after it registered.
  */
 import { expect } from 'chai';
-import { decodeCursor } from '../../shared/src/cursor.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { decodeCursor } from '#shared/cursor.js';
+import { baseTestEnv } from '#test-support/env.js';
 import type { RunningApi } from '../src/server.js';
 import { createAccount } from './support/accounts.js';
 import { call, startTestApi } from './support/api.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { baseTestEnv } from '#test-support/env.js';
 import { createDeps } from '../src/deps.js';
 import { Waiter } from '../src/live/waiters.js';
 import { startApi, type RunningApi } from '../src/server.js';

@@ -6,8 +6,8 @@
  */
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
-import { decodeCursor } from '../../shared/src/cursor.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { decodeCursor } from '#shared/cursor.js';
+import { baseTestEnv } from '#test-support/env.js';
 import { createAccount, type TestAccount } from './support/accounts.js';
 import { call, startTestApi } from './support/api.js';
 import { eventually, ingest } from './support/events.js';

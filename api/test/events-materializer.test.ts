@@ -1,11 +1,11 @@
 import { expect } from 'chai';
-import { encodeCursor, type Position } from '../../shared/src/cursor.js';
-import { buildEnvelope } from '../../shared/src/eventlog/envelope.js';
-import { EventLog } from '../../shared/src/eventlog/event-log.js';
-import { createConsumer, createKafka, topicCatalog, type Consumer } from '../../shared/src/eventlog/kafka.js';
-import { createLogger } from '../../shared/src/log.js';
-import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { encodeCursor, type Position } from '#shared/cursor.js';
+import { buildEnvelope } from '#shared/eventlog/envelope.js';
+import { EventLog } from '#shared/eventlog/event-log.js';
+import { createConsumer, createKafka, topicCatalog, type Consumer } from '#shared/eventlog/kafka.js';
+import { createLogger } from '#shared/log.js';
+import { createMongo, type Mongo } from '#shared/mongo/index.js';
+import { baseTestEnv } from '#test-support/env.js';
 import { Materializer, type MaterializerOptions } from '../src/event-store/materializer.js';
 import { readAfter } from '../src/event-store/store.js';
 import { testApiConfig } from './support/api.js';

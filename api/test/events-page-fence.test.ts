@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import { encodeCursor } from '../../shared/src/cursor.js';
-import type { EventType } from '../../shared/src/eventlog/types.js';
-import type { EventDoc } from '../../shared/src/mongo/documents.js';
-import { createMongo, type Mongo } from '../../shared/src/mongo/index.js';
-import { ownDatabase } from '../../shared/test/support/env.js';
+import { encodeCursor } from '#shared/cursor.js';
+import type { EventType } from '#shared/eventlog/types.js';
+import type { EventDoc } from '#shared/mongo/documents.js';
+import { createMongo, type Mongo } from '#shared/mongo/index.js';
+import { ownDatabase } from '#test-support/env.js';
 import { FencedError, PageWriter, type PagesCollection } from '../src/event-store/pages.js';
 import { readAfter } from '../src/event-store/store.js';
 import { testApiConfig } from './support/api.js';

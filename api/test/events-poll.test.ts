@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { decodeCursor } from '../../shared/src/cursor.js';
+import { decodeCursor } from '#shared/cursor.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';

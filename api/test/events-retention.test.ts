@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { decodeCursor } from '../../shared/src/cursor.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { decodeCursor } from '#shared/cursor.js';
+import { baseTestEnv } from '#test-support/env.js';
 import { pageId, streamId } from '../src/event-store/pages.js';
 import { floorId } from '../src/event-store/retention.js';
 import type { RunningApi } from '../src/server.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { baseTestEnv } from '#test-support/env.js';
 import { mintStreamToken } from '../src/features/streams/tokens.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';

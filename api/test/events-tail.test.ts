@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { decodeCursor } from '../../shared/src/cursor.js';
+import { decodeCursor } from '#shared/cursor.js';
 import type { Consumer } from 'kafkajs';
-import { createConsumer } from '../../shared/src/eventlog/kafka.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { createConsumer } from '#shared/eventlog/kafka.js';
+import { baseTestEnv } from '#test-support/env.js';
 import type { EventsRuntimeOverrides } from '../src/live/runtime.js';
 import type { RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';

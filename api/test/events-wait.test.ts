@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import net from 'node:net';
-import { decodeCursor } from '../../shared/src/cursor.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { decodeCursor } from '#shared/cursor.js';
+import { baseTestEnv } from '#test-support/env.js';
 import { waitForEvent } from '../src/features/events/long-poll.js';
 import type { RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';

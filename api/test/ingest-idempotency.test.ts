@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
-import { buildEnvelope, encodeEnvelope } from '../../shared/src/eventlog/envelope.js';
-import { createKafka, createProducer, endOffsets, partitionForKey } from '../../shared/src/eventlog/kafka.js';
-import { createLogger } from '../../shared/src/log.js';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
-import { KafkaReplyDropper } from '../../shared/test/support/kafka-proxy.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { buildEnvelope, encodeEnvelope } from '#shared/eventlog/envelope.js';
+import { createKafka, createProducer, endOffsets, partitionForKey } from '#shared/eventlog/kafka.js';
+import { createLogger } from '#shared/log.js';
+import { baseTestEnv, uniqueName } from '#test-support/env.js';
+import { KafkaReplyDropper } from '#test-support/kafka-proxy.js';
 import { DEV_INGEST_TOKEN } from '../src/config.js';
 import { createDeps } from '../src/deps.js';
 import { bodyHash, keyId, startKeySweeper } from '../src/features/ingest/idempotency.js';

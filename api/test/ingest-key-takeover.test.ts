@@ -7,8 +7,8 @@ import { DEV_INGEST_TOKEN } from '../src/config.js';
 import { bodyHash, IdempotencyKeys, keyId, takeoverHooks, type Claim } from '../src/features/ingest/idempotency.js';
 import { ingestEvents } from '../src/features/ingest/service.js';
 import type { IngestEvent } from '../src/features/ingest/schemas.js';
-import type { EventEnvelope } from '../../shared/src/eventlog/types.js';
-import { uniqueName } from '../../shared/test/support/env.js';
+import type { EventEnvelope } from '#shared/eventlog/types.js';
+import { uniqueName } from '#test-support/env.js';
 import { call, sharedApis } from './support/api.js';
 import { createAccount } from './support/accounts.js';
 

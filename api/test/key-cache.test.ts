@@ -10,7 +10,7 @@ import type { CommandStartedEvent } from 'mongodb';
 import { bearer, createAccount } from './support/accounts.js';
 import { call, startTestApi } from './support/api.js';
 import type { RunningApi } from '../src/server.js';
-import { ownDatabase, uniqueName } from '../../shared/test/support/env.js';
+import { ownDatabase, uniqueName } from '#test-support/env.js';
 
 const KEY_COLLECTIONS = ['api_keys', 'api_key_hashes'];
 const SYNC_COLLECTIONS = ['key_epoch', 'api_pods'];

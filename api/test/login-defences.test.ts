@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { baseTestEnv, uniqueName } from '#test-support/env.js';
 import { newUserId } from '../src/features/auth/service.js';
 import { PasswordHasher, SCRYPT_PARAMS } from '../src/features/auth/passwords.js';
 import type { RunningApi } from '../src/server.js';

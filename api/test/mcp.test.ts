@@ -1,7 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { expect } from 'chai';
-import { encodeCursor } from '../../shared/src/cursor.js';
+import { encodeCursor } from '#shared/cursor.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';

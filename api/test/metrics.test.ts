@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { metricNames, parseMetrics, sampleValue, type Sample } from '../../shared/test/support/prometheus.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { metricNames, parseMetrics, sampleValue, type Sample } from '#test-support/prometheus.js';
 import { createApp } from '../src/app.js';
 import { createDeps } from '../src/deps.js';
 import type { RunningApi } from '../src/server.js';

@@ -6,7 +6,7 @@ import { SignupBody } from '../src/features/auth/schemas.js';
 import { ListEventsQuery, WaitBody } from '../src/features/events/schemas.js';
 import { Components } from '../src/features/openapi/generate.js';
 import type { RunningApi } from '../src/server.js';
-import { Receiver } from '../../shared/test/support/receiver.js';
+import { Receiver } from '#test-support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import type { RunningDelivery } from '../../delivery/src/worker.js';
 import { bearer, createAccount } from './support/accounts.js';

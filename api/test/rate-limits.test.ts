@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import net from 'node:net';
 import type { CommandStartedEvent } from 'mongodb';
-import { AppError } from '../../shared/src/errors/index.js';
-import { createLogger } from '../../shared/src/log.js';
-import { createMongo, ensureIndexes } from '../../shared/src/mongo/index.js';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { AppError } from '#shared/errors/index.js';
+import { createLogger } from '#shared/log.js';
+import { createMongo, ensureIndexes } from '#shared/mongo/index.js';
+import { baseTestEnv, uniqueName } from '#test-support/env.js';
 import { SharedLimiter } from '../src/features/limits/limiter.js';
 import { sweepExpiredWindows } from '../src/features/limits/window-store.js';
 import type { RunningApi } from '../src/server.js';

@@ -8,9 +8,9 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv, ownDatabase } from '../../shared/test/support/env.js';
-import { eventually, freePort } from '../../shared/test/support/wait.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { baseTestEnv, ownDatabase } from '#test-support/env.js';
+import { eventually, freePort } from '#test-support/wait.js';
 import { DEV_INGEST_TOKEN } from '../src/config.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

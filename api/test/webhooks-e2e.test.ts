@@ -4,8 +4,8 @@
  * subscription's last_* fields and attempt list show what happened.
  */
 import { expect } from 'chai';
-import { verifyServiceSignature, verifyStandardWebhook } from '../../shared/src/signing.js';
-import { failTimes, hang, Receiver, status, type Received } from '../../shared/test/support/receiver.js';
+import { verifyServiceSignature, verifyStandardWebhook } from '#shared/signing.js';
+import { failTimes, hang, Receiver, status, type Received } from '#test-support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';

@@ -7,11 +7,11 @@
  */
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
-import { SecretBox } from '../../shared/src/secrets.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { Receiver, type Behaviour } from '../../shared/test/support/receiver.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
+import { SecretBox } from '#shared/secrets.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { Receiver, type Behaviour } from '#test-support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';

@@ -5,8 +5,8 @@
  * queued stays pending.
  */
 import { expect } from 'chai';
-import { tryDecodeCursor } from '../../shared/src/cursor.js';
-import type { DeliveryDoc, WatermarkDoc } from '../../shared/src/mongo/index.js';
+import { tryDecodeCursor } from '#shared/cursor.js';
+import type { DeliveryDoc, WatermarkDoc } from '#shared/mongo/index.js';
 import { operationLimits } from '../src/features/webhooks/op-admission.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';

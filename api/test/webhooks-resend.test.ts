@@ -6,12 +6,12 @@
  */
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { tryDecodeCursor } from '../../shared/src/cursor.js';
-import { deliveryId, insertHooks } from '../../shared/src/mongo/delivery-queue.js';
-import type { DeliveryDoc, WatermarkDoc, WebhookOpKeyDoc } from '../../shared/src/mongo/index.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { Receiver, type Behaviour } from '../../shared/test/support/receiver.js';
+import { tryDecodeCursor } from '#shared/cursor.js';
+import { deliveryId, insertHooks } from '#shared/mongo/delivery-queue.js';
+import type { DeliveryDoc, WatermarkDoc, WebhookOpKeyDoc } from '#shared/mongo/index.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { Receiver, type Behaviour } from '#test-support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import { opKeyId } from '../src/features/webhooks/op-keys.js';
 import { operationDeliveryId, recoverDeliveries, recoverHooks, recoveryId, replayEvents } from '../src/features/webhooks/operations.js';

@@ -8,9 +8,9 @@
  */
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
-import { verifyServiceSignature } from '../../shared/src/signing.js';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
-import { Receiver, type Received } from '../../shared/test/support/receiver.js';
+import { verifyServiceSignature } from '#shared/signing.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
+import { Receiver, type Received } from '#test-support/receiver.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import type { RunningDelivery } from '../../delivery/src/worker.js';
 import { rotateSecret, ROTATION_CLAIM_STALE_MS } from '../src/features/webhooks/service.js';

@@ -12,9 +12,9 @@
  * the API process is pointed at by configuration (DNS_SERVERS).
  */
 import { expect } from 'chai';
-import { DnsServer } from '../../shared/test/support/dns-server.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { holdThreadpool, within } from '../../shared/test/support/threadpool.js';
+import { DnsServer } from '#test-support/dns-server.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { holdThreadpool, within } from '#test-support/threadpool.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, startTestApi, type JsonResponse } from './support/api.js';

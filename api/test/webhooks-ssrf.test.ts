@@ -6,8 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { AppError } from '../../shared/src/errors/index.js';
-import { FakeDns } from '../../shared/test/support/fake-dns.js';
+import { AppError } from '#shared/errors/index.js';
+import { FakeDns } from '#test-support/fake-dns.js';
 import { createWebhook, listWebhooks, type WebhookDeps } from '../src/features/webhooks/service.js';
 import { sharedApis, testApiConfig } from './support/api.js';
 

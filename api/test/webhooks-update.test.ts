@@ -7,12 +7,12 @@
  */
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { Receiver, status } from '../../shared/test/support/receiver.js';
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { Receiver, status } from '#test-support/receiver.js';
+import { deliveryId } from '#shared/mongo/delivery-queue.js';
 import { AttemptRecorder } from '../../delivery/src/recorder.js';
-import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
+import type { DeliveryDoc } from '#shared/mongo/index.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';

@@ -5,10 +5,10 @@
  */
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { loadWebhookConfig } from '../../shared/src/config/webhooks.js';
-import { SecretBox } from '../../shared/src/secrets.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
+import { loadWebhookConfig } from '#shared/config/webhooks.js';
+import { SecretBox } from '#shared/secrets.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { baseTestEnv } from '#test-support/env.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';

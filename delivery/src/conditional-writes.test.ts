@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
+import type { DeliveryDoc } from '#shared/mongo/index.js';
 import { releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { recordStateOf } from './recorder.js';
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '../../shared/src/config/index.js';
-import { loadMetricsConfig, type MetricsConfig } from '../../shared/src/config/metrics.js';
-import { loadWebhookConfig, type WebhookConfig } from '../../shared/src/config/webhooks.js';
+import { type BaseConfig, ConfigError, type Env, loadBaseConfig, read } from '#shared/config/index.js';
+import { loadMetricsConfig, type MetricsConfig } from '#shared/config/metrics.js';
+import { loadWebhookConfig, type WebhookConfig } from '#shared/config/webhooks.js';
 import { DEFAULT_DISABLE_AFTER_MS } from './endpoint-health.js';
 import { DEFAULT_SCHEDULE, parseSchedule } from './retry-policy.js';
 

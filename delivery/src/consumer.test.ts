@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import type { EventEnvelope } from '../../shared/src/eventlog/types.js';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
+import type { EventEnvelope } from '#shared/eventlog/types.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
 import { pino } from 'pino';
-import { encodeEnvelope } from '../../shared/src/eventlog/envelope.js';
-import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/kafka.js';
+import { encodeEnvelope } from '#shared/eventlog/envelope.js';
+import type { EachBatchPayload, KafkaMessage } from '#shared/eventlog/kafka.js';
 import { eachBatchHandler, matches } from './consumer.js';
 import type { DeliveryCollections } from './deliveries.js';
 import type { Dispatcher, Job } from './dispatch.js';

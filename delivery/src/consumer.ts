@@ -27,12 +27,12 @@
  * group's start position: a new subscription, or a new delivery group
  * reading old log, never gets history.
  */
-import { decodeEnvelope, toRecord } from '../../shared/src/eventlog/envelope.js';
-import type { EachBatchPayload, KafkaMessage } from '../../shared/src/eventlog/kafka.js';
-import { subscriptionTakes, type EventEnvelope, type EventRecord } from '../../shared/src/eventlog/types.js';
-import type { Logger } from '../../shared/src/log.js';
-import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+import { decodeEnvelope, toRecord } from '#shared/eventlog/envelope.js';
+import type { EachBatchPayload, KafkaMessage } from '#shared/eventlog/kafka.js';
+import { subscriptionTakes, type EventEnvelope, type EventRecord } from '#shared/eventlog/types.js';
+import type { Logger } from '#shared/log.js';
+import type { DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
+import { deliveryId } from '#shared/mongo/delivery-queue.js';
 import { newDelivery, takesEventType, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 import { PartitionProgress } from './offsets.js';

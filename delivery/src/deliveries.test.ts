@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import { subscriptionTakes } from '../../shared/src/eventlog/types.js';
+import type { DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
+import { subscriptionTakes } from '#shared/eventlog/types.js';
 import { predatesEnabling, takesEventType } from './deliveries.js';
 
 const enabledAt = new Date('2026-01-05T00:00:00Z');

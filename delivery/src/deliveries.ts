@@ -12,10 +12,10 @@
  * Claim documents are kept (a deleted one could be won a second time by a
  * stale reader) and only swept once far older than any read can be.
  */
-import { isOperationalEventType, type EventType } from '../../shared/src/eventlog/types.js';
-import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
+import { isOperationalEventType, type EventType } from '#shared/eventlog/types.js';
+import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
 
-import { deliveryId, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
+import { deliveryId, scheduleDue } from '#shared/mongo/delivery-queue.js';
 
 export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims' | 'retryDue'> & {
   /**

@@ -15,15 +15,15 @@
  * goes.
  */
 import { randomBytes } from 'node:crypto';
-import type { Logger } from '../../shared/src/log.js';
-import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import type { SecretBox } from '../../shared/src/secrets.js';
-import { signDelivery } from '../../shared/src/signing.js';
-import { SEND_READ_MAX_AGE_MS, sendingState } from '../../shared/src/subscription-fence.js';
-import { headersAad, maySet } from '../../shared/src/webhook-headers.js';
+import type { Logger } from '#shared/log.js';
+import type { DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
+import type { SecretBox } from '#shared/secrets.js';
+import { signDelivery } from '#shared/signing.js';
+import { SEND_READ_MAX_AGE_MS, sendingState } from '#shared/subscription-fence.js';
+import { headersAad, maySet } from '#shared/webhook-headers.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
 import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, predatesEnabling, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
-import { insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
+import { insertDeliveries } from '#shared/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
 import type { EndpointHealth } from './endpoint-health.js';

@@ -21,8 +21,8 @@
  * endpoint that succeeded within the period. A re-enabled subscription
  * counts from its re-enabling (`enabled_at`), not from its old failures.
  */
-import type { Logger } from '../../shared/src/log.js';
-import type { DisabledReason, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
+import type { Logger } from '#shared/log.js';
+import type { DisabledReason, WebhookStatusDoc } from '#shared/mongo/index.js';
 import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
 import type { DisabledSubscription } from './notifications.js';
 

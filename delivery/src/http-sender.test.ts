@@ -3,8 +3,8 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { generate } from 'selfsigned';
-import { failTimes, hang, Receiver, status } from '../../shared/test/support/receiver.js';
-import type { Resolver } from '../../shared/src/url-safety.js';
+import { failTimes, hang, Receiver, status } from '#test-support/receiver.js';
+import type { Resolver } from '#shared/url-safety.js';
 import { createSender, type Sender, type SendGate } from './http-sender.js';
 
 describe('http sender (real HTTPS receiver)', () => {

@@ -50,9 +50,9 @@ import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { isIP } from 'node:net';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import { buildConnector, Client, Pool, type Dispatcher } from 'undici';
-import { LOOKUP_LIMIT } from '../../shared/src/dns.js';
-import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
-import { checkResolved, precheckUrl, redactAddresses, type LookupContext, type Resolver, type SafetyPolicy } from '../../shared/src/url-safety.js';
+import { LOOKUP_LIMIT } from '#shared/dns.js';
+import type { AttemptOutcome } from '#shared/mongo/index.js';
+import { checkResolved, precheckUrl, redactAddresses, type LookupContext, type Resolver, type SafetyPolicy } from '#shared/url-safety.js';
 import { parseRetryAfter } from './retry-policy.js';
 
 export interface SendResult {

@@ -1,4 +1,4 @@
-import { runProcess } from '../../shared/src/lifecycle.js';
+import { runProcess } from '#shared/lifecycle.js';
 import { loadDeliveryConfig } from './config.js';
 import { startDelivery } from './worker.js';
 

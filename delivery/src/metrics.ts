@@ -5,10 +5,10 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from '../../shared/src/log.js';
+import type { Logger } from '#shared/log.js';
 import type { AttemptRecord } from './deliveries.js';
 import { giveUpReason, type GiveUpReason } from './retry-policy.js';
-import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, metricsAuthorizer, type Registry } from '../../shared/src/metrics.js';
+import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, metricsAuthorizer, type Registry } from '#shared/metrics.js';
 
 /** An attempt times out at 4 s; the buckets resolve that range finely. */
 const ATTEMPT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5];

@@ -20,9 +20,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { Collection } from 'mongodb';
-import type { EventEnvelope, OperationalEventType } from '../../shared/src/eventlog/types.js';
-import type { Logger } from '../../shared/src/log.js';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
+import type { EventEnvelope, OperationalEventType } from '#shared/eventlog/types.js';
+import type { Logger } from '#shared/log.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
 import type { AttemptRecord } from './deliveries.js';
 import { giveUpReason } from './retry-policy.js';
 

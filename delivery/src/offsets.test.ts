@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { DeliveryProgressDoc } from '../../shared/src/mongo/index.js';
+import type { DeliveryProgressDoc } from '#shared/mongo/index.js';
 import { OffsetTracker, PartitionProgress, Resume, type ProgressStore } from './offsets.js';
 
 /** Offsets 10..14, two deliveries each (`a` fast, `b` slow). */

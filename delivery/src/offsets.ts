@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb';
-import type { Logger } from '../../shared/src/log.js';
-import type { DeliveryProgressDoc } from '../../shared/src/mongo/index.js';
+import type { Logger } from '#shared/log.js';
+import type { DeliveryProgressDoc } from '#shared/mongo/index.js';
 
 /**
  * Which offset of each partition may be committed: the lowest offset whose

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
+import type { DeliveryDoc } from '#shared/mongo/index.js';
 import type { AttemptRecord } from './deliveries.js';
 import { attemptDoc, deliveryUpdate, subscriptionUpdates } from './recorder.js';
 

@@ -15,9 +15,9 @@
  * attempt and nothing waits.
  */
 import { MongoBulkWriteError, type Filter, type UpdateFilter } from 'mongodb';
-import type { Logger } from '../../shared/src/log.js';
-import type { AttemptDoc, DeliveryDoc, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
-import { insertDeliveries, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
+import type { Logger } from '#shared/log.js';
+import type { AttemptDoc, DeliveryDoc, WebhookStatusDoc } from '#shared/mongo/index.js';
+import { insertDeliveries, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import { atomicWrites, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import type { EndpointHealth, FailingUpdate } from './endpoint-health.js';
 

@@ -7,9 +7,9 @@
  * has read them; the filter on b is a scan on FerretDB, but only every ten
  * minutes).
  */
-import type { Logger } from '../../shared/src/log.js';
-import { runPeriodically } from '../../shared/src/periodic.js';
-import { DUE_BUCKET_MS, readDueCursor } from '../../shared/src/mongo/delivery-queue.js';
+import type { Logger } from '#shared/log.js';
+import { runPeriodically } from '#shared/periodic.js';
+import { DUE_BUCKET_MS, readDueCursor } from '#shared/mongo/delivery-queue.js';
 import type { DeliveryCollections } from './deliveries.js';
 
 const DAY = 24 * 3600 * 1000;

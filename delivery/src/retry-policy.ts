@@ -5,7 +5,7 @@
  * the schedule the delivery is given up (state `failed`, counted by
  * webhook_deliveries_given_up_total, queued again by POST …/recover).
  */
-import type { AttemptOutcome } from '../../shared/src/mongo/index.js';
+import type { AttemptOutcome } from '#shared/mongo/index.js';
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 

@@ -6,8 +6,8 @@
  */
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { bucketOf, DUE_BUCKET_MS } from '../../shared/src/mongo/delivery-queue.js';
-import type { DeliveryDoc } from '../../shared/src/mongo/index.js';
+import { bucketOf, DUE_BUCKET_MS } from '#shared/mongo/delivery-queue.js';
+import type { DeliveryDoc } from '#shared/mongo/index.js';
 import type { DeliveryCollections } from './deliveries.js';
 import type { Job } from './dispatch.js';
 import { RetryScheduler } from './retry-scheduler.js';

@@ -41,9 +41,9 @@
  * lost the moves, and every other process had stood back.) Lease checks are
  * written by each claimer (each may win its claim).
  */
-import type { Logger } from '../../shared/src/log.js';
-import type { DeliveryDoc, DueEntry } from '../../shared/src/mongo/index.js';
-import { bucketOf, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
+import type { Logger } from '#shared/log.js';
+import type { DeliveryDoc, DueEntry } from '#shared/mongo/index.js';
+import { bucketOf, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
-import { SecretBox } from '../../shared/src/secrets.js';
-import { newWebhookSecret } from '../../shared/src/signing.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
+import { SecretBox } from '#shared/secrets.js';
+import { newWebhookSecret } from '#shared/signing.js';
 import { OpenedSecrets, signingSecrets } from './dispatch.js';
 
 describe('the secrets an attempt is signed with', () => {

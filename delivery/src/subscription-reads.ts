@@ -9,7 +9,7 @@
  * the store, however many of its deliveries are sent meanwhile; with little
  * traffic it is one read per send, as before.
  */
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
 
 type Load = (id: string) => Promise<WebhookDoc | null>;
 

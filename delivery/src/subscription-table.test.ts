@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
-import { ACTIVATION_SLACK_MS, SEND_READ_MAX_AGE_MS } from '../../shared/src/subscription-fence.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
+import { ACTIVATION_SLACK_MS, SEND_READ_MAX_AGE_MS } from '#shared/subscription-fence.js';
 import { SubscriptionTable, type SubscriptionSource } from './subscription-table.js';
 
 const doc = (id: string, account: string): WebhookDoc => ({ _id: id, account_id: account, events: ['*'], url: 'https://x/' + id, created_at: new Date(0) }) as WebhookDoc;

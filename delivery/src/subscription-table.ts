@@ -30,9 +30,9 @@
  * its queries (docs/decisions.md; the next step is a change log).
  */
 import type { Collection, Document } from 'mongodb';
-import type { Logger } from '../../shared/src/log.js';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
-import { ACTIVATION_SLACK_MS, SEND_READ_MAX_AGE_MS } from '../../shared/src/subscription-fence.js';
+import type { Logger } from '#shared/log.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
+import { ACTIVATION_SLACK_MS, SEND_READ_MAX_AGE_MS } from '#shared/subscription-fence.js';
 import { takesEventType } from './deliveries.js';
 
 /** How often a load of the table starts (from the previous load's start). */

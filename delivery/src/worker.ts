@@ -1,10 +1,10 @@
 import { channel } from 'node:diagnostics_channel';
 import type { Admin } from 'kafkajs';
-import { ensureTopic, topicCatalog, type Consumer } from '../../shared/src/eventlog/kafka.js';
-import { SupervisedConsumer } from '../../shared/src/eventlog/supervised-consumer.js';
-import { guardTopic, topicFacts } from '../../shared/src/eventlog/topic-guard.js';
-import type { Logger } from '../../shared/src/log.js';
-import { ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
+import { ensureTopic, topicCatalog, type Consumer } from '#shared/eventlog/kafka.js';
+import { SupervisedConsumer } from '#shared/eventlog/supervised-consumer.js';
+import { guardTopic, topicFacts } from '#shared/eventlog/topic-guard.js';
+import type { Logger } from '#shared/log.js';
+import { ensureIndexes, type Mongo } from '#shared/mongo/index.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import { eachBatchHandler } from './consumer.js';
 import { createDeps, type DeliveryDeps, type DeliveryOverrides } from './deps.js';

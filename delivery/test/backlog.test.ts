@@ -10,9 +10,9 @@
  */
 import { expect } from 'chai';
 import { Partitioners } from 'kafkajs';
-import { hang, Receiver } from '../../shared/test/support/receiver.js';
-import { uniqueName } from '../../shared/test/support/env.js';
-import type { EventEnvelope } from '../../shared/src/eventlog/types.js';
+import { hang, Receiver } from '#test-support/receiver.js';
+import { uniqueName } from '#test-support/env.js';
+import type { EventEnvelope } from '#shared/eventlog/types.js';
 import { recordFigures } from '../../api/test/faults/support/figures.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 

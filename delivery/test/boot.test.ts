@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
-import { baseTestEnv, uniqueName } from '../../shared/test/support/env.js';
+import { baseTestEnv, uniqueName } from '#test-support/env.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { startDelivery } from '../src/worker.js';
 

@@ -8,9 +8,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { hang, Receiver, type Behaviour } from '../../shared/test/support/receiver.js';
-import { uniqueName } from '../../shared/test/support/env.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
+import { hang, Receiver, type Behaviour } from '#test-support/receiver.js';
+import { uniqueName } from '#test-support/env.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { deliveryTestEnv, envelope, newAccountId, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -3,10 +3,10 @@
  * HTTPS receiver: events produced to the topic become signed POSTs.
  */
 import { expect } from 'chai';
-import { encodeCursor } from '../../shared/src/cursor.js';
-import { verifyServiceSignature, verifyStandardWebhook } from '../../shared/src/signing.js';
-import { failTimes, hang, ok, Receiver, status } from '../../shared/test/support/receiver.js';
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
+import { encodeCursor } from '#shared/cursor.js';
+import { verifyServiceSignature, verifyStandardWebhook } from '#shared/signing.js';
+import { failTimes, hang, ok, Receiver, status } from '#test-support/receiver.js';
+import { deliveryId } from '#shared/mongo/delivery-queue.js';
 import { USER_AGENT } from '../src/deps.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 

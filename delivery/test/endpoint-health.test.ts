@@ -11,10 +11,10 @@
  * subscriptions' events too.
  */
 import { expect } from 'chai';
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
-import type { WebhookDoc, WebhookStatusDoc } from '../../shared/src/mongo/index.js';
-import { ownDatabase, uniqueName } from '../../shared/test/support/env.js';
-import { Receiver, status, type Behaviour } from '../../shared/test/support/receiver.js';
+import { deliveryId } from '#shared/mongo/delivery-queue.js';
+import type { WebhookDoc, WebhookStatusDoc } from '#shared/mongo/index.js';
+import { ownDatabase, uniqueName } from '#test-support/env.js';
+import { Receiver, status, type Behaviour } from '#test-support/receiver.js';
 import { EndpointHealth } from '../src/endpoint-health.js';
 import type { RunningDelivery } from '../src/worker.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';

@@ -7,10 +7,10 @@
  */
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
-import { verifyServiceSignature } from '../../shared/src/signing.js';
-import { SUBSCRIPTION_FENCE_MS } from '../../shared/src/subscription-fence.js';
-import { Receiver } from '../../shared/test/support/receiver.js';
-import { uniqueName } from '../../shared/test/support/env.js';
+import { verifyServiceSignature } from '#shared/signing.js';
+import { SUBSCRIPTION_FENCE_MS } from '#shared/subscription-fence.js';
+import { Receiver } from '#test-support/receiver.js';
+import { uniqueName } from '#test-support/env.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -4,11 +4,11 @@
  * watchdog has replaced it, and the replacement joins the group.
  */
 import { expect } from 'chai';
-import { createConsumer, type Consumer } from '../../shared/src/eventlog/kafka.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
+import { createConsumer, type Consumer } from '#shared/eventlog/kafka.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { startDelivery } from '../src/worker.js';
-import { eventually, freePort } from '../../shared/test/support/wait.js';
+import { eventually, freePort } from '#test-support/wait.js';
 import { deliveryTestEnv, waitForGroup } from './support/delivery.js';
 
 

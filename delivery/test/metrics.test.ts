@@ -4,12 +4,12 @@
  * database so the queue gauges count only this test's deliveries.
  */
 import { expect } from 'chai';
-import { createRegistry } from '../../shared/src/metrics.js';
-import { createLogger } from '../../shared/src/log.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { metricNames, parseMetrics, sampleValue, type Sample } from '../../shared/test/support/prometheus.js';
-import { Receiver, status } from '../../shared/test/support/receiver.js';
-import { eventually, freePort } from '../../shared/test/support/wait.js';
+import { createRegistry } from '#shared/metrics.js';
+import { createLogger } from '#shared/log.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { metricNames, parseMetrics, sampleValue, type Sample } from '#test-support/prometheus.js';
+import { Receiver, status } from '#test-support/receiver.js';
+import { eventually, freePort } from '#test-support/wait.js';
 import { startMetricsServer } from '../src/metrics.js';
 import type { RunningDelivery } from '../src/worker.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';

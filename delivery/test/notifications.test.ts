@@ -9,11 +9,11 @@
  */
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
-import type { EventEnvelope } from '../../shared/src/eventlog/types.js';
-import { deliveryId } from '../../shared/src/mongo/delivery-queue.js';
-import type { WebhookDoc } from '../../shared/src/mongo/index.js';
-import { ownDatabase, uniqueName } from '../../shared/test/support/env.js';
-import { Receiver, status } from '../../shared/test/support/receiver.js';
+import type { EventEnvelope } from '#shared/eventlog/types.js';
+import { deliveryId } from '#shared/mongo/delivery-queue.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
+import { ownDatabase, uniqueName } from '#test-support/env.js';
+import { Receiver, status } from '#test-support/receiver.js';
 import { notificationId } from '../src/notifications.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 

@@ -14,9 +14,9 @@
  * leaves (commit held, progress written as deliveries finished).
  */
 import { expect } from 'chai';
-import { Receiver } from '../../shared/test/support/receiver.js';
-import { uniqueName } from '../../shared/test/support/env.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
+import { Receiver } from '#test-support/receiver.js';
+import { uniqueName } from '#test-support/env.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { startDelivery } from '../src/worker.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';

@@ -9,8 +9,8 @@
  * (another group on the shared topic) would send these events too.
  */
 import { expect } from 'chai';
-import { ownDatabase, uniqueName } from '../../shared/test/support/env.js';
-import { Receiver, type Received } from '../../shared/test/support/receiver.js';
+import { ownDatabase, uniqueName } from '#test-support/env.js';
+import { Receiver, type Received } from '#test-support/receiver.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 /** The most requests seen within any window of `ms`. */

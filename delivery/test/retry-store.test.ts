@@ -8,12 +8,12 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { bucketOf, DUE_BUCKET_MS, dueStoreHooks, insertDeliveries, readBucket, readDueCursor, scheduleDue } from '../../shared/src/mongo/delivery-queue.js';
-import { createMongo, ensureIndexes, type DeliveryDoc, type Mongo } from '../../shared/src/mongo/index.js';
-import { SecretBox } from '../../shared/src/secrets.js';
-import { Receiver } from '../../shared/test/support/receiver.js';
-import { uniqueName } from '../../shared/test/support/env.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
+import { bucketOf, DUE_BUCKET_MS, dueStoreHooks, insertDeliveries, readBucket, readDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
+import { createMongo, ensureIndexes, type DeliveryDoc, type Mongo } from '#shared/mongo/index.js';
+import { SecretBox } from '#shared/secrets.js';
+import { Receiver } from '#test-support/receiver.js';
+import { uniqueName } from '#test-support/env.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { Dispatcher } from '../src/dispatch.js';
 import { createSender } from '../src/http-sender.js';

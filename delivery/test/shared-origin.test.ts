@@ -7,8 +7,8 @@
  * concurrency not cut).
  */
 import { expect } from 'chai';
-import { hang, Receiver } from '../../shared/test/support/receiver.js';
-import { uniqueName } from '../../shared/test/support/env.js';
+import { hang, Receiver } from '#test-support/receiver.js';
+import { uniqueName } from '#test-support/env.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 describe('delivery: subscriptions on one receiver origin', function () {

@@ -9,10 +9,10 @@
  * the process is pointed at by configuration (DNS_SERVERS), no fake resolver.
  */
 import { expect } from 'chai';
-import { DnsServer } from '../../shared/test/support/dns-server.js';
-import { baseTestEnv } from '../../shared/test/support/env.js';
-import { Receiver } from '../../shared/test/support/receiver.js';
-import { holdThreadpool, within } from '../../shared/test/support/threadpool.js';
+import { DnsServer } from '#test-support/dns-server.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { Receiver } from '#test-support/receiver.js';
+import { holdThreadpool, within } from '#test-support/threadpool.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 /** More hostile names than libuv has threads (4). */

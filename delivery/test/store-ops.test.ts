@@ -10,9 +10,9 @@
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
 import type { CommandStartedEvent } from 'mongodb';
-import { ok, Receiver } from '../../shared/test/support/receiver.js';
-import { uniqueName } from '../../shared/test/support/env.js';
-import type { EventEnvelope } from '../../shared/src/eventlog/types.js';
+import { ok, Receiver } from '#test-support/receiver.js';
+import { uniqueName } from '#test-support/env.js';
+import type { EventEnvelope } from '#shared/eventlog/types.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

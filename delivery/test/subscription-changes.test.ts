@@ -13,12 +13,12 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import type { DeliveryDoc, WebhookDoc } from '../../shared/src/mongo/index.js';
-import { createMongo, ensureIndexes, type Mongo } from '../../shared/src/mongo/index.js';
-import { deliveryId, insertDeliveries } from '../../shared/src/mongo/delivery-queue.js';
-import { SecretBox } from '../../shared/src/secrets.js';
-import { Receiver } from '../../shared/test/support/receiver.js';
-import { atFileEnd } from '../../shared/test/support/cleanup.js';
+import type { DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
+import { createMongo, ensureIndexes, type Mongo } from '#shared/mongo/index.js';
+import { deliveryId, insertDeliveries } from '#shared/mongo/delivery-queue.js';
+import { SecretBox } from '#shared/secrets.js';
+import { Receiver } from '#test-support/receiver.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { claim } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';

@@ -8,7 +8,7 @@
  * events collection's index (a scan on FerretDB), never on a request's path.
  */
 import type { Collection } from 'mongodb';
-import type { EventDoc } from '../../../shared/src/mongo/documents.js';
+import type { EventDoc } from '#shared/mongo/documents.js';
 import { PageWriter, type PagesCollection } from './pages.js';
 
 export async function backfillPages(events: Collection<EventDoc>, pages: PagesCollection, partitions: number, onProgress?: (partition: number, written: number) => void): Promise<number> {

@@ -10,12 +10,12 @@
  * a watermark is in MongoDB.
  */
 import { BSON, MongoBulkWriteError, MongoInvalidArgumentError, MongoServerError, type Collection } from 'mongodb';
-import { decodeEnvelope, toEventDoc, unavailableEventDoc } from '../../../shared/src/eventlog/envelope.js';
-import { createConsumer, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '../../../shared/src/eventlog/kafka.js';
-import { SupervisedConsumer, type ConsumerHealth } from '../../../shared/src/eventlog/supervised-consumer.js';
-import type { Logger } from '../../../shared/src/log.js';
-import type { ConsumerLag } from '../../../shared/src/metrics.js';
-import type { DeadEventDoc, EventDoc, WatermarkDoc } from '../../../shared/src/mongo/documents.js';
+import { decodeEnvelope, toEventDoc, unavailableEventDoc } from '#shared/eventlog/envelope.js';
+import { createConsumer, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '#shared/eventlog/kafka.js';
+import { SupervisedConsumer, type ConsumerHealth } from '#shared/eventlog/supervised-consumer.js';
+import type { Logger } from '#shared/log.js';
+import type { ConsumerLag } from '#shared/metrics.js';
+import type { DeadEventDoc, EventDoc, WatermarkDoc } from '#shared/mongo/documents.js';
 import { FencedError, PageWriter, type PagesCollection } from './pages.js';
 import { ensureFloor, sweepPartition, type SweepCounts } from './retention.js';
 import { watermarkId } from './watermarks.js';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { encodeCursor } from '../../../shared/src/cursor.js';
-import type { EventType } from '../../../shared/src/eventlog/types.js';
-import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
+import { encodeCursor } from '#shared/cursor.js';
+import type { EventType } from '#shared/eventlog/types.js';
+import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '#shared/mongo/documents.js';
 import { dirId, headId, pageEvents, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
 import { readAfter, readRange } from './store.js';
 import { backfillPages } from './backfill.js';

@@ -54,10 +54,10 @@
  * packed when next rewritten.
  */
 import { Binary, BSON, type Collection } from 'mongodb';
-import type { EventType } from '../../../shared/src/eventlog/types.js';
-import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '../../../shared/src/mongo/documents.js';
+import type { EventType } from '#shared/eventlog/types.js';
+import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '#shared/mongo/documents.js';
 import type { PageCache } from './page-cache.js';
-import { isDuplicateKey } from '../../../shared/src/mongo/index.js';
+import { isDuplicateKey } from '#shared/mongo/index.js';
 
 export type PagesCollection = Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
 type PageWrite = EventPageDoc | EventPageHeadDoc | EventPageDirDoc | JournalDoc;

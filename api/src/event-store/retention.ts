@@ -26,9 +26,9 @@
  * twice, which is harmless; the floor and the cursor only grow ($max).
  */
 import type { Collection } from 'mongodb';
-import type { EventDoc } from '../../../shared/src/mongo/documents.js';
+import type { EventDoc } from '#shared/mongo/documents.js';
 import { dirId, journalContents, journalId, pageId, type JournalDoc, type PagesCollection } from './pages.js';
-import { isDuplicateKey } from '../../../shared/src/mongo/index.js';
+import { isDuplicateKey } from '#shared/mongo/index.js';
 
 /** A partition's retention floor and deletion cursor. */
 interface FloorDoc {

@@ -6,10 +6,10 @@
  * had not dispatched) and uses the events collection's index.
  */
 import type { Collection } from 'mongodb';
-import type { Position } from '../../../shared/src/cursor.js';
-import { docToRecord } from '../../../shared/src/eventlog/envelope.js';
-import type { EventType } from '../../../shared/src/eventlog/types.js';
-import type { EventDoc } from '../../../shared/src/mongo/documents.js';
+import type { Position } from '#shared/cursor.js';
+import { docToRecord } from '#shared/eventlog/envelope.js';
+import type { EventType } from '#shared/eventlog/types.js';
+import type { EventDoc } from '#shared/mongo/documents.js';
 import type { PageCache } from './page-cache.js';
 import { readStream, streamId, type PagesCollection } from './pages.js';
 import { floorCacheOf } from './retention.js';

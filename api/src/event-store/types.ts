@@ -2,8 +2,8 @@
  * The shapes the event store hands out and the live runtime passes on: an
  * event with its log position, and the range a reader asks for.
  */
-import type { Position } from '../../../shared/src/cursor.js';
-import type { EventRecord, EventType } from '../../../shared/src/eventlog/types.js';
+import type { Position } from '#shared/cursor.js';
+import type { EventRecord, EventType } from '#shared/eventlog/types.js';
 
 export interface LiveEvent {
   position: Position;

@@ -5,7 +5,7 @@
  * read per partition and poll interval.
  */
 import type { Collection } from 'mongodb';
-import type { WatermarkDoc } from '../../../shared/src/mongo/documents.js';
+import type { WatermarkDoc } from '#shared/mongo/documents.js';
 
 export function watermarkId(topic: string, partition: number): string {
   return `${topic}:${partition}`;

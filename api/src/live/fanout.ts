@@ -32,11 +32,11 @@
  * waiting for, and every later reader registers after it).
  */
 import { randomBytes } from 'node:crypto';
-import { decodeEnvelope, peekEnvelopeId, toRecord } from '../../../shared/src/eventlog/envelope.js';
-import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '../../../shared/src/eventlog/kafka.js';
-import { SupervisedConsumer, type ConsumerHealth } from '../../../shared/src/eventlog/supervised-consumer.js';
-import type { Logger } from '../../../shared/src/log.js';
-import type { ConsumerLag } from '../../../shared/src/metrics.js';
+import { decodeEnvelope, peekEnvelopeId, toRecord } from '#shared/eventlog/envelope.js';
+import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '#shared/eventlog/kafka.js';
+import { SupervisedConsumer, type ConsumerHealth } from '#shared/eventlog/supervised-consumer.js';
+import type { Logger } from '#shared/log.js';
+import type { ConsumerLag } from '#shared/metrics.js';
 import { RecentAccounts } from './recent-accounts.js';
 import { TailWindow } from './tail-window.js';
 import type { WaiterRegistry } from './waiters.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { decodeCursor, encodeCursor } from '../../../shared/src/cursor.js';
-import type { EventType } from '../../../shared/src/eventlog/types.js';
+import { decodeCursor, encodeCursor } from '#shared/cursor.js';
+import type { EventType } from '#shared/eventlog/types.js';
 import { openFeed, type FeedPorts, type RangeQuery } from './feed.js';
 import { RecentAccounts } from './recent-accounts.js';
 import { TailWindow } from './tail-window.js';

@@ -5,9 +5,9 @@
  * long-poll and SSE both read through a Feed, and the unit tests drive it
  * with in-memory stand-ins.
  */
-import { encodeCursor, type Position } from '../../../shared/src/cursor.js';
-import { unavailable } from '../../../shared/src/errors/index.js';
-import type { EventType } from '../../../shared/src/eventlog/types.js';
+import { encodeCursor, type Position } from '#shared/cursor.js';
+import { unavailable } from '#shared/errors/index.js';
+import type { EventType } from '#shared/eventlog/types.js';
 import { Waiter, type CloseReason, type LiveEvent, type QueueLimit, type WaiterListener, type WaiterRegistry } from './waiters.js';
 import type { RangeQuery } from '../event-store/types.js';
 

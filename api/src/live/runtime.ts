@@ -3,13 +3,13 @@
  * materializer (shared group), the fan-out (own group) and the waiters it
  * releases. Built with the deps, started by startApi before it listens.
  */
-import { EventLog } from '../../../shared/src/eventlog/event-log.js';
-import { topicCatalog, type Kafka } from '../../../shared/src/eventlog/kafka.js';
-import { guardTopic, TopicMismatchError } from '../../../shared/src/eventlog/topic-guard.js';
-import type { Lifecycle } from '../../../shared/src/lifecycle.js';
-import type { Logger } from '../../../shared/src/log.js';
-import type { ConsumerLag } from '../../../shared/src/metrics.js';
-import type { Mongo } from '../../../shared/src/mongo/index.js';
+import { EventLog } from '#shared/eventlog/event-log.js';
+import { topicCatalog, type Kafka } from '#shared/eventlog/kafka.js';
+import { guardTopic, TopicMismatchError } from '#shared/eventlog/topic-guard.js';
+import type { Lifecycle } from '#shared/lifecycle.js';
+import type { Logger } from '#shared/log.js';
+import type { ConsumerLag } from '#shared/metrics.js';
+import type { Mongo } from '#shared/mongo/index.js';
 import type { ApiConfig } from '../config.js';
 import { DeadlineWheel } from './deadlines.js';
 import { FanOut, type FanOutOptions } from './fanout.js';

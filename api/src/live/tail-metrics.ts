@@ -1,5 +1,5 @@
 /** Prometheus view of the tail window (read at scrape time; docs/operations.md lists the series). */
-import { Counter, Gauge, type Registry } from '../../../shared/src/metrics.js';
+import { Counter, Gauge, type Registry } from '#shared/metrics.js';
 import type { TailWindow } from './tail-window.js';
 
 export function registerTailMetrics(registry: Registry, tail: TailWindow): void {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { encodeCursor } from '../../../shared/src/cursor.js';
-import { buildEnvelope, encodeEnvelope, peekEnvelopeId, toRecord } from '../../../shared/src/eventlog/envelope.js';
-import type { EventType } from '../../../shared/src/eventlog/types.js';
+import { encodeCursor } from '#shared/cursor.js';
+import { buildEnvelope, encodeEnvelope, peekEnvelopeId, toRecord } from '#shared/eventlog/envelope.js';
+import type { EventType } from '#shared/eventlog/types.js';
 import { chargedBytes, TailWindow, type TailRead } from './tail-window.js';
 import type { LiveEvent } from './waiters.js';
 

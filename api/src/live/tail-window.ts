@@ -27,8 +27,8 @@
  *   null (MongoDB answers instead), so a lazy entry never answers differently
  *   from the store.
  */
-import { decodeEnvelopeText, toRecord } from '../../../shared/src/eventlog/envelope.js';
-import type { EventType } from '../../../shared/src/eventlog/types.js';
+import { decodeEnvelopeText, toRecord } from '#shared/eventlog/envelope.js';
+import type { EventType } from '#shared/eventlog/types.js';
 import type { LiveEvent } from './waiters.js';
 
 /**

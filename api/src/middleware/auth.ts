@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import { unauthorized } from '../../../shared/src/errors/index.js';
+import { unauthorized } from '#shared/errors/index.js';
 import type { AuthContext } from '../auth-context.js';
 import type { ApiDeps } from '../deps.js';
 import { findUser, verifySessionToken } from '../features/auth/index.js';

@@ -1,6 +1,6 @@
 import type { Context, Next } from 'koa';
 import { koaBody } from 'koa-body';
-import { AppError } from '../../../shared/src/errors/index.js';
+import { AppError } from '#shared/errors/index.js';
 
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { AppError, errorBody, type ErrorCode } from '../../../shared/src/errors/index.js';
-import type { Logger } from '../../../shared/src/log.js';
+import { AppError, errorBody, type ErrorCode } from '#shared/errors/index.js';
+import type { Logger } from '#shared/log.js';
 
 /** Node's parser error codes that have a more precise status than 400. */
 const BY_PARSER_CODE: Record<string, { code: ErrorCode; message: string }> = {

@@ -1,7 +1,7 @@
 import type { Context, Next } from 'koa';
-import { AppError, errorBody, type ErrorCode } from '../../../shared/src/errors/index.js';
-import { unavailableFrom } from '../../../shared/src/errors/dependency.js';
-import type { Logger } from '../../../shared/src/log.js';
+import { AppError, errorBody, type ErrorCode } from '#shared/errors/index.js';
+import { unavailableFrom } from '#shared/errors/dependency.js';
+import type { Logger } from '#shared/log.js';
 import { parkedOf, writeJson } from './parked.js';
 
 /** Errors thrown by koa-body / co-body / http-errors carry a status and a type. */

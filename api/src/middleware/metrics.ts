@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import { statusClass } from '../../../shared/src/metrics.js';
+import { statusClass } from '#shared/metrics.js';
 import type { ApiMetrics } from '../metrics.js';
 import { parkedOf } from './parked.js';
 

@@ -17,8 +17,8 @@
  */
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
-import { partitionForKey } from '../../../shared/src/eventlog/kafka.js';
-import { Receiver, receiverCaFile } from '../../../shared/test/support/receiver.js';
+import { partitionForKey } from '#shared/eventlog/kafka.js';
+import { Receiver, receiverCaFile } from '#test-support/receiver.js';
 import { call, type JsonResponse } from '../support/api.js';
 import type { TestAccount } from '../support/accounts.js';
 import { apiUrl, Cluster, createWebhook, newAccount, pollAllWhenReady, sleep, tally, until, untilAllPollable } from './support/cluster.js';

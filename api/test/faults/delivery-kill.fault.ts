@@ -6,8 +6,8 @@
  * once delivery: an attempt sent just before a kill is sent again).
  */
 import { expect } from 'chai';
-import { verifyServiceSignature } from '../../../shared/src/signing.js';
-import { Receiver, receiverCaFile } from '../../../shared/test/support/receiver.js';
+import { verifyServiceSignature } from '#shared/signing.js';
+import { Receiver, receiverCaFile } from '#test-support/receiver.js';
 import type { TestAccount } from '../support/accounts.js';
 import { Cluster, createWebhook, ingestMany, newAccount, until } from './support/cluster.js';
 import { recordFigures } from './support/figures.js';

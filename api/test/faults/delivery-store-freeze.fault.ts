@@ -11,10 +11,10 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { createMongo, ensureIndexes } from '../../../shared/src/mongo/index.js';
-import { SecretBox } from '../../../shared/src/secrets.js';
-import { Receiver } from '../../../shared/test/support/receiver.js';
-import { uniqueName } from '../../../shared/test/support/env.js';
+import { createMongo, ensureIndexes } from '#shared/mongo/index.js';
+import { SecretBox } from '#shared/secrets.js';
+import { Receiver } from '#test-support/receiver.js';
+import { uniqueName } from '#test-support/env.js';
 import { loadDeliveryConfig } from '../../../delivery/src/config.js';
 import { Dispatcher } from '../../../delivery/src/dispatch.js';
 import { createSender } from '../../../delivery/src/http-sender.js';

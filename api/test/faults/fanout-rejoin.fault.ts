@@ -21,7 +21,7 @@
  */
 import { expect } from 'chai';
 import { Kafka, logLevel } from 'kafkajs';
-import { partitionForKey } from '../../../shared/src/eventlog/kafka.js';
+import { partitionForKey } from '#shared/eventlog/kafka.js';
 import { call, type JsonResponse } from '../support/api.js';
 import type { TestAccount } from '../support/accounts.js';
 import { apiUrl, Cluster, ingestMany, ingestRaw, newAccount, pollAll, pollAllOrRefused, sleep, until, type PollRefusal } from './support/cluster.js';

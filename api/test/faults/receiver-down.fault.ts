@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { call } from '../support/api.js';
-import { Receiver, receiverCaFile } from '../../../shared/test/support/receiver.js';
+import { Receiver, receiverCaFile } from '#test-support/receiver.js';
 import type { TestAccount } from '../support/accounts.js';
 import { apiUrl, Cluster, createWebhook, ingestMany, newAccount, until } from './support/cluster.js';
 import { recordFigures } from './support/figures.js';

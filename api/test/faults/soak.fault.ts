@@ -11,7 +11,7 @@
  */
 import { expect } from 'chai';
 import type { TestAccount } from '../support/accounts.js';
-import { Receiver, receiverCaFile } from '../../../shared/test/support/receiver.js';
+import { Receiver, receiverCaFile } from '#test-support/receiver.js';
 import { apiUrl, Cluster, createWebhook, newAccount, pollAll, sleep, tally, until } from './support/cluster.js';
 import { recordFigures } from './support/figures.js';
 import { IngestLoad } from './support/load.js';

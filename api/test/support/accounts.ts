@@ -1,4 +1,4 @@
-import { uniqueName } from '../../../shared/test/support/env.js';
+import { uniqueName } from '#test-support/env.js';
 import { call } from './api.js';
 
 export interface TestAccount {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { MongoClient } from 'mongodb';
-import type { AttemptDoc, DeliveryDoc } from '../../../shared/src/mongo/index.js';
+import type { AttemptDoc, DeliveryDoc } from '#shared/mongo/index.js';
 
 export const MIN = 60_000;
 const hex = (n: number): string => randomBytes(n).toString('hex');

@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type Router from '@koa/router';
 import type Koa from 'koa';
-import { atFileEnd, atRunEnd } from '../../../shared/test/support/cleanup.js';
-import { baseTestEnv, ownDatabase } from '../../../shared/test/support/env.js';
+import { atFileEnd, atRunEnd } from '#test-support/cleanup.js';
+import { baseTestEnv, ownDatabase } from '#test-support/env.js';
 import { loadApiConfig, type ApiConfig } from '../../src/config.js';
 import { startApi, type RunningApi } from '../../src/server.js';
 import { createApp } from '../../src/app.js';

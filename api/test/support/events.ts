@@ -25,4 +25,4 @@ export async function ingest(api: RunningApi | string, events: { account_id: str
 }
 
 // Shared with the delivery tests.
-export { eventually, sleep } from '../../../shared/test/support/wait.js';
+export { eventually, sleep } from '#test-support/wait.js';

@@ -5,9 +5,9 @@
  * from the tail window, or 503, while history lags.
  */
 import type { Consumer, EachBatchPayload } from 'kafkajs';
-import { createConsumer } from '../../../shared/src/eventlog/kafka.js';
-import { atFileEnd } from '../../../shared/test/support/cleanup.js';
-import { sleep } from '../../../shared/test/support/wait.js';
+import { createConsumer } from '#shared/eventlog/kafka.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { sleep } from '#test-support/wait.js';
 import { createDeps } from '../../src/deps.js';
 import type { EventsRuntimeOverrides } from '../../src/live/runtime.js';
 import { startApi, type RunningApi } from '../../src/server.js';

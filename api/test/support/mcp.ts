@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { atFileEnd } from '../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { createApp } from '../../src/app.js';
 import type { ApiDeps } from '../../src/deps.js';
 import type { RunningApi } from '../../src/server.js';

@@ -1,6 +1,6 @@
-import { atRunEnd } from '../../../shared/test/support/cleanup.js';
-import { baseTestEnv } from '../../../shared/test/support/env.js';
-import { FakeDns } from '../../../shared/test/support/fake-dns.js';
+import { atRunEnd } from '#test-support/cleanup.js';
+import { baseTestEnv } from '#test-support/env.js';
+import { FakeDns } from '#test-support/fake-dns.js';
 import { createDeps } from '../../src/deps.js';
 import { startApi, type RunningApi } from '../../src/server.js';
 import { checkResponses, testApiConfig } from './api.js';

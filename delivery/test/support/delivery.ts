@@ -6,15 +6,15 @@
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, logLevel, type RecordMetadata } from 'kafkajs';
 import { MongoClient } from 'mongodb';
-import { loadWebhookConfig } from '../../../shared/src/config/webhooks.js';
-import type { EventEnvelope, EventType } from '../../../shared/src/eventlog/types.js';
-import type { WebhookDoc } from '../../../shared/src/mongo/index.js';
-import { SecretBox } from '../../../shared/src/secrets.js';
-import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '../../../shared/src/subscription-fence.js';
-import { newWebhookSecret } from '../../../shared/src/signing.js';
-import type { Resolver } from '../../../shared/src/url-safety.js';
-import { atFileEnd } from '../../../shared/test/support/cleanup.js';
-import { baseTestEnv, uniqueName } from '../../../shared/test/support/env.js';
+import { loadWebhookConfig } from '#shared/config/webhooks.js';
+import type { EventEnvelope, EventType } from '#shared/eventlog/types.js';
+import type { WebhookDoc } from '#shared/mongo/index.js';
+import { SecretBox } from '#shared/secrets.js';
+import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '#shared/subscription-fence.js';
+import { newWebhookSecret } from '#shared/signing.js';
+import type { Resolver } from '#shared/url-safety.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { baseTestEnv, uniqueName } from '#test-support/env.js';
 import { loadDeliveryConfig } from '../../src/config.js';
 import { startDelivery, type RunningDelivery } from '../../src/worker.js';
 

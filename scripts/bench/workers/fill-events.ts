@@ -12,8 +12,8 @@
  * Run with tsx: node --import tsx scripts/bench/workers/fill-events.ts
  */
 import { MongoClient, type Collection } from 'mongodb';
-import { buildEnvelope, toEventDoc } from '../../../shared/src/eventlog/envelope.js';
-import { COLLECTION_NAMES, type EventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc, type WatermarkDoc } from '../../../shared/src/mongo/index.js';
+import { buildEnvelope, toEventDoc } from '#shared/eventlog/envelope.js';
+import { COLLECTION_NAMES, type EventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc, type WatermarkDoc } from '#shared/mongo/index.js';
 import { headId, PageWriter, streamId, type PagesCollection } from '../../../api/src/event-store/pages.js';
 import { watermarkId } from '../../../api/src/event-store/watermarks.js';
 

@@ -10,9 +10,9 @@
  * whole state).
  */
 import type { Filter } from 'mongodb';
-import { validationFailed } from '../../../../shared/src/errors/index.js';
-import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
-import type { AttemptDoc } from '../../../../shared/src/mongo/index.js';
+import { validationFailed } from '#shared/errors/index.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
+import type { AttemptDoc } from '#shared/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import type { Static } from '../../shapes.js';
 import { attemptView, findOwned } from '../webhooks/index.js';

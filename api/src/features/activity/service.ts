@@ -6,10 +6,10 @@
  * deliveries with their attempts. Both only read, both are bounded (schemas.ts
  * holds the bounds; docs/decisions.md says why these).
  */
-import { notFound } from '../../../../shared/src/errors/index.js';
-import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
-import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
-import type { AttemptDoc, DeliveryDoc, DeliveryTrigger } from '../../../../shared/src/mongo/index.js';
+import { notFound } from '#shared/errors/index.js';
+import { docToRecord } from '#shared/eventlog/envelope.js';
+import type { EventRecord } from '#shared/eventlog/types.js';
+import type { AttemptDoc, DeliveryDoc, DeliveryTrigger } from '#shared/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { attemptView, findOwned, type Attempt } from '../webhooks/index.js';
 import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow, type WebhookStatsSchema } from './schemas.js';

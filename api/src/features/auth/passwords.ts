@@ -1,6 +1,6 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
-import { AppError } from '../../../../shared/src/errors/index.js';
-import type { PasswordHash } from '../../../../shared/src/mongo/index.js';
+import { AppError } from '#shared/errors/index.js';
+import type { PasswordHash } from '#shared/mongo/index.js';
 
 interface ScryptParams {
   N: number;

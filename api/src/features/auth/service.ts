@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { MongoServerError } from 'mongodb';
-import { AppError, unauthorized } from '../../../../shared/src/errors/index.js';
-import type { ApiKeyDoc, UserDoc } from '../../../../shared/src/mongo/index.js';
+import { AppError, unauthorized } from '#shared/errors/index.js';
+import type { ApiKeyDoc, UserDoc } from '#shared/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { findKeyDoc } from '../keys/index.js';
 import type { LoginInput, SessionResult, SignupInput, UserView } from './schemas.js';

@@ -1,6 +1,6 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { expect } from 'chai';
-import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
 import { parseIngestBody } from '../ingest/schemas.js';
 import { EVENT_TYPE_LIST, EVENT_TYPE_LIST_ETAG, EVENT_TYPE_LIST_JSON } from './schemas.js';
 

@@ -11,7 +11,7 @@
  * service alone, so their shapes list every field as present.
  */
 import { createHash } from 'node:crypto';
-import { EVENT_TYPES, type EventType } from '../../../../shared/src/eventlog/types.js';
+import { EVENT_TYPES, type EventType } from '#shared/eventlog/types.js';
 import { AnyObject, component, EventTypeSchema, plainJson, type Static, type TSchema, Type } from '../../shapes.js';
 
 const NOTE = 'Fields the producers send; none is required and others may appear (ingest does not check `data` against this schema).';

@@ -1,4 +1,4 @@
-import { AppError } from '../../../../shared/src/errors/index.js';
+import { AppError } from '#shared/errors/index.js';
 import type { ApiDeps } from '../../deps.js';
 
 /** Long-polls held per account, per process (keyed by the process's deps, so test apps do not share counts). */

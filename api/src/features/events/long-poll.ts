@@ -9,8 +9,8 @@
  * and its answer goes to the raw HTTP response of a parked request
  * (routes.ts) or to the MCP tool's promise.
  */
-import { validationFailed } from '../../../../shared/src/errors/index.js';
-import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
+import { validationFailed } from '#shared/errors/index.js';
+import type { EventRecord } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import type { Expiring } from '../../live/deadlines.js';
 import { openFeed, type Feed } from '../../live/feed.js';

@@ -1,4 +1,4 @@
-import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
 import { component, EventRecordSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator, queryValidator } from '../../validation.js';
 

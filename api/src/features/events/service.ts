@@ -3,10 +3,10 @@
  * (the HTTP routes and the MCP tool both call these), and every input is
  * validated here, so each caller gets the same 400s.
  */
-import { decodeCursor, encodeCursor, type Position } from '../../../../shared/src/cursor.js';
-import { cursorExpired, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
-import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
-import type { EventRecord, EventType } from '../../../../shared/src/eventlog/types.js';
+import { decodeCursor, encodeCursor, type Position } from '#shared/cursor.js';
+import { cursorExpired, unavailable, validationFailed } from '#shared/errors/index.js';
+import { docToRecord } from '#shared/eventlog/envelope.js';
+import type { EventRecord, EventType } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { readTail } from '../../live/runtime.js';
 import { LIST_DEFAULT_LIMIT, listEventsQuery, type ListEventsInput } from './schemas.js';

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
-import { AppError } from '../../../../shared/src/errors/index.js';
-import { pingMongo } from '../../../../shared/src/mongo/index.js';
+import { AppError } from '#shared/errors/index.js';
+import { pingMongo } from '#shared/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { newRouter, publicRoute, route } from '../../middleware/route.js';
 import { errors } from '../../shapes.js';

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { unauthorized } from '../../../../shared/src/errors/index.js';
+import { unauthorized } from '#shared/errors/index.js';
 import { guard, type Guard } from '../../middleware/route.js';
 
 function digest(value: string): Buffer {

@@ -32,11 +32,11 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Collection } from 'mongodb';
-import { AppError } from '../../../../shared/src/errors/index.js';
-import { newEventId } from '../../../../shared/src/eventlog/envelope.js';
-import { runPeriodically } from '../../../../shared/src/periodic.js';
-import type { IngestKeyDoc, IngestKeyStepDoc } from '../../../../shared/src/mongo/documents.js';
-import { isDuplicateKey } from '../../../../shared/src/mongo/index.js';
+import { AppError } from '#shared/errors/index.js';
+import { newEventId } from '#shared/eventlog/envelope.js';
+import { runPeriodically } from '#shared/periodic.js';
+import type { IngestKeyDoc, IngestKeyStepDoc } from '#shared/mongo/documents.js';
+import { isDuplicateKey } from '#shared/mongo/index.js';
 
 const KEY_TTL_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;

@@ -1,6 +1,6 @@
-import { AppError, validationFailed, type ErrorDetail } from '../../../../shared/src/errors/index.js';
-import { checkEventData } from '../../../../shared/src/eventlog/envelope.js';
-import { PRODUCER_EVENT_TYPES, type EventType } from '../../../../shared/src/eventlog/types.js';
+import { AppError, validationFailed, type ErrorDetail } from '#shared/errors/index.js';
+import { checkEventData } from '#shared/eventlog/envelope.js';
+import { PRODUCER_EVENT_TYPES, type EventType } from '#shared/eventlog/types.js';
 import { AnyObject, component, type Static, type TSchema, Type } from '../../shapes.js';
 import { bodyValidator } from '../../validation.js';
 

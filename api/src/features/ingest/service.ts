@@ -1,7 +1,7 @@
-import { encodeCursor } from '../../../../shared/src/cursor.js';
-import { unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
-import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
-import type { EventEnvelope } from '../../../../shared/src/eventlog/types.js';
+import { encodeCursor } from '#shared/cursor.js';
+import { unavailable, validationFailed } from '#shared/errors/index.js';
+import { buildEnvelope } from '#shared/eventlog/envelope.js';
+import type { EventEnvelope } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { bodyHash, IdempotencyKeys, keyId, type Claim } from './idempotency.js';
 import type { IngestEvent } from './schemas.js';

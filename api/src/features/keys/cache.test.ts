@@ -6,8 +6,8 @@
 import { expect } from 'chai';
 import type { Collection } from 'mongodb';
 import { KeyCache, KEY_EPOCH_ID } from './cache.js';
-import type { ApiPodDoc, KeyEpochDoc } from '../../../../shared/src/mongo/index.js';
-import { createLogger } from '../../../../shared/src/log.js';
+import type { ApiPodDoc, KeyEpochDoc } from '#shared/mongo/index.js';
+import { createLogger } from '#shared/log.js';
 
 interface Store {
   epoch: KeyEpochDoc | null;

@@ -25,8 +25,8 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Collection, UpdateFilter } from 'mongodb';
-import type { ApiPodDoc, KeyEpochDoc } from '../../../../shared/src/mongo/index.js';
-import type { Logger } from '../../../../shared/src/log.js';
+import type { ApiPodDoc, KeyEpochDoc } from '#shared/mongo/index.js';
+import type { Logger } from '#shared/log.js';
 
 export const KEY_EPOCH_ID = 'api_keys';
 

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { notFound } from '../../../../shared/src/errors/index.js';
-import type { ApiKeyDoc } from '../../../../shared/src/mongo/index.js';
+import { notFound } from '#shared/errors/index.js';
+import type { ApiKeyDoc } from '#shared/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import type { AuthContext } from '../../auth-context.js';
 import type { RateState } from '../limits/index.js';

@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
-import { AppError, unavailable } from '../../../../shared/src/errors/index.js';
-import type { Logger } from '../../../../shared/src/log.js';
-import { COLLECTION_NAMES, type Mongo } from '../../../../shared/src/mongo/index.js';
+import { AppError, unavailable } from '#shared/errors/index.js';
+import type { Logger } from '#shared/log.js';
+import { COLLECTION_NAMES, type Mongo } from '#shared/mongo/index.js';
 import type { ApiConfig } from '../../config.js';
 import { admitLocally, decide, localCap, newCounts, startWrite, writeFailed, writeSucceeded, type LocalCounts, type LocalPolicy } from './local-window.js';
 import { WindowedMongoStore } from './window-store.js';

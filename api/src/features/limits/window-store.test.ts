@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { INDEXES, RATE_WINDOW_GRACE_MS, type Collections } from '../../../../shared/src/mongo/index.js';
+import { INDEXES, RATE_WINDOW_GRACE_MS, type Collections } from '#shared/mongo/index.js';
 import { sweepExpiredWindows } from './window-store.js';
 
 describe('TTL parity: a TTL index (MongoDB) removes what the sweeper (FerretDB) removes, when it does', () => {

@@ -1,8 +1,8 @@
 import { RateLimiterMongo, type IRateLimiterMongoOptions } from 'rate-limiter-flexible';
 import type { Collection, UpdateFilter } from 'mongodb';
-import type { Logger } from '../../../../shared/src/log.js';
-import { RATE_WINDOW_GRACE_MS, type RateLimitDoc } from '../../../../shared/src/mongo/index.js';
-import { runPeriodically } from '../../../../shared/src/periodic.js';
+import type { Logger } from '#shared/log.js';
+import { RATE_WINDOW_GRACE_MS, type RateLimitDoc } from '#shared/mongo/index.js';
+import { runPeriodically } from '#shared/periodic.js';
 
 /**
  * rate-limiter-flexible's MongoDB store with each fixed window in a document

@@ -11,9 +11,9 @@ import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js'
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 import type { Context } from 'koa';
-import { AppError } from '../../../../shared/src/errors/index.js';
-import { unavailableFrom } from '../../../../shared/src/errors/dependency.js';
-import type { Logger } from '../../../../shared/src/log.js';
+import { AppError } from '#shared/errors/index.js';
+import { unavailableFrom } from '#shared/errors/dependency.js';
+import type { Logger } from '#shared/log.js';
 import type { ApiDeps } from '../../deps.js';
 import { newRouter, publicRoute, route, type RouteDoc, type RouteSpec } from '../../middleware/route.js';
 import { mcpDocs } from './doc.js';

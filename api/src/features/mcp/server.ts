@@ -23,8 +23,8 @@ import {
   type ServerRequest,
   type Tool as ToolDescription,
 } from '@modelcontextprotocol/sdk/types.js';
-import { AppError, validationFailed } from '../../../../shared/src/errors/index.js';
-import { unavailableFrom } from '../../../../shared/src/errors/dependency.js';
+import { AppError, validationFailed } from '#shared/errors/index.js';
+import { unavailableFrom } from '#shared/errors/dependency.js';
 import type { ApiDeps } from '../../deps.js';
 import { nestedDeeperThan } from '../../validation.js';
 import { serverVersion } from './server-info.js';

@@ -6,7 +6,7 @@
  */
 import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import type { Context } from 'koa';
-import type { AppError, ErrorCode as HouseCode } from '../../../../shared/src/errors/index.js';
+import type { AppError, ErrorCode as HouseCode } from '#shared/errors/index.js';
 
 /** The JSON-RPC codes of our own refusals (and of the OpenAPI document). */
 export const RPC = {

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
-import { unauthorized } from '../../../../shared/src/errors/index.js';
-import { metricsAuthorizer } from '../../../../shared/src/metrics.js';
+import { unauthorized } from '#shared/errors/index.js';
+import { metricsAuthorizer } from '#shared/metrics.js';
 import type { ApiDeps } from '../../deps.js';
 import { guard, newRouter, route } from '../../middleware/route.js';
 import { errors, Type } from '../../shapes.js';

@@ -5,7 +5,7 @@
  * on the routers is in it, and validate every JSON response the API tests
  * receive against it (api/test/support/api.ts).
  */
-import { ERROR_STATUS } from '../../../../shared/src/errors/index.js';
+import { ERROR_STATUS } from '#shared/errors/index.js';
 import type { RegisteredRoute } from '../../middleware/route.js';
 import { ErrorSchema, EventRecordSchema } from '../../shapes.js';
 import { headers, responses, securitySchemes } from './components.js';

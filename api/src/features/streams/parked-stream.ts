@@ -5,7 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
-import type { Logger } from '../../../../shared/src/log.js';
+import type { Logger } from '#shared/log.js';
 import { park, unwatchClientGone, watchClientGone, type ParkedResponse } from '../../middleware/parked.js';
 import type { PreparedStream } from './service.js';
 import type { LiveStream, StreamDone, StreamEnd } from './stream.js';

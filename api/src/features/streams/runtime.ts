@@ -1,4 +1,4 @@
-import { conditionalWritesAreAtomic, type Mongo } from '../../../../shared/src/mongo/index.js';
+import { conditionalWritesAreAtomic, type Mongo } from '#shared/mongo/index.js';
 import type { ApiConfig } from '../../config.js';
 import { StreamSlots } from './slots.js';
 import { deriveStreamTokenKey } from './tokens.js';

@@ -1,5 +1,5 @@
-import { validationFailed } from '../../../../shared/src/errors/index.js';
-import { isEventType, type EventType } from '../../../../shared/src/eventlog/types.js';
+import { validationFailed } from '#shared/errors/index.js';
+import { isEventType, type EventType } from '#shared/eventlog/types.js';
 import { component, DateTime, type Static, Type } from '../../shapes.js';
 import { queryValidator } from '../../validation.js';
 

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import { type Position } from '../../../../shared/src/cursor.js';
-import type { EventType } from '../../../../shared/src/eventlog/types.js';
+import { type Position } from '#shared/cursor.js';
+import type { EventType } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { openFeed, type Feed } from '../../live/feed.js';
 import { feedPorts } from '../../live/runtime.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { conditionalWritesAreAtomic } from '../../../../shared/src/mongo/index.js';
+import { conditionalWritesAreAtomic } from '#shared/mongo/index.js';
 import { StreamSlots } from './slots.js';
 
 /** A slots collection holding one slot, recording each call with its filter. */

@@ -11,8 +11,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { MongoServerError, type Collection } from 'mongodb';
-import { AppError } from '../../../../shared/src/errors/index.js';
-import type { StreamSlotDoc } from '../../../../shared/src/mongo/documents.js';
+import { AppError } from '#shared/errors/index.js';
+import type { StreamSlotDoc } from '#shared/mongo/documents.js';
 
 export interface StreamLease {
   slotId: string;

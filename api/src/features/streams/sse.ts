@@ -10,7 +10,7 @@
  * with only an `id:`, which browsers would honour.
  */
 import type { ServerResponse } from 'node:http';
-import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
+import type { EventRecord } from '#shared/eventlog/types.js';
 
 const SSE_HEADERS = {
   'Content-Type': 'text/event-stream; charset=utf-8',

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { encodeCursor } from '../../../../shared/src/cursor.js';
-import type { EventRecord } from '../../../../shared/src/eventlog/types.js';
-import type { Logger } from '../../../../shared/src/log.js';
+import { encodeCursor } from '#shared/cursor.js';
+import type { EventRecord } from '#shared/eventlog/types.js';
+import type { Logger } from '#shared/log.js';
 import { DeadlineWheel } from '../../live/deadlines.js';
 import { openFeed, type FeedPorts } from '../../live/feed.js';
 import { WaiterRegistry, type LiveEvent } from '../../live/waiters.js';

@@ -13,7 +13,7 @@
  * process's deadline wheel (Expiring), or its client leaves (`clientGone`).
  * 3,000 idle streams hold 3,000 small objects, not 3,000 suspended loops.
  */
-import type { Logger } from '../../../../shared/src/log.js';
+import type { Logger } from '#shared/log.js';
 import type { DeadlineWheel, Expiring } from '../../live/deadlines.js';
 import type { Feed } from '../../live/feed.js';
 import type { WaiterListener } from '../../live/waiters.js';

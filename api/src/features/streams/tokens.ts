@@ -6,7 +6,7 @@
  * token can never pass as a session token or the other way round.
  */
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
-import { unauthorized, type AppError } from '../../../../shared/src/errors/index.js';
+import { unauthorized, type AppError } from '#shared/errors/index.js';
 
 const STREAM_TOKEN_PREFIX = 'svcst_';
 const MAX_TOKEN_LENGTH = 512;

@@ -13,11 +13,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Collection } from 'mongodb';
-import { AppError } from '../../../../shared/src/errors/index.js';
-import { insertDeliveries } from '../../../../shared/src/mongo/delivery-queue.js';
-import type { DeliveryDoc, DeliveryTrigger } from '../../../../shared/src/mongo/index.js';
+import { AppError } from '#shared/errors/index.js';
+import { insertDeliveries } from '#shared/mongo/delivery-queue.js';
+import type { DeliveryDoc, DeliveryTrigger } from '#shared/mongo/index.js';
 import type { WebhookDeps } from './service.js';
-import { isDuplicateKey } from '../../../../shared/src/mongo/index.js';
+import { isDuplicateKey } from '#shared/mongo/index.js';
 
 /** The limits (docs/decisions.md); tests lower them. */
 export const operationLimits = {

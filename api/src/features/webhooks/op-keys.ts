@@ -19,11 +19,11 @@
  * (its lease ran out) inserts the same ids: what the first run queued is not
  * queued twice (insertDeliveries keeps the existing document).
  */
-import { runPeriodically } from '../../../../shared/src/periodic.js';
+import { runPeriodically } from '#shared/periodic.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { MongoServerError } from 'mongodb';
-import { AppError } from '../../../../shared/src/errors/index.js';
-import type { Mongo, WebhookOpKeyDoc } from '../../../../shared/src/mongo/index.js';
+import { AppError } from '#shared/errors/index.js';
+import type { Mongo, WebhookOpKeyDoc } from '#shared/mongo/index.js';
 
 /** What the keys need (deps.ts starts the sweeper, so nothing here imports the API's deps). */
 interface OpKeyDeps {

@@ -23,11 +23,11 @@
  * op-admission.ts).
  */
 import { createHash } from 'node:crypto';
-import { encodeCursor } from '../../../../shared/src/cursor.js';
-import { AppError, notFound, validationFailed } from '../../../../shared/src/errors/index.js';
-import { docToRecord } from '../../../../shared/src/eventlog/envelope.js';
-import { subscriptionTakes, type EventType } from '../../../../shared/src/eventlog/types.js';
-import type { DeliveryDoc, DeliveryTrigger, EventDoc, WebhookDoc } from '../../../../shared/src/mongo/index.js';
+import { encodeCursor } from '#shared/cursor.js';
+import { AppError, notFound, validationFailed } from '#shared/errors/index.js';
+import { docToRecord } from '#shared/eventlog/envelope.js';
+import { subscriptionTakes, type EventType } from '#shared/eventlog/types.js';
+import type { DeliveryDoc, DeliveryTrigger, EventDoc, WebhookDoc } from '#shared/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { readAfter } from '../../event-store/store.js';
 import { resolveSince } from '../events/index.js';

@@ -1,7 +1,7 @@
-import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
-import { MAX_HEADER_VALUE, MAX_HEADERS, MAX_HEADERS_BYTES } from '../../../../shared/src/webhook-headers.js';
-import { DELIVERY_TRIGGERS, type DeliveryTrigger } from '../../../../shared/src/mongo/documents.js';
-import type { DisabledReason } from '../../../../shared/src/mongo/index.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
+import { MAX_HEADER_VALUE, MAX_HEADERS, MAX_HEADERS_BYTES } from '#shared/webhook-headers.js';
+import { DELIVERY_TRIGGERS, type DeliveryTrigger } from '#shared/mongo/documents.js';
+import type { DisabledReason } from '#shared/mongo/index.js';
 import { component, DateTime, EventTypeSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator, queryValidator } from '../../validation.js';
 

@@ -4,14 +4,14 @@
  * subscription of another account is "not found", never "forbidden".
  */
 import { randomBytes } from 'node:crypto';
-import { AppError, notFound, unavailable, validationFailed } from '../../../../shared/src/errors/index.js';
-import { buildEnvelope } from '../../../../shared/src/eventlog/envelope.js';
-import type { AttemptDoc, DeliveryTrigger, DisabledReason, WebhookDoc, WebhookStatusDoc } from '../../../../shared/src/mongo/index.js';
-import { newWebhookSecret } from '../../../../shared/src/signing.js';
-import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '../../../../shared/src/subscription-fence.js';
-import { LOOKUP_LIMIT } from '../../../../shared/src/dns.js';
-import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '../../../../shared/src/url-safety.js';
-import { checkHeaders, headersAad, maskHeaders } from '../../../../shared/src/webhook-headers.js';
+import { AppError, notFound, unavailable, validationFailed } from '#shared/errors/index.js';
+import { buildEnvelope } from '#shared/eventlog/envelope.js';
+import type { AttemptDoc, DeliveryTrigger, DisabledReason, WebhookDoc, WebhookStatusDoc } from '#shared/mongo/index.js';
+import { newWebhookSecret } from '#shared/signing.js';
+import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '#shared/subscription-fence.js';
+import { LOOKUP_LIMIT } from '#shared/dns.js';
+import { checkWebhookUrl, parseWebhookUrl, type Verdict } from '#shared/url-safety.js';
+import { checkHeaders, headersAad, maskHeaders } from '#shared/webhook-headers.js';
 import type { ApiDeps } from '../../deps.js';
 import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput, type RotateSecretInput, type UpdateWebhookInput } from './schemas.js';
 

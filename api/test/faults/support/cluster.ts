@@ -3,7 +3,7 @@
  * and a database of the private infra instance, plus the client calls the
  * tests make against it (accounts, ingest, polling every event).
  */
-import { TEST_SECRETS, uniqueName } from '../../../../shared/test/support/env.js';
+import { TEST_SECRETS, uniqueName } from '#test-support/env.js';
 import { call } from '../../support/api.js';
 import { createAccount, type TestAccount } from '../../support/accounts.js';
 import { privateInfra, type PrivateInfra } from './infra.js';

@@ -11,7 +11,7 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { atRunEnd } from '../../../../shared/test/support/cleanup.js';
+import { atRunEnd } from '#test-support/cleanup.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
 const INFRA = join(ROOT, 'scripts', 'infra');

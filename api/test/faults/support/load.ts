@@ -3,7 +3,7 @@
  * time; every request's outcome is kept, so a test can say which events were
  * acknowledged and what was answered when.
  */
-import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
 import { ingestRaw, sleep, type IngestOutcome } from './cluster.js';
 
 export interface TimedOutcome extends IngestOutcome {

@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { atFileEnd } from '../../../../shared/test/support/cleanup.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { ROOT } from './infra.js';
 
 export const ARTIFACTS = join(ROOT, 'test-artifacts');
@@ -20,7 +20,7 @@ export interface Exit {
   signal: NodeJS.Signals | null;
 }
 
-export { freePort } from '../../../../shared/test/support/wait.js';
+export { freePort } from '#test-support/wait.js';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

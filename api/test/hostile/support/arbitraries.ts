@@ -4,7 +4,7 @@
  * header values and cursors.
  */
 import fc from 'fast-check';
-import { encodeCursor } from '../../../../shared/src/cursor.js';
+import { encodeCursor } from '#shared/cursor.js';
 
 /** Strings that have broken real code: encodings, invisible and oversized characters, injection-shaped text. */
 export const NASTY_STRINGS: string[] = [

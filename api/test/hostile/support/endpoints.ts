@@ -5,7 +5,7 @@
  * new endpoint cannot ship unfuzzed.
  */
 import fc from 'fast-check';
-import { EVENT_TYPES } from '../../../../shared/src/eventlog/types.js';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
 import { hostileJson } from './arbitraries.js';
 import { bearer, type TestAccount } from '../../support/accounts.js';
 

@@ -3,7 +3,7 @@
  * never a 5xx, never a stack trace or a dependency's own message, and every
  * 4xx a JSON error in the house shape with the request's id.
  */
-import { ERROR_STATUS } from '../../../../shared/src/errors/index.js';
+import { ERROR_STATUS } from '#shared/errors/index.js';
 
 export interface Answer {
   status: number;
