@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel';
 import type { Admin } from 'kafkajs';
-import { ensureTopic, topicCatalog, type Consumer } from '#shared/eventlog/kafka.js';
+import { endOffsets, ensureTopic, topicCatalog, type Consumer } from '#shared/eventlog/kafka.js';
 import { SupervisedConsumer } from '#shared/eventlog/supervised-consumer.js';
 import { guardTopic, topicFacts } from '#shared/eventlog/topic-guard.js';
 import type { Logger } from '#shared/log.js';
@@ -48,7 +48,7 @@ export const DELIVERY_SHUTDOWN_MS = 25_000;
  * committed offset resumes where it was, and a partition it never consumed
  * is read from its beginning (nothing acknowledged there is skipped).
  */
-async function placeNewGroup(admin: Admin, groupId: string, topic: string, startFrom: 'latest' | 'earliest', log: Logger): Promise<void> {
+export async function placeNewGroup(admin: Admin, groupId: string, topic: string, startFrom: 'latest' | 'earliest', log: Logger): Promise<void> {
   if (startFrom === 'earliest') return;
   // A broker that has just started may not have a group coordinator yet (NOT_COORDINATOR): ask again.
   let committed: Awaited<ReturnType<Admin['fetchOffsets']>>[number] | undefined;
@@ -62,10 +62,11 @@ async function placeNewGroup(admin: Admin, groupId: string, topic: string, start
     }
   }
   if (committed && committed.partitions.some((p) => p.offset !== '-1')) return;
-  const ends = await admin.fetchTopicOffsets(topic);
+  // Retried while a just-created topic's leaders do not answer offset requests yet (NOT_LEADER_FOR_PARTITION).
+  const ends = [...(await endOffsets(admin, topic)).entries()].map(([partition, high]) => ({ partition, offset: String(high) }));
   try {
-    await admin.setOffsets({ groupId, topic, partitions: ends.map((p) => ({ partition: p.partition, offset: p.high })) });
-    log.info({ group: groupId, offsets: ends.map((p) => p.high) }, 'new delivery group starts at the end of the log (DELIVERY_START_FROM=latest)');
+    await admin.setOffsets({ groupId, topic, partitions: ends });
+    log.info({ group: groupId, offsets: ends.map((p) => p.offset) }, 'new delivery group starts at the end of the log (DELIVERY_START_FROM=latest)');
   } catch (err) {
     // Another process of a fresh deployment joined first and is placing the group itself.
     log.info({ err, group: groupId }, 'could not place the new delivery group; another member is already in it');

@@ -102,7 +102,10 @@ describe('docs/client.md: the copy-paste examples run', function () {
       const sent = await ingest(api.url, [{ account_id: account.userId, type: 'call.ended', data: {} }]);
       await eventually(async () => (receiver.out.some((l) => l.includes(sent[0]!.id)) ? true : undefined), 30_000);
       expect(receiver.out.filter(Boolean)).to.deep.equal(['refused missing_signature', `verified call.ended ${sent[0]!.id}`]);
-      expect(cliOut).to.match(new RegExp(`call\\.ended\\s+${sent[0]!.id}\\s+--> 204`));
+      // The CLI prints its line once the receiver's answer is back, a moment after the receiver printed its own.
+      const forwarded = new RegExp(`call\\.ended\\s+${sent[0]!.id}\\s+--> 204`);
+      await eventually(async () => (forwarded.test(cliOut) ? true : undefined), 10_000).catch(() => undefined);
+      expect(cliOut).to.match(forwarded);
     } finally {
       cli.kill('SIGINT');
       receiver.child.kill('SIGINT');
