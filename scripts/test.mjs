@@ -8,7 +8,7 @@
 //   --quick   everything but the fault tests (the dev loop: `npm run test:unit`, then `npm run test:quick`)
 //   --faults  only the fault tests (`npm run test:faults`)
 //   --soak    only the soak, 600 s unless SOAK_SECONDS says otherwise (`npm run soak`)
-//   --full    the fault tests at the issue's full sizes (FAULTS_FULL=1; `npm run test:faults:full`)
+//   --full    the fault tests at their full sizes (FAULTS_FULL=1; `npm run test:faults:full`)
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
