@@ -74,11 +74,15 @@ let stack: Promise<{ api: RestartableApi; receiver: Receiver }> | null = null;
 
 /**
  * An API that lets subscriptions reach 127.0.0.1 and a delivery process on
- * the client tests' topic, plus an HTTPS receiver: shared by the test files
+ * the client tests' topic, plus an HTTPS receiver: shared by a file's tests
  * (two delivery processes in different groups would each deliver every event).
  */
 export function clientStack(): Promise<{ api: RestartableApi; receiver: Receiver }> {
   stack ??= (async () => {
+    // Closed with the file that started it (its API, receiver and delivery process); the next file starts its own.
+    atFileEnd(() => {
+      stack = null;
+    });
     const receiver = await Receiver.start();
     atFileEnd(() => receiver.close());
     const api = new RestartableApi({ INSTANCE_ID: 'client-routes', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });

@@ -137,7 +137,7 @@ export const EventTypeListSchema = component(
       Type.Object({
         type: EventTypeSchema,
         description: Type.String({ description: 'When an event of this type is fired' }),
-        data_schema: AnyObject('JSON Schema (2020-12) of the event\'s `data`: the fields producers send, none required, others allowed'),
+        data_schema: AnyObject('JSON Schema (2020-12) of the event\'s `data`: the fields producers send (none required, others allowed), or for the types the service writes itself, the fields it always writes'),
       }),
       { description: 'Every event type, in the order of the contract' },
     ),

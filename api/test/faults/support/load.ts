@@ -3,7 +3,7 @@
  * time; every request's outcome is kept, so a test can say which events were
  * acknowledged and what was answered when.
  */
-import { EVENT_TYPES } from '#shared/eventlog/types.js';
+import { PRODUCER_EVENT_TYPES } from '#shared/eventlog/types.js';
 import { ingestRaw, sleep, type IngestOutcome } from './cluster.js';
 
 export interface TimedOutcome extends IngestOutcome {
@@ -18,7 +18,7 @@ export interface IngestLoadOptions {
   batch: number;
   /** Pause after each request (ms); after a refusal the pause is at least 200 ms. */
   pauseMs?: number;
-  /** Types to cycle through; webhook.ping is left out by default (it is for one subscription). */
+  /** Types to cycle through: those producers may send, webhook.ping left out by default (it is for one subscription). */
   types?: readonly string[];
 }
 
@@ -56,7 +56,7 @@ export class IngestLoad {
   }
 
   private async work(worker: number): Promise<void> {
-    const types = this.opts.types ?? EVENT_TYPES.filter((t) => t !== 'webhook.ping');
+    const types = this.opts.types ?? PRODUCER_EVENT_TYPES.filter((t) => t !== 'webhook.ping');
     while (this.running) {
       const events = Array.from({ length: this.opts.batch }, () => {
         const seq = this.seq++;

@@ -5,7 +5,7 @@
  * new endpoint cannot ship unfuzzed.
  */
 import fc from 'fast-check';
-import { EVENT_TYPES } from '#shared/eventlog/types.js';
+import { EVENT_TYPES, PRODUCER_EVENT_TYPES } from '#shared/eventlog/types.js';
 import { hostileJson } from './arbitraries.js';
 import { bearer, type TestAccount } from '../../support/accounts.js';
 
@@ -113,8 +113,10 @@ const OPERATIONS: Endpoint[] = [
 const eventType = fc.constantFrom(...EVENT_TYPES);
 const ownCursor = (f: Fixture): fc.Arbitrary<string> => fc.constant(f.cursor ?? 'c1_MC4w');
 const eventData = fc.dictionary(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 12 }).filter((k) => !k.startsWith('$') && !k.includes('.')), fc.oneof(fc.string({ maxLength: 40 }), fc.integer(), fc.boolean()), { maxKeys: 4 });
+/** What a producer may send (the service writes the operational types itself; ingest refuses them). */
+const producerType = fc.constantFrom(...PRODUCER_EVENT_TYPES);
 const ingestEvent = (f: Fixture) =>
-  fc.record({ account_id: fc.constant(f.account.userId), type: eventType, data: eventData, occurred_at: fc.date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true }).map((d) => d.toISOString()) }, { requiredKeys: ['account_id', 'type', 'data'] });
+  fc.record({ account_id: fc.constant(f.account.userId), type: producerType, data: eventData, occurred_at: fc.date({ min: new Date('2000-01-01'), max: new Date('2100-01-01'), noInvalidDate: true }).map((d) => d.toISOString()) }, { requiredKeys: ['account_id', 'type', 'data'] });
 
 const EVENTS: Endpoint[] = [
   {
