@@ -1,5 +1,6 @@
 import { ConfigError } from './config/env.js';
 import type { Logger } from './log.js';
+import { startTelemetry } from './telemetry.js';
 
 type Hook = { name: string; fn: () => Promise<void> | void };
 
@@ -79,6 +80,8 @@ export function runProcess<C>(name: string, load: () => C, start: (config: C) =>
       console.error(err.message);
       process.exit(2);
     }
+    // Tracing, when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (telemetry.ts); stopped last, flushing its spans.
+    const stopTelemetry = await startTelemetry(name);
     const running = await start(config);
     let exiting = false;
     const shutdown = (signal: string): void => {
@@ -87,6 +90,7 @@ export function runProcess<C>(name: string, load: () => C, start: (config: C) =>
       running.log.info({ signal }, 'shutting down');
       running
         .close()
+        .then(() => stopTelemetry?.().catch(() => undefined))
         .then(() => process.exit(0))
         .catch(() => process.exit(1));
     };
