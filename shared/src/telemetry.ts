@@ -116,3 +116,8 @@ export class EventTraces {
     if (links.length > 0) span.addLinks(links);
   }
 }
+
+/** `fn`, to run later in the context active now (tracing on: its log lines carry this span's trace_id); `fn` itself when off. */
+export function bindActive<F extends (...args: never[]) => unknown>(fn: F): F {
+  return tracing ? context.bind(context.active(), fn) : fn;
+}
