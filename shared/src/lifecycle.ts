@@ -70,7 +70,7 @@ interface RunningProcess {
  * ConfigError is printed and exits 2), starts the process, and closes it once
  * on SIGTERM or SIGINT (exit 0 when the close finished, 1 when it failed).
  */
-export function runProcess<C>(name: string, load: () => C, start: (config: C) => Promise<RunningProcess>): void {
+export function runProcess<C>(name: string, load: () => C, start: (config: C) => Promise<RunningProcess>, env: NodeJS.ProcessEnv = {}): void {
   const main = async (): Promise<void> => {
     let config: C;
     try {
@@ -80,8 +80,8 @@ export function runProcess<C>(name: string, load: () => C, start: (config: C) =>
       console.error(err.message);
       process.exit(2);
     }
-    // Tracing, when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (telemetry.ts); stopped last, flushing its spans.
-    const stopTelemetry = await startTelemetry(name);
+    // Tracing, when `env` has OTEL_EXPORTER_OTLP_ENDPOINT (telemetry.ts); stopped last, flushing its spans.
+    const stopTelemetry = await startTelemetry(name, env);
     const running = await start(config);
     let exiting = false;
     const shutdown = (signal: string): void => {

@@ -33,7 +33,7 @@ export function tracer(): Tracer {
 }
 
 /** Whether the environment asks for OTLP export of traces. */
-export function telemetryRequested(env: NodeJS.ProcessEnv): boolean {
+function telemetryRequested(env: NodeJS.ProcessEnv): boolean {
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) && env.OTEL_SDK_DISABLED !== 'true';
 }
 
@@ -43,7 +43,7 @@ export function telemetryRequested(env: NodeJS.ProcessEnv): boolean {
  * reads its OTEL_* variables itself; `service` names the process when OTEL_SERVICE_NAME
  * is unset. Only traces are exported (metrics stay on /metrics, logs on stdout).
  */
-export async function startTelemetry(service: string, env: NodeJS.ProcessEnv = process.env): Promise<(() => Promise<void>) | null> {
+export async function startTelemetry(service: string, env: NodeJS.ProcessEnv): Promise<(() => Promise<void>) | null> {
   if (!telemetryRequested(env)) return null;
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
   const sdk = new NodeSDK({
