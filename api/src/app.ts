@@ -17,6 +17,7 @@ import { webhookRoutes } from './features/webhooks/routes.js';
 import { errorMiddleware } from './middleware/errors.js';
 import { httpMetrics } from './middleware/metrics.js';
 import { requestContext } from './middleware/request-context.js';
+import { tracing } from './middleware/tracing.js';
 
 /**
  * First of all: every response (errors, 404s, streams) tells browsers not to
@@ -41,6 +42,7 @@ export function createApp(deps: ApiDeps): Koa {
   app.silent = true; // errors are logged by the error middleware, once
   app.use(securityHeaders);
   app.use(httpMetrics(deps.metrics));
+  app.use(tracing());
   app.use(requestContext(deps.log));
   app.use(errorMiddleware(deps.log));
   // No guard or body parser here: each route carries its own (middleware/route.ts), so what a

@@ -9,4 +9,5 @@ runProcess(
     const api = await startApi(config);
     return { log: api.deps.log, close: () => api.close() };
   },
+  process.env,
 );

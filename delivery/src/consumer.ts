@@ -28,6 +28,8 @@
  * reading old log, never gets history.
  */
 import { decodeEnvelope, toRecord } from '#shared/eventlog/envelope.js';
+import { TRACEPARENT_HEADER } from '#shared/eventlog/event-log.js';
+import { tracingOn } from '#shared/telemetry.js';
 import type { EachBatchPayload, KafkaMessage } from '#shared/eventlog/kafka.js';
 import { subscriptionTakes, type EventEnvelope, type EventRecord } from '#shared/eventlog/types.js';
 import type { Logger } from '#shared/log.js';
@@ -54,6 +56,8 @@ interface Decoded {
   record: EventRecord;
   /** The message's offset in its partition. */
   offset: string;
+  /** Its `traceparent` header (written by the publishing API while tracing is on). */
+  traceparent?: string;
 }
 
 /** Deliveries written per step of a batch; the consumer heartbeats and commits between steps. */
@@ -67,7 +71,10 @@ export function decodeMessage(message: KafkaMessage, partition: number, log: Log
     return null;
   }
   // The same record polling returns: its cursor is the message's position in the log.
-  return { envelope, offset: message.offset, record: toRecord(envelope, { partition, offset: BigInt(message.offset) }) };
+  const decoded: Decoded = { envelope, offset: message.offset, record: toRecord(envelope, { partition, offset: BigInt(message.offset) }) };
+  const traceparent = message.headers?.[TRACEPARENT_HEADER];
+  if (traceparent !== undefined && tracingOn()) decoded.traceparent = String(traceparent);
+  return decoded;
 }
 
 /**
@@ -119,6 +126,7 @@ type StepDone = (last: Decoded) => Promise<boolean>;
 
 interface Planned {
   envelope: EventEnvelope;
+  traceparent: string | undefined;
   body: string;
   sub: WebhookDoc;
   offset: string;
@@ -152,7 +160,7 @@ export async function scheduleBatch(
   let created = 0;
   let planned: Planned[] = [];
   for (let i = 0; i < events.length; i++) {
-    const { envelope, record, offset } = events[i] as Decoded;
+    const { envelope, record, offset, traceparent } = events[i] as Decoded;
     let body: string | null = null;
     for (const sub of subs.get(envelope.account_id) ?? []) {
       if (!matches(sub, envelope)) continue;
@@ -160,7 +168,7 @@ export async function scheduleBatch(
       // Finished by the partition's previous owner above its commit (its progress document).
       if (progress.resume?.finished(offset, id)) continue;
       body ??= JSON.stringify(record);
-      planned.push({ envelope, body, sub, offset, id });
+      planned.push({ envelope, traceparent, body, sub, offset, id });
       progress.add(offset, id);
     }
     seenSkippedBelow(offset);
@@ -208,9 +216,9 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
   const now = deps.clock();
   const overflow: { doc: DeliveryDoc; offset: string }[] = [];
   let queued = 0;
-  for (const { envelope, body, sub, offset, id } of planned) {
+  for (const { envelope, traceparent, body, sub, offset, id } of planned) {
     const doc: DeliveryDoc = {
-      ...newDelivery({ eventId: envelope.id, eventType: envelope.type, accountId: envelope.account_id, subscription: sub, body, owner: deps.owner, now, leaseMs: deps.leaseMs }),
+      ...newDelivery({ eventId: envelope.id, eventType: envelope.type, accountId: envelope.account_id, subscription: sub, body, owner: deps.owner, now, leaseMs: deps.leaseMs, traceparent }),
       lease_owner: null,
       lease_until: null,
     };

@@ -224,9 +224,12 @@ export function newDelivery(args: {
   owner: string;
   now: Date;
   leaseMs: number;
+  /** The event's trace (its Kafka record's `traceparent` header), when it carries one. */
+  traceparent?: string | undefined;
 }): DeliveryDoc {
   const { now } = args;
   return {
+    ...(args.traceparent === undefined ? {} : { traceparent: args.traceparent }),
     _id: deliveryId(args.eventId, args.subscription._id),
     account_id: args.accountId,
     subscription_id: args.subscription._id,

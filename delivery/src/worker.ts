@@ -15,6 +15,7 @@ import { countDisabled } from './endpoint-health.js';
 import { countAttempt, countGivenUp, startMetricsServer, startQueueSampler, type DeliveryMetrics } from './metrics.js';
 import { startSweeper } from './retention.js';
 import { RetryScheduler } from './retry-scheduler.js';
+import { traceAttempt } from './tracing.js';
 
 export interface RunningDelivery {
   /** What the parts below were built from (deps.ts). */
@@ -111,6 +112,7 @@ export async function startDelivery(config: DeliveryConfig, overrides: DeliveryO
   lifecycle.onStop('notifications producer', () => deps.eventLog.stop());
   const onAttempt = (attempt: AttemptRecord): void => {
     countAttempt(metrics, attempt);
+    traceAttempt(attempt);
     deps.notifications.attempted(attempt);
   };
   const dispatcher = new Dispatcher(

@@ -1,5 +1,6 @@
 import { ConfigError } from './config/env.js';
 import type { Logger } from './log.js';
+import { startTelemetry } from './telemetry.js';
 
 type Hook = { name: string; fn: () => Promise<void> | void };
 
@@ -69,7 +70,7 @@ interface RunningProcess {
  * ConfigError is printed and exits 2), starts the process, and closes it once
  * on SIGTERM or SIGINT (exit 0 when the close finished, 1 when it failed).
  */
-export function runProcess<C>(name: string, load: () => C, start: (config: C) => Promise<RunningProcess>): void {
+export function runProcess<C>(name: string, load: () => C, start: (config: C) => Promise<RunningProcess>, env: NodeJS.ProcessEnv = {}): void {
   const main = async (): Promise<void> => {
     let config: C;
     try {
@@ -79,6 +80,8 @@ export function runProcess<C>(name: string, load: () => C, start: (config: C) =>
       console.error(err.message);
       process.exit(2);
     }
+    // Tracing, when `env` has OTEL_EXPORTER_OTLP_ENDPOINT (telemetry.ts); stopped last, flushing its spans.
+    const stopTelemetry = await startTelemetry(name, env);
     const running = await start(config);
     let exiting = false;
     const shutdown = (signal: string): void => {
@@ -87,6 +90,7 @@ export function runProcess<C>(name: string, load: () => C, start: (config: C) =>
       running.log.info({ signal }, 'shutting down');
       running
         .close()
+        .then(() => stopTelemetry?.().catch(() => undefined))
         .then(() => process.exit(0))
         .catch(() => process.exit(1));
     };

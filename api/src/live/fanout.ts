@@ -33,10 +33,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { decodeEnvelope, peekEnvelopeId, toRecord } from '#shared/eventlog/envelope.js';
-import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka } from '#shared/eventlog/kafka.js';
+import { TRACEPARENT_HEADER } from '#shared/eventlog/event-log.js';
+import { createConsumer, endOffsets, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '#shared/eventlog/kafka.js';
 import { SupervisedConsumer, type ConsumerHealth } from '#shared/eventlog/supervised-consumer.js';
 import type { Logger } from '#shared/log.js';
 import type { ConsumerLag } from '#shared/metrics.js';
+import { tracingOn, type EventTraces } from '#shared/telemetry.js';
 import { RecentAccounts } from './recent-accounts.js';
 import { TailWindow } from './tail-window.js';
 import type { WaiterRegistry } from './waiters.js';
@@ -71,6 +73,8 @@ export interface FanOutOptions {
   wakeSlice?: number;
   /** The recent events kept in memory for readers near the head (default: none kept). */
   tail?: TailWindow;
+  /** Where each record's `traceparent` header is noted by event id, for the reads that return it (tracing on). */
+  traces?: EventTraces;
   /** Pause every partition after this long with no waiter and no read (0 or absent: never). */
   dormantAfterMs?: number;
   /**
@@ -345,6 +349,7 @@ export class FanOut {
         await this.nextTurn();
         if (!isRunning() || isStale()) return;
       }
+      if (message.headers?.[TRACEPARENT_HEADER] && tracingOn()) this.noteTrace(message);
       this.woken += this.dispatch(partition, offset, message.key, message.value);
       this.positions.set(partition, offset + 1n);
       resolveOffset(message.offset);
@@ -413,6 +418,14 @@ export class FanOut {
       }),
     );
     return this.turn;
+  }
+
+  /** Notes the record's trace under its event id (tracing on, the record carries a `traceparent`). */
+  private noteTrace(message: KafkaMessage): void {
+    const traceparent = message.headers?.[TRACEPARENT_HEADER];
+    if (!this.opts.traces || !message.key || !message.value || (typeof traceparent !== 'string' && !Buffer.isBuffer(traceparent))) return;
+    const id = peekEnvelopeId(message.value.toString('utf8'), message.key.toString('utf8'));
+    if (id !== null) this.opts.traces.note(id, traceparent);
   }
 
   /** Dispatches one record (to the tail window and its account's waiters); how many waiters it woke. */

@@ -17,6 +17,7 @@ import { KafkaHeadSource, LogHead } from './log-head.js';
 import type { FeedPorts } from './feed.js';
 import { Materializer, type MaterializerOptions } from '../event-store/materializer.js';
 import { readPartition, readRange } from '../event-store/store.js';
+import { EventTraces } from '#shared/telemetry.js';
 import { TailWindow, type TailRead } from './tail-window.js';
 import { WaiterRegistry, type LiveEvent } from './waiters.js';
 import { WatermarkReader } from '../event-store/watermarks.js';
@@ -40,6 +41,8 @@ export interface EventsRuntime {
   deadlines: DeadlineWheel;
   /** Each partition's end offset from Kafka, asked afresh: where a read must reach (log-head.ts). */
   head: LogHead;
+  /** Recent events' trace contexts, noted by the fan-out: a read links to the traces of the events it returns. */
+  traces: EventTraces;
 }
 
 /** How late past its timeout_ms a long-poll may answer: its deadline is rounded up to this. */
@@ -87,8 +90,10 @@ export function createEventsRuntime(
     ...overrides.materializer,
   });
   const tail = new TailWindow({ events: config.events.tailWindowEvents, bytes: config.events.tailWindowBytes });
+  const traces = new EventTraces();
   const fanout = new FanOut({
     kafka,
+    traces,
     tail,
     topic,
     groupPrefix: config.events.fanoutGroupPrefix,
@@ -113,7 +118,7 @@ export function createEventsRuntime(
   const pageCache = new PageCache(config.events.historyCacheBytes);
   const headSource = new KafkaHeadSource(kafka, topic, config.events.handoffTimeoutMs);
   const head = new LogHead(() => headSource.fetch(), () => headSource.close());
-  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, deadlines: new DeadlineWheel(DEADLINE_RESOLUTION_MS), head };
+  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, deadlines: new DeadlineWheel(DEADLINE_RESOLUTION_MS), head, traces };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { Logger } from '#shared/log.js';
+import { bindActive } from '#shared/telemetry.js';
 import { parkedOf } from './parked.js';
 
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -45,7 +46,8 @@ export function requestContext(log: Logger) {
       await next();
     } finally {
       const parked = parkedOf(ctx);
-      if (parked) parked.whenDone((status) => logDone(ctx, requestId, status, started));
+      // Bound to the request's span (tracing on): the line carries its trace_id, however late it is written.
+      if (parked) parked.whenDone(bindActive((status: number) => logDone(ctx, requestId, status, started)));
       else logDone(ctx, requestId, ctx.status, started);
     }
   };

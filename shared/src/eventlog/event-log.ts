@@ -7,6 +7,8 @@ import type { Position } from '../cursor.js';
 import { AppError, unavailable } from '../errors/index.js';
 import { isDependencyError } from '../errors/dependency.js';
 import type { Logger } from '../log.js';
+import { traceparentOf, tracer, tracingOn } from '../telemetry.js';
+import { SpanKind, SpanStatusCode, trace, context } from '@opentelemetry/api';
 import { Batcher, BatchTimeoutError } from './batcher.js';
 import { encodeEnvelope } from './envelope.js';
 import { createProducer, ensureTopic, partitionCount, partitionForKey, type Kafka, type Producer, type RecordMetadata, type TopicSpec } from './kafka.js';
@@ -36,7 +38,12 @@ interface Outgoing {
   partition: number;
   key: string;
   value: Buffer;
+  /** W3C trace context of the publish that wrote it (tracing on), as the record's `traceparent` header. */
+  traceparent?: string;
 }
+
+/** The Kafka record header carrying the publishing span's W3C trace context. */
+export const TRACEPARENT_HEADER = 'traceparent';
 
 export class EventLog {
   /**
@@ -70,7 +77,7 @@ export class EventLog {
     this.produceTimeoutMs = opts.produceTimeoutMs;
     this.batcher = new Batcher<Outgoing, Position>({
       send: (items) => this.send(items),
-      sizeOf: (item) => item.value.length + item.key.length + 64,
+      sizeOf: (item) => item.value.length + item.key.length + 64 + (item.traceparent === undefined ? 0 : 80),
       lingerMs: opts.lingerMs,
       maxItems: opts.maxBatchMessages,
       maxBytes: opts.maxBatchBytes,
@@ -125,7 +132,34 @@ export class EventLog {
    */
   async publish(envelopes: EventEnvelope[]): Promise<Position[]> {
     if (this.state !== 'started') throw unavailable('The event log');
-    const items = envelopes.map((e) => ({ partition: this.partitionOf(e.account_id), key: e.account_id, value: encodeEnvelope(e) }));
+    if (tracingOn()) return this.publishTraced(envelopes);
+    return this.submit(envelopes.map((e) => ({ partition: this.partitionOf(e.account_id), key: e.account_id, value: encodeEnvelope(e) })));
+  }
+
+  /**
+   * publish, inside a producer span (a child of the request's): each record carries that
+   * span's `traceparent` header, taken here per publish, since sends batch the events of
+   * many requests (an instrumented `producer.send` would stamp a whole batch with one trace).
+   */
+  private async publishTraced(envelopes: EventEnvelope[]): Promise<Position[]> {
+    const span = tracer().startSpan(`${this.topic.name} publish`, {
+      kind: SpanKind.PRODUCER,
+      attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': this.topic.name, 'messaging.batch.message_count': envelopes.length, 'event_platform.event_ids': envelopes.map((e) => e.id) },
+    });
+    const traceparent = traceparentOf(trace.setSpan(context.active(), span));
+    try {
+      const positions = await this.submit(envelopes.map((e) => ({ partition: this.partitionOf(e.account_id), key: e.account_id, value: encodeEnvelope(e), traceparent })));
+      span.setAttribute('messaging.kafka.offset', positions.map((p) => String(p.offset)));
+      return positions;
+    } catch (err) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async submit(items: Outgoing[]): Promise<Position[]> {
     try {
       return await this.batcher.submit(items, undefined, this.produceTimeoutMs);
     } catch (err) {
@@ -173,7 +207,7 @@ export class EventLog {
       const sending = producer.send({
         topic: this.topic.name,
         acks: -1,
-        messages: items.map((m) => ({ partition: m.partition, key: m.key, value: m.value })),
+        messages: items.map((m) => (m.traceparent === undefined ? { partition: m.partition, key: m.key, value: m.value } : { partition: m.partition, key: m.key, value: m.value, headers: { [TRACEPARENT_HEADER]: m.traceparent } })),
       });
       sending.catch(() => undefined); // when abandoned, it ends (or not) on its own
       const abandoned = this.abandon.get(current)?.signal;

@@ -389,6 +389,8 @@ export interface DeliveryDoc {
   trigger?: DeliveryTrigger;
   /** For a resend or a recovery: the delivery it sends again. */
   origin_delivery_id?: string;
+  /** The W3C `traceparent` of the event's publish (its Kafka record header, tracing on): each attempt's span is its child. */
+  traceparent?: string;
 }
 
 /**

@@ -13,22 +13,24 @@ class ParkedAnswer implements WaitAnswer {
   constructor(
     private readonly res: ServerResponse,
     private readonly parked: ParkedResponse,
+    private readonly onAnswer: ((result: WaitResult) => void) | undefined,
   ) {}
 
   answer(result: WaitResult): void {
     unwatchClientGone(this.res);
+    this.onAnswer?.(result);
     writeJson(this.res, 200, result);
     this.parked.done(200);
   }
 }
 
-/** Parks the request until `pending` settles, then writes its answer as Koa would have. */
-export function parkLongPoll(ctx: Context, pending: PendingWait): void {
+/** Parks the request until `pending` settles, then writes its answer as Koa would have (`onAnswer` sees it first: tracing). */
+export function parkLongPoll(ctx: Context, pending: PendingWait, onAnswer?: (result: WaitResult) => void): void {
   const res = ctx.res;
   const parked = park(ctx);
   // A client that goes away frees its long-poll's slot and waiter at once.
   watchClientGone(res, pending);
-  pending.wait(new ParkedAnswer(res, parked));
+  pending.wait(new ParkedAnswer(res, parked, onAnswer));
   // A client that left while it was being authenticated has already closed: its 'close'
   // event is gone, and without this its long-poll would be held for timeout_ms.
   if (res.destroyed) pending.clientGone();

@@ -4,7 +4,8 @@ import { authenticate, authOf } from '../../middleware/auth.js';
 import { errors, type Static } from '../../shapes.js';
 import { EventPageSchema, ListEventsQuery, WaitBody, type WaitInput, WaitResultSchema } from './schemas.js';
 import { listEvents } from './service.js';
-import { beginWait, PendingWait } from './long-poll.js';
+import { beginWait, PendingWait, type WaitResult } from './long-poll.js';
+import { requestSpan } from '../../middleware/tracing.js';
 import { parkLongPoll } from './parked-poll.js';
 import { newRouter, route } from '../../middleware/route.js';
 
@@ -27,7 +28,9 @@ export function eventRoutes(deps: ApiDeps): Router {
       responses: { '200': { description: 'A page of events', schema: EventPageSchema }, ...errors(400, 401, 410, 429, 503) },
     },
   }, async (ctx) => {
-    ctx.body = (await listEvents(deps, authOf(ctx).accountId, ctx.query)) satisfies Static<typeof EventPageSchema>;
+    const page = await listEvents(deps, authOf(ctx).accountId, ctx.query);
+    deps.events.traces.link(requestSpan(), page.events.map((e) => e.id)); // tracing on: the read links to each event's trace
+    ctx.body = page satisfies Static<typeof EventPageSchema>;
   });
 
   route(router, deps.config.http, {
@@ -45,8 +48,18 @@ export function eventRoutes(deps: ApiDeps): Router {
     },
   }, async (ctx) => {
     const started = await beginWait(deps, authOf(ctx).accountId, (ctx.request.body ?? {}) as WaitInput);
-    if (started instanceof PendingWait) parkLongPoll(ctx, started);
-    else ctx.body = started satisfies Static<typeof WaitResultSchema>;
+    // Tracing on: the read's span links to the trace of the event it returns.
+    const span = requestSpan();
+    const link =
+      span &&
+      ((result: WaitResult): void => {
+        if (result.event) deps.events.traces.link(span, [result.event.id]);
+      });
+    if (started instanceof PendingWait) parkLongPoll(ctx, started, link);
+    else {
+      link?.(started);
+      ctx.body = started satisfies Static<typeof WaitResultSchema>;
+    }
   });
 
   return router;
