@@ -46,6 +46,11 @@ interface DispatchDeps {
   onAttempt?: (attempt: AttemptRecord) => void;
   /** Told of a delivery given up unsent because its subscription is disabled (metrics; attempts that give up are told through onAttempt). */
   onGivenUpDisabled?: () => void;
+  /**
+   * Awaited (at most GIVEN_UP_WAIT_MS) after an attempt that gives its delivery up and before its record:
+   * the operational notification is produced first, so no crash between the two loses it.
+   */
+  onGivenUp?: (attempt: AttemptRecord) => Promise<void>;
   /** Disables subscriptions whose attempts all fail for its period (fed by the recorder's status writes). */
   health?: EndpointHealth;
   hooks?: DispatchHooks;
@@ -73,6 +78,16 @@ export interface DispatchHooks {
   beforeRecord?: (attempt: AttemptRecord) => Promise<void>;
   /** Awaited after its record is written, while the delivery is still held here (a flush whose other writes are slow). */
   afterRecord?: (attempt: AttemptRecord) => Promise<void>;
+}
+
+/** How long a give-up's record waits for its notification (a log that is down does not hold the record longer). */
+const GIVEN_UP_WAIT_MS = 5000;
+
+/** Runs `notify` for a give-up, for GIVEN_UP_WAIT_MS at most; never rejects (the record goes ahead either way). */
+async function givenUpFirst(notify: (attempt: AttemptRecord) => Promise<void>, attempt: AttemptRecord): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([notify(attempt).catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, GIVEN_UP_WAIT_MS)))]);
+  clearTimeout(timer);
 }
 
 /** Renew the lease before sending unless this much of it is left. */
@@ -440,6 +455,7 @@ export class Dispatcher {
     if (slow) this.handBack(this.queue.trim(subscriptionId));
     freeSlot();
     deps.onAttempt?.(outcome);
+    if (deps.onGivenUp && outcome.outcome !== 'ok' && outcome.nextAttemptAt === null) await givenUpFirst(deps.onGivenUp, outcome);
     await deps.hooks?.beforeRecord?.(outcome);
     await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'), fresh);
     await deps.hooks?.afterRecord?.(outcome);

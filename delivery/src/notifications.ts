@@ -84,16 +84,16 @@ export class Notifications {
   }
 
   /**
-   * Told of every attempt as it is made, before its record is written (the
-   * dispatcher's onAttempt): a give-up is produced in the background, tried a
-   * few times. A crash before the record is written leaves the delivery to be
-   * sent, given up and notified again under the same id; only a crash after
-   * the record and before Kafka's acknowledgement (one produce round trip,
-   * which runs alongside the record's linger and writes) loses it.
+   * Told of an attempt that gives its delivery up, before its record is
+   * written (the dispatcher awaits it): the notification is on the log first,
+   * so a crash before the record leaves the delivery to be sent, given up and
+   * notified again under the same id, and no crash loses it. Tried a few
+   * times; never rejects (a log that stays down is logged, and the record
+   * goes ahead).
    */
-  attempted(r: AttemptRecord): void {
+  async givenUp(r: AttemptRecord): Promise<void> {
     if (r.outcome === 'ok' || r.nextAttemptAt !== null) return;
-    this.retried(() => this.deliveriesGivenUp([r])).catch((err: unknown) =>
+    await this.retried(() => this.deliveriesGivenUp([r])).catch((err: unknown) =>
       this.log?.warn({ err, delivery: r.delivery._id }, 'could not write the webhook.delivery_exhausted notification'),
     );
   }

@@ -113,10 +113,9 @@ export async function startDelivery(config: DeliveryConfig, overrides: DeliveryO
   const onAttempt = (attempt: AttemptRecord): void => {
     countAttempt(metrics, attempt);
     traceAttempt(attempt);
-    deps.notifications.attempted(attempt);
   };
   const dispatcher = new Dispatcher(
-    { ...shared, sender: deps.sender, box: deps.secretBox, retrySchedule: wh.retrySchedule, onAttempt, onGivenUpDisabled: () => countGivenUp(metrics, 'subscription_disabled'), health: deps.health, hooks: deps.hooks },
+    { ...shared, sender: deps.sender, box: deps.secretBox, retrySchedule: wh.retrySchedule, onAttempt, onGivenUpDisabled: () => countGivenUp(metrics, 'subscription_disabled'), onGivenUp: (attempt) => deps.notifications.givenUp(attempt), health: deps.health, hooks: deps.hooks },
     { concurrency: wh.concurrency, perSubscription: wh.concurrencyPerSubscription },
   );
   // Stopped after the consumer (hooks run in reverse): attempts in flight finish and their

@@ -15,7 +15,10 @@ import type { WebhookDoc } from '#shared/mongo/index.js';
 import { ownDatabase, uniqueName } from '#test-support/env.js';
 import { Receiver, status } from '#test-support/receiver.js';
 import { notificationId } from '../src/notifications.js';
-import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
+import { atFileEnd } from '#test-support/cleanup.js';
+import { loadDeliveryConfig } from '../src/config.js';
+import { startDelivery } from '../src/worker.js';
+import { deliveryTestEnv, envelope, newAccountId, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -43,7 +46,23 @@ describe('operational notifications: webhook.disabled and webhook.delivery_exhau
         WEBHOOK_RETRY_SCHEDULE: Array.from({ length: 40 }, () => '200ms').join(','),
         WEBHOOK_POLL_INTERVAL_MS: '100',
       });
-      await startTestDelivery(env);
+      // What happened, in order, to the give-up of /gone: its notification produced, its record handed over.
+      const order: string[] = [];
+      let goneId = '';
+      const worker = await startDelivery(loadDeliveryConfig(env), {
+        hooks: {
+          beforeRecord: async (attempt) => {
+            if (attempt.delivery.subscription_id === goneId) order.push(`record ${attempt.delivery._id}`);
+          },
+        },
+      });
+      atFileEnd(() => worker.close());
+      const publish = worker.deps.eventLog.publish.bind(worker.deps.eventLog);
+      worker.deps.eventLog.publish = async (envelopes) => {
+        const out = await publish(envelopes);
+        for (const e of envelopes) if (e.type === 'webhook.delivery_exhausted') order.push(`notified ${(e.data as { delivery_id: string }).delivery_id}`);
+        return out;
+      };
       await waitForGroup(env);
       const log = new TestLog(env);
       const db = new TestDb(env);
@@ -55,6 +74,7 @@ describe('operational notifications: webhook.disabled and webhook.delivery_exhau
       await db.subscribe(account, receiver.url('/star'), ['*']);
       // Lists the notification of its own give-up: it must not receive it (a 410 there would loop).
       const gone = await db.subscribe(account, receiver.url('/gone'), ['call.started', 'webhook.delivery_exhausted']);
+      goneId = gone._id;
       const dead = await db.subscribe(account, receiver.url('/dead'), ['call.ended', 'webhook.disabled']);
       // Not opted in: its give-up is not notified.
       await db.subscribe(other, receiver.url('/other'), ['*']);
@@ -71,6 +91,9 @@ describe('operational notifications: webhook.disabled and webhook.delivery_exhau
       const disabled = got.find((r) => r.headers['x-service-event'] === 'webhook.disabled')!.body as EventEnvelope;
 
       const givenUp = deliveryId(started.id, gone._id);
+      // The notification is on the log (acknowledged) before the give-up's record is written: a crash between
+      // them sends, gives up and notifies again under the same id; none loses it.
+      expect(order).to.deep.equal([`notified ${givenUp}`, `record ${givenUp}`]);
       expect(exhausted.id).to.equal(notificationId('webhook.delivery_exhausted', givenUp));
       expect(exhausted.data).to.include({ subscription_id: gone._id, url: gone.url, delivery_id: givenUp, event_id: started.id, event_type: 'call.started', reason: 'permanent_failure', attempts: 1, last_status: 410 });
       expect(disabled.data).to.include({ subscription_id: dead._id, url: dead.url, reason: 'endpoint_failing' });
