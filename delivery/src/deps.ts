@@ -95,7 +95,7 @@ export function createDeps(config: DeliveryConfig, overrides: DeliveryOverrides 
   // Operational notifications (webhook.disabled, webhook.delivery_exhausted) go to the account's log through
   // the producer the API uses (notifications.ts); startDelivery starts it and stops it after the dispatcher.
   const eventLog = new EventLog(kafka, topicCatalog(config).events, log.child({ component: 'notifications' }));
-  const notifications = new Notifications((envelopes) => eventLog.publish(envelopes), mongo.collections.webhooks, clock, log.child({ component: 'notifications' }));
+  const notifications = new Notifications((envelopes) => eventLog.publish(envelopes), mongo.collections.webhooks, clock, log.child({ component: 'notifications' }), table);
   const onDisabled = (sub: DisabledSubscription): void => {
     metrics.endpointsDisabled.inc();
     notifications.subscriptionDisabled(sub).catch((err: unknown) => log.warn({ err, subscription: sub._id }, 'could not write the webhook.disabled notification'));

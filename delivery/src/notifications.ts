@@ -20,7 +20,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Collection } from 'mongodb';
-import type { EventEnvelope, OperationalEventType } from '#shared/eventlog/types.js';
+import { isOperationalEventType, type EventEnvelope, type OperationalEventType } from '#shared/eventlog/types.js';
 import type { Logger } from '#shared/log.js';
 import type { WebhookDoc } from '#shared/mongo/index.js';
 import type { AttemptRecord } from './deliveries.js';
@@ -45,12 +45,37 @@ export interface DisabledSubscription {
   disabled_at: Date;
 }
 
+/** The subscriptions of accounts as the process holds them in memory (subscription-table.ts); null when not fresh enough. */
+interface AccountSubscriptions {
+  forEvents(accounts: string[], newestEventAt: number): Map<string, WebhookDoc[]> | null;
+}
+
+/** Where a subscription points, as a notification shows it: the origin only (a path or query may carry the receiver's own secret). */
+function originOf(url: string | undefined): string | null {
+  if (!url) return null;
+  try {
+    return new URL(url).origin;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A give-up worth a notification: a failed attempt with no next one, of a delivery that is not itself an
+ * operational event (a notification whose delivery failed for good is not notified: with two subscriptions
+ * listing the type and failing for good, each would be told of the other's give-up, for ever, doubling).
+ */
+function notifiable(r: AttemptRecord): boolean {
+  return r.outcome !== 'ok' && r.nextAttemptAt === null && !isOperationalEventType(r.delivery.event_type);
+}
+
 export class Notifications {
   constructor(
     private readonly publish: Publish,
     private readonly webhooks: Collection<WebhookDoc>,
     private readonly clock: () => Date,
     private readonly log?: Logger,
+    private readonly table?: AccountSubscriptions,
   ) {}
 
   /**
@@ -64,7 +89,7 @@ export class Notifications {
     if (!subs) return;
     const envelope = this.envelope(sub.account_id, 'webhook.disabled', `${sub._id}\n${sub.counted_from.getTime()}`, {
       subscription_id: sub._id,
-      url: sub.url,
+      url: originOf(sub.url),
       reason: 'endpoint_failing',
       failing_since: sub.failing_since.toISOString(),
       disabled_at: sub.disabled_at.toISOString(),
@@ -92,7 +117,7 @@ export class Notifications {
    * goes ahead).
    */
   async givenUp(r: AttemptRecord): Promise<void> {
-    if (r.outcome === 'ok' || r.nextAttemptAt !== null) return;
+    if (!notifiable(r)) return;
     await this.retried(() => this.deliveriesGivenUp([r])).catch((err: unknown) =>
       this.log?.warn({ err, delivery: r.delivery._id }, 'could not write the webhook.delivery_exhausted notification'),
     );
@@ -100,7 +125,7 @@ export class Notifications {
 
   /** The give-ups among `records` (failed attempts with no next one), for the accounts that asked. */
   async deliveriesGivenUp(records: AttemptRecord[]): Promise<void> {
-    const givenUp = records.filter((r) => r.outcome !== 'ok' && r.nextAttemptAt === null);
+    const givenUp = records.filter(notifiable);
     if (givenUp.length === 0) return;
     const envelopes: EventEnvelope[] = [];
     const byAccount = new Map<string, Map<string, WebhookDoc> | null>();
@@ -112,7 +137,7 @@ export class Notifications {
       envelopes.push(
         this.envelope(d.account_id, 'webhook.delivery_exhausted', d._id, {
           subscription_id: d.subscription_id,
-          url: subs.get(d.subscription_id)?.url ?? null,
+          url: originOf(subs.get(d.subscription_id)?.url),
           delivery_id: d._id,
           event_id: d.event_id,
           event_type: d.event_type,
@@ -129,7 +154,10 @@ export class Notifications {
 
   /** The account's subscriptions by id when one of them lists `type` by name (the opt-in), else null. */
   private async optedIn(accountId: string, type: OperationalEventType): Promise<Map<string, WebhookDoc> | null> {
-    const subs = await this.webhooks.find({ account_id: accountId }, { projection: { _id: 1, url: 1, events: 1 } }).toArray();
+    // From memory when the table is fresh enough to hold every subscription created until now (as matching
+    // reads it), so a give-up of an account that never opted in costs no store query; else from the store.
+    const held = this.table?.forEvents([accountId], this.clock().getTime());
+    const subs = held ? (held.get(accountId) ?? []) : await this.webhooks.find({ account_id: accountId }, { projection: { _id: 1, url: 1, events: 1 } }).toArray();
     if (!subs.some((s) => s.events.includes(type))) return null;
     return new Map(subs.map((s) => [s._id, s as WebhookDoc]));
   }

@@ -69,13 +69,16 @@ describe('operational notifications: webhook.disabled and webhook.delivery_exhau
 
       const account = newAccountId();
       const other = newAccountId();
-      receiver.on('/watch', status(200)).on('/star', status(200)).on('/gone', status(410)).on('/dead', status(500)).on('/other', status(410));
+      receiver.on('/watch', status(200)).on('/star', status(200)).on('/gone', status(410)).on('/dead', status(500)).on('/other', status(410)).on('/gone2', status(410));
       await db.subscribe(account, receiver.url('/watch'), ['webhook.disabled', 'webhook.delivery_exhausted']);
       await db.subscribe(account, receiver.url('/star'), ['*']);
       // Lists the notification of its own give-up: it must not receive it (a 410 there would loop).
       const gone = await db.subscribe(account, receiver.url('/gone'), ['call.started', 'webhook.delivery_exhausted']);
       goneId = gone._id;
       const dead = await db.subscribe(account, receiver.url('/dead'), ['call.ended', 'webhook.disabled']);
+      // Lists the give-ups and fails for good too: told of /gone's, its own give-up of that notification is not
+      // notified (with /gone listing the type as well, each would otherwise be told of the other's, for ever).
+      await db.subscribe(account, receiver.url('/gone2'), ['webhook.delivery_exhausted']);
       // Not opted in: its give-up is not notified.
       await db.subscribe(other, receiver.url('/other'), ['*']);
 
@@ -95,8 +98,8 @@ describe('operational notifications: webhook.disabled and webhook.delivery_exhau
       // them sends, gives up and notifies again under the same id; none loses it.
       expect(order).to.deep.equal([`notified ${givenUp}`, `record ${givenUp}`]);
       expect(exhausted.id).to.equal(notificationId('webhook.delivery_exhausted', givenUp));
-      expect(exhausted.data).to.include({ subscription_id: gone._id, url: gone.url, delivery_id: givenUp, event_id: started.id, event_type: 'call.started', reason: 'permanent_failure', attempts: 1, last_status: 410 });
-      expect(disabled.data).to.include({ subscription_id: dead._id, url: dead.url, reason: 'endpoint_failing' });
+      expect(exhausted.data).to.include({ subscription_id: gone._id, url: new URL(gone.url).origin, delivery_id: givenUp, event_id: started.id, event_type: 'call.started', reason: 'permanent_failure', attempts: 1, last_status: 410 });
+      expect(disabled.data).to.include({ subscription_id: dead._id, url: new URL(dead.url).origin, reason: 'endpoint_failing' });
       const deadDoc = (await db.collection('webhooks').findOne({ _id: dead._id })) as WebhookDoc;
       expect(deadDoc.enabled).to.equal(false);
       expect(disabled.id).to.equal(notificationId('webhook.disabled', `${dead._id}\n${(deadDoc.enabled_at ?? deadDoc.created_at).getTime()}`));
@@ -109,6 +112,7 @@ describe('operational notifications: webhook.disabled and webhook.delivery_exhau
       expect(types('/gone'), 'not its own give-up').to.deep.equal(['call.started']);
       expect(types('/dead').every((t) => t === 'call.ended'), 'not its own disabling').to.equal(true);
       expect(types('/other')).to.deep.equal(['call.started']);
+      expect(types('/gone2'), "told of /gone's give-up once; its own give-up of that is not notified").to.deep.equal(['webhook.delivery_exhausted']);
       // On the log: the three events published and the two notifications, once each; nothing for
       // the account that did not opt in (its 410 was given up too).
       expect(await topicSize(env)).to.equal(5);

@@ -91,12 +91,12 @@ const CATALOG: Record<EventType, { description: string; data: TSchema }> = {
       Type.Object(
         {
           subscription_id: Type.String({ description: 'The subscription disabled', examples: [SUB] }),
-          url: Type.String({ description: 'Its URL', examples: ['https://example.com/hooks'] }),
+          url: Type.Union([Type.String(), Type.Null()], { description: "Its URL's origin (scheme, host, port): the path and query are left out, as they may carry the receiver's own secret", examples: ['https://example.com'] }),
           reason: Type.Literal('endpoint_failing', { description: 'Why: `endpoint_failing` (every attempt failed for the disabling period)' }),
           failing_since: Type.String({ format: 'date-time', description: 'The first failure after its last success' }),
           disabled_at: Type.String({ format: 'date-time', description: 'When it was disabled' }),
         },
-        { description: SERVICE_NOTE, examples: [{ subscription_id: SUB, url: 'https://example.com/hooks', reason: 'endpoint_failing', failing_since: '2025-01-01T10:00:00.000Z', disabled_at: '2025-01-06T10:00:04.000Z' }] },
+        { description: SERVICE_NOTE, examples: [{ subscription_id: SUB, url: 'https://example.com', reason: 'endpoint_failing', failing_since: '2025-01-01T10:00:00.000Z', disabled_at: '2025-01-06T10:00:04.000Z' }] },
       ),
     ),
   },
@@ -108,7 +108,7 @@ const CATALOG: Record<EventType, { description: string; data: TSchema }> = {
       Type.Object(
         {
           subscription_id: Type.String({ description: 'The subscription the delivery was for', examples: [SUB] }),
-          url: Type.Union([Type.String(), Type.Null()], { description: 'Its URL (null if it was deleted meanwhile)' }),
+          url: Type.Union([Type.String(), Type.Null()], { description: "Its URL's origin (scheme, host, port; the path and query may carry the receiver's own secret), null if it was deleted meanwhile" }),
           delivery_id: Type.String({ description: 'The delivery given up (X-Service-Delivery); recover or resend queues it again' }),
           event_id: Type.String({ description: 'The event it carried' }),
           event_type: Type.String({ description: 'That event\'s type' }),
@@ -120,7 +120,7 @@ const CATALOG: Record<EventType, { description: string; data: TSchema }> = {
         },
         {
           description: SERVICE_NOTE,
-          examples: [{ subscription_id: SUB, url: 'https://example.com/hooks', delivery_id: 'dlv_3c1f0a9e2b7d4c6a8e0f1b2d', event_id: 'evt_8a41c2f07e3b95d16a0c4e27', event_type: 'call.ended', reason: 'permanent_failure', attempts: 1, last_outcome: 'http_4xx', last_status: 410, last_attempt_at: '2025-01-01T10:00:00.000Z' }],
+          examples: [{ subscription_id: SUB, url: 'https://example.com', delivery_id: 'dlv_3c1f0a9e2b7d4c6a8e0f1b2d', event_id: 'evt_8a41c2f07e3b95d16a0c4e27', event_type: 'call.ended', reason: 'permanent_failure', attempts: 1, last_outcome: 'http_4xx', last_status: 410, last_attempt_at: '2025-01-01T10:00:00.000Z' }],
         },
       ),
     ),
