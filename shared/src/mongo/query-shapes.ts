@@ -247,7 +247,13 @@ export function recordQueryShapes(client: MongoClient, dir: string, indexesOf: (
       seen.add(key);
       const index = servingIndex(shape, indexesOf(shape.collection));
       const line: RecordedShape = { shape: key, command: e.commandName, index, allowed: index === null ? (reasons.get(key) ?? null) : null, from };
-      appendFileSync(file, JSON.stringify(line) + '\n');
+      // Best effort: a shape that cannot be written (its folder removed by another run) must not fail the command.
+      try {
+        mkdirSync(dir, { recursive: true });
+        appendFileSync(file, JSON.stringify(line) + '\n');
+      } catch {
+        seen.delete(key);
+      }
     }
   });
 }
