@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { DeliveryDoc } from '#shared/mongo/index.js';
 import type { AttemptRecord } from './deliveries.js';
-import { attemptDoc, deliveryUpdate, subscriptionUpdates } from './recorder.js';
+import { AttemptRecorder, attemptDoc, deliveryUpdate, subscriptionUpdates } from './recorder.js';
 
 function record(sub: string, atMs: number, status: number | null, extra: Partial<AttemptRecord> = {}): AttemptRecord {
   const delivery = { _id: `dlv_${sub}_${atMs}`, subscription_id: sub, claim_seq: 3, attempts: 0 } as unknown as DeliveryDoc;
@@ -33,5 +33,29 @@ describe('attempt recorder', () => {
     expect(attemptDoc(plain, 'att_1')).to.not.have.property('trigger');
     const resent = { ...plain, delivery: { ...plain.delivery, trigger: 'resend' as const } };
     expect(attemptDoc(resent, 'att_2').trigger).to.equal('resend');
+  });
+});
+
+describe('attempt recorder: a store write that never answers', () => {
+  it('takes a write with no answer within its limit as failed and writes the record again (one writer is not held for good)', async () => {
+    let calls = 0;
+    const written: string[] = [];
+    // A stand-in store whose first insert of attempts never answers (as a stalled server), and every later one does.
+    const noop = async (): Promise<unknown> => ({});
+    const collection = new Proxy({}, { get: () => noop });
+    const attempts = {
+      insertMany: (docs: { _id: string }[]) => {
+        calls += 1;
+        if (calls === 1) return new Promise(() => undefined);
+        written.push(...docs.map((d) => d._id));
+        return Promise.resolve({});
+      },
+    };
+    const c = new Proxy({ attempts } as Record<string, unknown>, { get: (t, k) => (k in t ? t[k as string] : collection) }) as unknown as ConstructorParameters<typeof AttemptRecorder>[0];
+    const recorder = new AttemptRecorder(c, undefined, undefined, { writeLimitMs: 100 });
+    const ok = record('wh_a', 1000, 200, { nextAttemptAt: null });
+    await recorder.record(ok, 'att_stalled', true);
+    expect(calls).to.equal(2);
+    expect(written).to.deep.equal(['att_stalled']);
   });
 });

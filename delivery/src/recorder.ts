@@ -46,6 +46,21 @@ const MAX_BATCH = 500;
  */
 const RECORD_RETRY_MS = 60_000;
 const RETRY_PAUSE_MS = 500;
+
+/**
+ * One write of a flush that has not answered in this long is taken as failed
+ * and tried again (the driver sets no time limit of its own: a write the store
+ * never answers, as FerretDB can stall, would otherwise hold the one writer,
+ * and every record behind it, for good). Every step is safe to repeat while
+ * the first try may still land: attempts by their ids (a duplicate is taken as
+ * written), retry documents and due entries by unique insert, states by
+ * their claim.
+ */
+const WRITE_LIMIT_MS = 15_000;
+
+class WriteTimeout extends Error {
+  override readonly name = 'WriteTimeout';
+}
 const DUPLICATE_KEY = 11000;
 
 export class AttemptRecorder {
@@ -54,12 +69,28 @@ export class AttemptRecorder {
   private drained: (() => void)[] = [];
   private readonly status: StatusWriter;
 
+  private readonly writeLimitMs: number;
+
   constructor(
     private readonly c: DeliveryCollections,
     private readonly log?: Logger,
     health?: EndpointHealth,
+    opts: { writeLimitMs?: number } = {},
   ) {
     this.status = new StatusWriter(c, log, health);
+    this.writeLimitMs = opts.writeLimitMs ?? WRITE_LIMIT_MS;
+  }
+
+  /** One write, taken as failed once it has not answered within the limit (it may still land: every step repeats safely). */
+  private async bounded(batch: Pending[]): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const write = this.write(batch);
+    write.catch(() => undefined); // a late failure of a write already given up on
+    try {
+      await Promise.race([write, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new WriteTimeout(`no answer from the store within ${this.writeLimitMs} ms`)), this.writeLimitMs)))]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -112,7 +143,7 @@ export class AttemptRecorder {
    */
   private async writeBatch(batch: Pending[]): Promise<void> {
     try {
-      await this.write(batch);
+      await this.bounded(batch);
       // Recorded: the deliveries are finished (their offsets and progress move on). The
       // subscriptions' coalesced last_* are written behind, one writer at a time.
       for (const p of batch) p.settle.resolve();
@@ -126,7 +157,7 @@ export class AttemptRecorder {
     for (const p of batch) {
       for (let tries = 1; ; tries++) {
         try {
-          await this.write([p]);
+          await this.bounded([p]);
           p.settle.resolve();
           this.offerStatus([p]);
           break;
