@@ -2,6 +2,7 @@
  * Every Prometheus metric of the API process, on one registry per app (built
  * with the deps). Served at GET /metrics; docs/operations.md lists them.
  */
+import { withTimeout } from '#shared/timeout.js';
 import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, type Registry } from '#shared/metrics.js';
 
 /** Up to 60 s: long-polls last up to 55 s and streams about 50 s, and they are requests too. */
@@ -50,7 +51,7 @@ export function createApiMetrics(): ApiMetrics {
       await Promise.all(
         v.partitions().map(async (partition) => {
           // A MongoDB that does not answer leaves the last known watermark: a lower bound, so the lag shown is never too small.
-          await withTimeout(v.refreshWatermark(partition), LAG_SAMPLE_TIMEOUT_MS).catch(() => undefined);
+          await withTimeout(v.refreshWatermark(partition), LAG_SAMPLE_TIMEOUT_MS, () => new Error('timed out')).catch(() => undefined);
           const lag = v.endOffset(partition) - 1n - v.knownWatermark(partition);
           this.set({ partition: String(partition) }, Number(lag > 0n ? lag : 0n));
         }),
@@ -92,13 +93,4 @@ export function createApiMetrics(): ApiMetrics {
       view = next;
     },
   };
-}
-
-async function withTimeout(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([work, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -154,6 +154,11 @@ export interface AttemptRecord {
   nextAttemptAt: Date | null;
 }
 
+/** The attempt gave its delivery up for good: it failed and no further attempt is planned. */
+export function isGiveUp(attempt: Pick<AttemptRecord, 'outcome' | 'nextAttemptAt'>): boolean {
+  return attempt.outcome !== 'ok' && attempt.nextAttemptAt === null;
+}
+
 /**
  * Whether the subscription takes events of this type: `["*"]` takes every
  * type; a ping (which names its subscription) is always taken. The type part

@@ -22,7 +22,8 @@ import { signDelivery } from '#shared/signing.js';
 import { SEND_READ_MAX_AGE_MS, sendingState } from '#shared/subscription-fence.js';
 import { headersAad, maySet } from '#shared/webhook-headers.js';
 import { ATTEMPT_TIMEOUT_MS } from './config.js';
-import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, predatesEnabling, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
+import { withTimeout } from '#shared/timeout.js';
+import { bucketLeaseChecks, claim, dropDelivery, giveUpDisabled, isGiveUp, predatesEnabling, releaseLeases, renewClaim, takesEventType, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { insertDeliveries } from '#shared/mongo/delivery-queue.js';
 import type { Sender, SendGate } from './http-sender.js';
 import { AttemptRecorder } from './recorder.js';
@@ -82,13 +83,6 @@ export interface DispatchHooks {
 
 /** How long a give-up's record waits for its notification (a log that is down does not hold the record longer). */
 const GIVEN_UP_WAIT_MS = 5000;
-
-/** Runs `notify` for a give-up, for GIVEN_UP_WAIT_MS at most; never rejects (the record goes ahead either way). */
-async function givenUpFirst(notify: (attempt: AttemptRecord) => Promise<void>, attempt: AttemptRecord): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([notify(attempt).catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, GIVEN_UP_WAIT_MS)))]);
-  clearTimeout(timer);
-}
 
 /** Renew the lease before sending unless this much of it is left. */
 const LEASE_MARGIN_MS = ATTEMPT_TIMEOUT_MS + 5000;
@@ -455,7 +449,8 @@ export class Dispatcher {
     if (slow) this.handBack(this.queue.trim(subscriptionId));
     freeSlot();
     deps.onAttempt?.(outcome);
-    if (deps.onGivenUp && outcome.outcome !== 'ok' && outcome.nextAttemptAt === null) await givenUpFirst(deps.onGivenUp, outcome);
+    // Never rejects, and waits GIVEN_UP_WAIT_MS at most: the record goes ahead either way.
+    if (deps.onGivenUp && isGiveUp(outcome)) await withTimeout(deps.onGivenUp(outcome), GIVEN_UP_WAIT_MS).catch(() => undefined);
     await deps.hooks?.beforeRecord?.(outcome);
     await this.recorder.record(outcome, 'att_' + randomBytes(12).toString('hex'), fresh);
     await deps.hooks?.afterRecord?.(outcome);

@@ -6,7 +6,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '#shared/log.js';
-import type { AttemptRecord } from './deliveries.js';
+import { isGiveUp, type AttemptRecord } from './deliveries.js';
 import { giveUpReason, type GiveUpReason } from './retry-policy.js';
 import { ConsumerLag, Counter, Gauge, Histogram, createRegistry, metricsAuthorizer, type Registry } from '#shared/metrics.js';
 
@@ -96,7 +96,7 @@ export function createDeliveryMetrics(): DeliveryMetrics {
 
 /** Counts one sent attempt by its outcome and by what became of its delivery. */
 export function countAttempt(metrics: DeliveryMetrics, attempt: AttemptRecord): void {
-  const result: AttemptResult = attempt.outcome === 'ok' ? 'succeeded' : attempt.nextAttemptAt === null ? 'failed' : 'retry_scheduled';
+  const result: AttemptResult = attempt.outcome === 'ok' ? 'succeeded' : isGiveUp(attempt) ? 'failed' : 'retry_scheduled';
   metrics.attempts.inc({ outcome: attempt.outcome, result });
   if (result === 'failed') countGivenUp(metrics, giveUpReason(attempt));
   metrics.attemptDuration.observe({ outcome: attempt.outcome }, attempt.durationMs / 1000);

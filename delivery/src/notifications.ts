@@ -23,7 +23,7 @@ import type { Collection } from 'mongodb';
 import { isOperationalEventType, type EventEnvelope, type OperationalEventType } from '#shared/eventlog/types.js';
 import type { Logger } from '#shared/log.js';
 import type { WebhookDoc } from '#shared/mongo/index.js';
-import type { AttemptRecord } from './deliveries.js';
+import { isGiveUp, type AttemptRecord } from './deliveries.js';
 import { giveUpReason } from './retry-policy.js';
 
 /** What produces to the events topic (EventLog.publish). */
@@ -66,7 +66,7 @@ function originOf(url: string | undefined): string | null {
  * listing the type and failing for good, each would be told of the other's give-up, for ever, doubling).
  */
 function notifiable(r: AttemptRecord): boolean {
-  return r.outcome !== 'ok' && r.nextAttemptAt === null && !isOperationalEventType(r.delivery.event_type);
+  return isGiveUp(r) && !isOperationalEventType(r.delivery.event_type);
 }
 
 export class Notifications {

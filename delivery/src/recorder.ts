@@ -18,6 +18,7 @@ import { MongoBulkWriteError, type Filter, type UpdateFilter } from 'mongodb';
 import type { Logger } from '#shared/log.js';
 import type { AttemptDoc, DeliveryDoc, WebhookStatusDoc } from '#shared/mongo/index.js';
 import { insertDeliveries, scheduleDue } from '#shared/mongo/delivery-queue.js';
+import { withTimeout } from '#shared/timeout.js';
 import { atomicWrites, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import type { EndpointHealth, FailingUpdate } from './endpoint-health.js';
 
@@ -83,14 +84,9 @@ export class AttemptRecorder {
 
   /** One write, taken as failed once it has not answered within the limit (it may still land: every step repeats safely). */
   private async bounded(batch: Pending[]): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
     const write = this.write(batch);
     write.catch(() => undefined); // a late failure of a write already given up on
-    try {
-      await Promise.race([write, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new WriteTimeout(`no answer from the store within ${this.writeLimitMs} ms`)), this.writeLimitMs)))]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withTimeout(write, this.writeLimitMs, () => new WriteTimeout(`no answer from the store within ${this.writeLimitMs} ms`));
   }
 
   /**

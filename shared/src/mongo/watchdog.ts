@@ -13,6 +13,7 @@
  * a new topology with a new monitor. Collection handles stay valid across the
  * reconnect; operations in between fail as "not connected" (a 503).
  */
+import { withTimeout } from '../timeout.js';
 import type { MongoClient } from 'mongodb';
 import type { Logger } from '../log.js';
 
@@ -91,14 +92,5 @@ export class MonitorWatchdog {
     } finally {
       this.busy = false;
     }
-  }
-}
-
-async function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
   }
 }

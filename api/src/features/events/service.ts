@@ -3,6 +3,7 @@
  * (the HTTP routes and the MCP tool both call these), and every input is
  * validated here, so each caller gets the same 400s.
  */
+import { withTimeout } from '#shared/timeout.js';
 import { decodeCursor, encodeCursor, type Position } from '#shared/cursor.js';
 import { cursorExpired, unavailable, validationFailed } from '#shared/errors/index.js';
 import { docToRecord } from '#shared/eventlog/envelope.js';
@@ -92,7 +93,7 @@ interface PageRead {
 async function headOf(deps: ApiDeps, partition: number, deadline: number): Promise<bigint> {
   for (;;) {
     try {
-      const head = (await withDeadline(deps.events.head.latest(), deadline)).get(partition);
+      const head = (await withTimeout(deps.events.head.latest(), deadline - Date.now(), () => new Error('deadline passed'))).get(partition);
       if (head !== undefined) return head;
     } catch (err) {
       if (Date.now() >= deadline) {
@@ -160,13 +161,4 @@ const CATCH_UP_POLL_MS = 10;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
-}
-
-async function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('deadline passed')), Math.max(0, deadline - Date.now()))))]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
