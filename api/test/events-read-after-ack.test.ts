@@ -37,7 +37,7 @@ const deafFanout: EventsRuntimeOverrides['fanout'] = {
 describe('a read includes every event acknowledged before it started', function () {
   this.timeout(90_000);
   const base = baseTestEnv();
-  const env = { EVENTS_TOPIC: `${base.EVENTS_TOPIC}-ack`, MONGO_DB: `${base.MONGO_DB}_ack`, EVENTS_PARTITIONS: '1', HANDOFF_TIMEOUT_MS: '1000' };
+  const env = { EVENTS_TOPIC: `${base.EVENTS_TOPIC}-ack`, MONGO_DB: `${base.MONGO_DB}_ack`, EVENTS_PARTITIONS: '1', HANDOFF_TIMEOUT_MS: '1000', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' };
   const WINDOW = 8;
   /** The pod that acknowledges the events. */
   let a: RunningApi;
@@ -151,5 +151,39 @@ describe('a read includes every event acknowledged before it started', function 
     const full = await poll(deaf, '?limit=1');
     expect(full.status, JSON.stringify(full.body)).to.equal(200);
     expect(ids(full.body), 'but a page that fills before the head is answered').to.deep.equal([before!.id]);
+  });
+
+  it('with the materializer held, an event looked up by id (its deliveries, a resend of an attempt of it) is found on every pod whose fan-out reached it; a pod behind answers 503, never 404', async () => {
+    const [before] = await ingest(a, [{ account_id: acct.userId, type: 'message.received' }]);
+    await stored(before!);
+    await hold();
+    const [event] = await ingest(a, [{ account_id: acct.userId, type: 'call.completed', data: { call_id: 'held' } }]);
+    const deliveriesOf = (api: RunningApi, id: string) => call(api.url, 'GET', `/api/v1/events/${id}/deliveries`, { headers: { 'x-api-key': acct.apiKey } });
+    for (const api of [a, b]) {
+      const res = await deliveriesOf(api, event!.id);
+      expect(res.status, `acknowledged, not yet in MongoDB: ${JSON.stringify(res.body)}`).to.equal(200);
+      expect(res.body.event).to.include({ id: event!.id, type: 'call.completed' });
+      expect(res.body.event.data).to.deep.equal({ call_id: 'held' });
+      expect(res.body.event.cursor).to.equal(event!.cursor);
+      const unknown = await deliveriesOf(api, `evt_${'0'.repeat(24)}`);
+      expect(unknown.status, 'an id the window does not hold either').to.equal(404);
+    }
+    const behind = await deliveriesOf(deaf, event!.id);
+    expect(behind.status, `a pod whose fan-out is behind: ${JSON.stringify(behind.body)}`).to.equal(503);
+    expect(behind.headers.get('retry-after')).to.match(/^\d+$/);
+
+    // A delivery sent at once leaves only its attempt: a resend reads the event by its id.
+    const hook = await call(a.url, 'POST', '/api/v1/webhooks', { headers: { 'x-api-key': acct.apiKey }, body: { url: 'https://127.0.0.1/held', events: ['*'] } });
+    expect(hook.status, JSON.stringify(hook.body)).to.equal(201);
+    const deliveryId = `dlv_${'a'.repeat(24)}`;
+    await a.deps.mongo.collections.attempts.insertOne({
+      _id: `att_${'a'.repeat(24)}`, delivery_id: deliveryId, subscription_id: hook.body.id, account_id: acct.userId, event_id: event!.id, event_type: 'call.completed',
+      attempt: 1, status: 200, outcome: 'ok', error: null, duration_ms: 5, at: new Date(), next_attempt_at: null,
+    });
+    const resend = await call(b.url, 'POST', `/api/v1/webhooks/${hook.body.id}/deliveries/${deliveryId}/resend`, { headers: { 'x-api-key': acct.apiKey } });
+    expect(resend.status, `resend of an attempt whose event is not yet in MongoDB: ${JSON.stringify(resend.body)}`).to.equal(202);
+    expect(resend.body.event_id).to.equal(event!.id);
+    const queued = await a.deps.mongo.collections.deliveries.findOne({ _id: resend.body.delivery_id });
+    expect(JSON.parse(queued!.body)).to.include({ id: event!.id, cursor: event!.cursor });
   });
 });

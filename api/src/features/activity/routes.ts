@@ -52,7 +52,7 @@ export function activityRoutes(deps: ApiDeps): Router {
       operationId: 'getEventDeliveries',
       tags: ['events'],
       summary: 'One event with its deliveries and their attempts',
-      description: `The event as polling returns it, and each delivery made for it (one per subscription it matched) with its state and attempts (status, duration, outcome). At most ${MAX_EVENT_DELIVERIES} deliveries and ${MAX_EVENT_ATTEMPTS} attempts.`,
+      description: `The event as polling returns it, and each delivery made for it (one per subscription it matched) with its state and attempts (status, duration, outcome). At most ${MAX_EVENT_DELIVERIES} deliveries and ${MAX_EVENT_ATTEMPTS} attempts. An event acknowledged a moment ago is found before it is written to history (503 with Retry-After, never 404, while this process cannot yet see it).`,
       params: EventIdParams,
       responses: { '200': { description: 'The event and its deliveries', schema: EventDeliveriesSchema }, ...errors(401, 404, 429, 503) },
     },

@@ -18,7 +18,7 @@ import type { Static } from '../../shapes.js';
 import { attemptView, findOwned } from '../webhooks/index.js';
 import { ATTEMPT_OUTCOMES, SEARCH_MAX_SCAN, STATUS_FILTER, type DeliverySearchQuery, type DeliverySearchSchema } from './schemas.js';
 
-type SearchDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
+type SearchDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics' | 'log'>;
 type DeliverySearch = Static<typeof DeliverySearchSchema>;
 
 /** Where a page stopped: the (at, _id) of the last attempt it examined. */

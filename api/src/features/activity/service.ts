@@ -7,15 +7,15 @@
  * holds the bounds; docs/decisions.md says why these).
  */
 import { notFound } from '#shared/errors/index.js';
-import { docToRecord } from '#shared/eventlog/envelope.js';
 import type { EventRecord } from '#shared/eventlog/types.js';
 import type { AttemptDoc, DeliveryDoc, DeliveryTrigger } from '#shared/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
+import { findEvent } from '../events/index.js';
 import { attemptView, findOwned, type Attempt } from '../webhooks/index.js';
 import { EVENT_ID, MAX_EVENT_ATTEMPTS, MAX_EVENT_DELIVERIES, MAX_STATS_ATTEMPTS, STATS_WINDOWS, type StatsWindow, type WebhookStatsSchema } from './schemas.js';
 import type { Static } from '../../shapes.js';
 
-type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
+type ActivityDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics' | 'log'>;
 
 interface Counts {
   succeeded: number;
@@ -122,8 +122,8 @@ interface EventDeliveries {
  */
 export async function eventDeliveries(deps: ActivityDeps, accountId: string, eventId: string, bounds = { maxDeliveries: MAX_EVENT_DELIVERIES, maxAttempts: MAX_EVENT_ATTEMPTS }): Promise<EventDeliveries> {
   if (!EVENT_ID.test(eventId)) throw notFound('Event');
-  const { events, deliveries, attempts, webhooks } = deps.mongo.collections;
-  const event = await events.findOne({ _id: eventId, account_id: accountId });
+  const { deliveries, attempts, webhooks } = deps.mongo.collections;
+  const event = await findEvent(deps, accountId, eventId);
   if (!event) throw notFound('Event');
   // A delivery sent at once from memory leaves only its attempts (the delivery process writes a
   // `deliveries` document only for work handed to the retry store), so both are read and joined.
@@ -157,7 +157,7 @@ export async function eventDeliveries(deps: ActivityDeps, accountId: string, eve
   const hooks = views.length === 0 ? [] : await webhooks.find({ _id: { $in: [...new Set(views.map((d) => d.webhook_id))] }, account_id: accountId }, { projection: { url: 1 } }).toArray();
   const urls = new Map(hooks.map((h) => [h._id, h.url]));
   return {
-    event: docToRecord(event),
+    event,
     deliveries: views.map((d) => ({ ...d, url: urls.get(d.webhook_id) ?? null })),
     truncated,
   };

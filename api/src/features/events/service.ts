@@ -14,6 +14,9 @@ import { LIST_DEFAULT_LIMIT, listEventsQuery, type ListEventsInput } from './sch
 import { readAfter } from '../../event-store/store.js';
 import { floorCacheOf } from '../../event-store/retention.js';
 
+/** What a read of the event history needs. */
+type EventReadDeps = Pick<ApiDeps, 'config' | 'mongo' | 'events' | 'log'>;
+
 interface EventPage {
   events: EventRecord[];
   /** Pass back as `since` to continue; null only when there was no `since` and no event yet. */
@@ -80,6 +83,43 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
   }
 }
 
+/**
+ * One event of the account by its id, read after its acknowledgement as any
+ * read is: from MongoDB, or, for an event acknowledged but not yet
+ * materialized, from this process's tail window, by the same handoff as
+ * listEvents (the store through the watermark W, read after W; the window
+ * after W, once the fan-out reached the head H noted at the start). Null when
+ * neither holds it (an unknown id, another account's, or expired); 503 when
+ * neither source catches up within HANDOFF_TIMEOUT_MS. The common case (a
+ * stored event) is one `_id` lookup.
+ */
+export async function findEvent(deps: EventReadDeps, accountId: string, eventId: string): Promise<EventRecord | null> {
+  const lookup = async (): Promise<EventRecord | null> => {
+    const doc = await deps.mongo.collections.events.findOne({ _id: eventId, account_id: accountId });
+    return doc ? docToRecord(doc) : null;
+  };
+  const known = await lookup();
+  if (known) return known;
+  const { fanout, tail, watermarks } = deps.events;
+  const partition = deps.events.producer.partitionOf(accountId);
+  const deadline = Date.now() + deps.config.events.handoffTimeoutMs;
+  void fanout.awake().catch((err: unknown) => deps.log.warn({ err }, 'the fan-out could not wake'));
+  const head = await headOf(deps, partition, deadline);
+  for (;;) {
+    const through = await watermarks.current(partition);
+    const stored = await lookup(); // after W: holds every event through W
+    if (stored) return stored;
+    if (through >= head - 1n) return null;
+    if (fanout.tailUsable() && fanout.position(partition) >= head && tail.covers(partition, through)) {
+      const recent = readTail(deps.events, { accountId, partition, after: through, before: null, types: null, limit: Number.MAX_SAFE_INTEGER });
+      if (recent) return recent.find((e) => e.record.id === eventId)?.record ?? null;
+    }
+    const left = deadline - Date.now();
+    if (left <= 0) throw unavailable('Event history', 2);
+    await sleep(Math.min(CATCH_UP_POLL_MS, left));
+  }
+}
+
 interface PageRead {
   accountId: string;
   partition: number;
@@ -90,7 +130,7 @@ interface PageRead {
 }
 
 /** The partition's end offset, from a Kafka request sent after this call; 503 when Kafka gives none by `deadline`. */
-async function headOf(deps: ApiDeps, partition: number, deadline: number): Promise<bigint> {
+async function headOf(deps: EventReadDeps, partition: number, deadline: number): Promise<bigint> {
   for (;;) {
     try {
       const head = (await withTimeout(deps.events.head.latest(), deadline - Date.now(), () => new Error('deadline passed'))).get(partition);

@@ -30,7 +30,7 @@ import { subscriptionTakes, type EventType } from '#shared/eventlog/types.js';
 import type { DeliveryDoc, DeliveryTrigger, EventDoc, WebhookDoc } from '#shared/mongo/index.js';
 import type { ApiDeps } from '../../deps.js';
 import { readAfter } from '../../event-store/store.js';
-import { resolveSince } from '../events/index.js';
+import { findEvent, resolveSince } from '../events/index.js';
 import { DELIVERY_ID, MAX_RECOVER_AGE_MS, MAX_RECOVER_DELIVERIES, MAX_REPLAY_EVENTS, type RecoverInput, type ReplayInput } from './schemas.js';
 import { admitAndInsert } from './op-admission.js';
 import { findOwned, type WebhookDeps } from './service.js';
@@ -88,7 +88,7 @@ interface ResendResult {
 export async function resendDelivery(deps: OperationDeps, accountId: string, subscriptionId: string, deliveryId: string, seed: string): Promise<ResendResult> {
   const sub = await enabledSubscription(deps, accountId, subscriptionId);
   if (!DELIVERY_ID.test(deliveryId)) throw notFound('Delivery');
-  const { deliveries, attempts, events } = deps.mongo.collections;
+  const { deliveries, attempts } = deps.mongo.collections;
   const stored = await deliveries.findOne({ _id: deliveryId });
   let eventId: string;
   let eventType: EventType;
@@ -99,10 +99,10 @@ export async function resendDelivery(deps: OperationDeps, accountId: string, sub
   } else {
     const attempt = await attempts.findOne({ delivery_id: deliveryId, account_id: accountId, subscription_id: sub._id });
     if (!attempt) throw notFound('Delivery');
-    const event = await events.findOne({ _id: attempt.event_id, account_id: accountId });
+    const event = await findEvent(deps, accountId, attempt.event_id);
     if (!event) throw notFound('Event');
     ({ event_id: eventId, event_type: eventType } = attempt);
-    body = JSON.stringify(docToRecord(event));
+    body = JSON.stringify(event);
   }
   const now = deps.clock();
   const id = operationDeliveryId(seed, 'resend', deliveryId);

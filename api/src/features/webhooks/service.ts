@@ -15,7 +15,7 @@ import { checkHeaders, headersAad, maskHeaders } from '#shared/webhook-headers.j
 import type { ApiDeps } from '../../deps.js';
 import { DEFAULT_ATTEMPTS_LIMIT, WEBHOOK_ID, type CreateWebhookInput, type RotateSecretInput, type UpdateWebhookInput } from './schemas.js';
 
-export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics'>;
+export type WebhookDeps = Pick<ApiDeps, 'config' | 'mongo' | 'clock' | 'resolveHost' | 'secretBox' | 'events' | 'metrics' | 'log'>;
 
 /** The subscription as the API shows it (never the secret, except where stated). */
 interface Webhook {
