@@ -330,7 +330,7 @@ export class Materializer {
         if (isRefusal(err)) return this.insertOneByOne(pending, partition, standIns, elsewhere);
         if (!isDuplicateKeyOnly(err) || attempt >= 3) throw err;
         const ids = pending.map((d) => d._id);
-        const found = await this.opts.events.find({ _id: { $in: ids } }, { projection: { _id: 1, data_unavailable: 1, partition: 1, offset: 1 } }).toArray();
+        const found = await storedCopies(this.opts.events, ids);
         const mine = new Map(pending.map((d) => [d._id, d]));
         for (const d of found) {
           if (d.data_unavailable) standIns.add(d._id);
@@ -489,6 +489,25 @@ function safeJson(doc: EventDoc): string {
   } catch {
     return '(not serializable)';
   }
+}
+
+/** Lookups of a chunk's stored copies sent at once. */
+const LOOKUPS_AT_ONCE = 16;
+
+/**
+ * The stored copies of these ids, each read by `_id` equality: an index
+ * lookup on every store, where `_id: {$in: …}` reads the whole collection on
+ * the test server (FerretDB on SQLite pushes only `_id` equality down), many
+ * seconds without a heartbeat once history is large, which is what a chunk
+ * written again after a rebalance or a restart sends.
+ */
+async function storedCopies(events: Collection<EventDoc>, ids: string[]): Promise<Pick<EventDoc, '_id' | 'data_unavailable' | 'partition' | 'offset'>[]> {
+  const out: Pick<EventDoc, '_id' | 'data_unavailable' | 'partition' | 'offset'>[] = [];
+  for (let at = 0; at < ids.length; at += LOOKUPS_AT_ONCE) {
+    const got = await Promise.all(ids.slice(at, at + LOOKUPS_AT_ONCE).map((id) => events.findOne({ _id: id }, { projection: { _id: 1, data_unavailable: 1, partition: 1, offset: 1 } })));
+    for (const d of got) if (d) out.push(d);
+  }
+  return out;
 }
 
 function isDuplicateKeyOnly(err: unknown): boolean {
