@@ -6,13 +6,14 @@ import { SecretBox } from '#shared/secrets.js';
 import { DnsResolver } from '#shared/dns.js';
 import type { Resolver } from '#shared/url-safety.js';
 import type { ApiConfig } from './config.js';
-import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
+import { PasswordHasher, SCRYPT_PARAMS, UserReads } from './features/auth/index.js';
+import { LongPollCap } from './features/events/index.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './live/runtime.js';
 import { KafkaProbe } from './features/health/index.js';
 import { startKeySweeper } from './features/ingest/index.js';
 import { createRateLimits, flushRateLimits, startWindowSweeper, type RateLimits } from './features/limits/index.js';
-import { startOpKeySweeper } from './features/webhooks/op-keys.js';
-import { KeyCache } from './features/keys/cache.js';
+import { startOpKeySweeper } from './features/webhooks/index.js';
+import { KeyCache } from './features/keys/index.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/index.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
 import { registerTailMetrics } from './live/tail-metrics.js';
@@ -44,6 +45,10 @@ export interface ApiDeps {
   passwords: PasswordHasher;
   /** API keys this process confirmed, kept exact across processes (features/keys/cache.ts). */
   keyCache: KeyCache;
+  /** User lookups in flight: concurrent lookups of one user share one read. */
+  userReads: UserReads;
+  /** Long-polls held per account in this process, under `MAX_LONG_POLLS_PER_ACCOUNT`. */
+  longPolls: LongPollCap;
 }
 
 /** `kafka`: the client the event log uses (tests route it through a fault-injecting proxy); `events`: consumer test hooks. */
@@ -100,6 +105,8 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
     secretBox: new SecretBox(config.webhooks.secretKey),
     metrics,
     keyCache,
+    userReads: new UserReads(mongo.collections.users),
+    longPolls: new LongPollCap(config.events.maxLongPollsPerAccount),
     passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency, config.auth.hashQueue),
   };
 }

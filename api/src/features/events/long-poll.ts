@@ -14,10 +14,8 @@ import type { EventRecord } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import type { Expiring } from '../../live/deadlines.js';
 import { openFeed, type Feed } from '../../live/feed.js';
-import { feedPorts } from '../../live/runtime.js';
 import type { WaiterListener } from '../../live/waiters.js';
 import type { ClientGone } from '../../middleware/parked.js';
-import { holdLongPoll, releaseLongPoll } from './long-poll-cap.js';
 import { waitBody, type WaitInput } from './schemas.js';
 import { resolveSince, retainedAfter } from './service.js';
 
@@ -93,7 +91,7 @@ export class PendingWait implements WaiterListener, Expiring, ClientGone {
     this.feed.listen(null);
     this.feed.close();
     this.deps.metrics.openLongPolls.dec();
-    releaseLongPoll(this.deps, this.accountId);
+    this.deps.longPolls.release(this.accountId);
   }
 
   private settle(): void {
@@ -119,12 +117,12 @@ export class PendingWait implements WaiterListener, Expiring, ClientGone {
  * timeout of 0, a closed feed); else a PendingWait to `wait` on.
  */
 export async function beginWait(deps: ApiDeps, accountId: string, input: WaitInput): Promise<WaitResult | PendingWait> {
-  holdLongPoll(deps, accountId);
+  deps.longPolls.hold(accountId);
   let opened: { feed: Feed; deadline: number };
   try {
     opened = await openLongPollFeed(deps, accountId, input);
   } catch (err) {
-    releaseLongPoll(deps, accountId);
+    deps.longPolls.release(accountId);
     throw err;
   }
   deps.metrics.openLongPolls.inc();
@@ -144,14 +142,14 @@ export async function beginWait(deps: ApiDeps, accountId: string, input: WaitInp
 
 async function openLongPollFeed(deps: ApiDeps, accountId: string, input: WaitInput): Promise<{ feed: Feed; deadline: number }> {
   const q = waitBody(input); // validated here, whoever calls: the input may be anything
-  const { longPollMaxMs, longPollDefaultMs, handoffTimeoutMs } = deps.config.events;
+  const { longPollMaxMs, longPollDefaultMs } = deps.config.events;
   const timeoutMs = q.timeout_ms ?? Math.min(longPollDefaultMs, longPollMaxMs);
   if (timeoutMs > longPollMaxMs) throw validationFailed([{ path: 'timeout_ms', message: `must be <= ${longPollMaxMs}` }]);
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
   if (since) await retainedAfter(deps, since.partition, since); // 410 below the retention
   const deadline = Date.now() + timeoutMs;
   const types = q.types && q.types.length > 0 ? q.types : null;
-  const feed = await openFeed(feedPorts(deps.events, deps.mongo, handoffTimeoutMs), { accountId, types, since, pageSize: 1, maxQueue: LONG_POLL_QUEUE });
+  const feed = await openFeed(deps.events.feedPorts, { accountId, types, since, pageSize: 1, maxQueue: LONG_POLL_QUEUE });
   return { feed, deadline };
 }
 

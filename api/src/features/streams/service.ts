@@ -3,7 +3,6 @@ import { type Position } from '#shared/cursor.js';
 import type { EventType } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { openFeed, type Feed } from '../../live/feed.js';
-import { feedPorts } from '../../live/runtime.js';
 import { SseWriter } from './sse.js';
 import { LiveStream, type StreamDone, type StreamEnd } from './stream.js';
 import { mintStreamToken } from './tokens.js';
@@ -42,7 +41,7 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
   const lease = await slots.acquire(accountId);
   let feed: Feed;
   try {
-    feed = await openFeed(feedPorts(deps.events, deps.mongo, deps.config.events.handoffTimeoutMs), {
+    feed = await openFeed(deps.events.feedPorts, {
       accountId,
       types: opts.types,
       since: opts.since,
