@@ -7,7 +7,7 @@ import { DnsResolver } from '#shared/dns.js';
 import type { Resolver } from '#shared/url-safety.js';
 import type { ApiConfig } from './config.js';
 import { PasswordHasher, SCRYPT_PARAMS, UserReads } from './features/auth/index.js';
-import { LongPollCap } from './features/events/index.js';
+import { HeldReaders } from './live/held.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './live/runtime.js';
 import { KafkaProbe } from './features/health/index.js';
 import { startKeySweeper } from './features/ingest/index.js';
@@ -47,9 +47,12 @@ export interface ApiDeps {
   keyCache: KeyCache;
   /** User lookups in flight: concurrent lookups of one user share one read. */
   userReads: UserReads;
-  /** Long-polls held per account in this process, under `MAX_LONG_POLLS_PER_ACCOUNT`. */
-  longPolls: LongPollCap;
+  /** Held long-polls and streams: their deadlines, the per-account long-poll cap, parking (live/held.ts). */
+  held: HeldReaders;
 }
+
+/** How late past its timeout_ms a long-poll may answer: its deadline is rounded up to this. */
+const DEADLINE_RESOLUTION_MS = 25;
 
 /** `kafka`: the client the event log uses (tests route it through a fault-injecting proxy); `events`: consumer test hooks. */
 export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?: Kafka; events?: EventsRuntimeOverrides } = {}): ApiDeps {
@@ -106,7 +109,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
     metrics,
     keyCache,
     userReads: new UserReads(mongo.collections.users),
-    longPolls: new LongPollCap(config.events.maxLongPollsPerAccount),
+    held: new HeldReaders({ deadlineResolutionMs: DEADLINE_RESOLUTION_MS, maxLongPollsPerAccount: config.events.maxLongPollsPerAccount }),
     passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency, config.auth.hashQueue),
   };
 }

@@ -11,7 +11,6 @@ import type { Logger } from '#shared/log.js';
 import type { ConsumerLag } from '#shared/metrics.js';
 import type { Mongo } from '#shared/mongo/index.js';
 import type { ApiConfig } from '../config.js';
-import { DeadlineWheel } from './deadlines.js';
 import { FanOut, type FanOutOptions } from './fanout.js';
 import { KafkaHeadSource, LogHead } from './log-head.js';
 import type { FeedPorts } from './feed.js';
@@ -37,8 +36,6 @@ export interface EventsRuntime {
   tail: TailWindow;
   /** Copies of full history pages and directories (immutable), shared by every history read of the process. */
   pageCache: PageCache;
-  /** The timers of every parked long-poll: one per deadline bucket, not one per long-poll (deadlines.ts). */
-  deadlines: DeadlineWheel;
   /** Each partition's end offset from Kafka, asked afresh: where a read must reach (log-head.ts). */
   head: LogHead;
   /** Recent events' trace contexts, noted by the fan-out: a read links to the traces of the events it returns. */
@@ -46,9 +43,6 @@ export interface EventsRuntime {
   /** What a feed reads and registers with: one set for the process (its functions close over the runtime, not over a request). */
   feedPorts: FeedPorts;
 }
-
-/** How late past its timeout_ms a long-poll may answer: its deadline is rounded up to this. */
-const DEADLINE_RESOLUTION_MS = 25;
 
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
 export interface EventsRuntimeOverrides {
@@ -120,7 +114,7 @@ export function createEventsRuntime(
   const pageCache = new PageCache(config.events.historyCacheBytes);
   const headSource = new KafkaHeadSource(kafka, topic, config.events.handoffTimeoutMs);
   const head = new LogHead(() => headSource.fetch(), () => headSource.close());
-  const parts = { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, deadlines: new DeadlineWheel(DEADLINE_RESOLUTION_MS), head, traces };
+  const parts = { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, head, traces };
   return { ...parts, feedPorts: newFeedPorts(parts, mongo, config.events.handoffTimeoutMs) };
 }
 

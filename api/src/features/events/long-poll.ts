@@ -4,25 +4,24 @@
  * per-account cap, validation, the catch-up handoff and its store reads)
  * happens in `beginWait`, while the request is still in the middleware
  * chain, so its errors are rendered as any other. A long-poll that must then
- * wait becomes a PendingWait: no promise, timer, AbortController or closure
- * of its own. Its waiter wakes it, the process's deadline wheel times it out,
- * and its answer goes to the raw HTTP response of a parked request
- * (routes.ts) or to the MCP tool's promise.
+ * wait becomes a PendingWait, a held reader (live/held.ts): no promise,
+ * timer, AbortController or closure of its own. Its waiter wakes it, the
+ * process's deadline wheel times it out, and its answer goes to the parked
+ * response of its request (routes.ts) or to the MCP tool's promise.
  */
 import { validationFailed } from '#shared/errors/index.js';
 import type { EventRecord } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
-import type { Expiring } from '../../live/deadlines.js';
 import { openFeed, type Feed } from '../../live/feed.js';
+import type { HeldReader } from '../../live/held.js';
 import type { WaiterListener } from '../../live/waiters.js';
-import type { ClientGone } from '../../middleware/parked.js';
 import { waitBody, type WaitInput } from './schemas.js';
 import { resolveSince, retainedAfter } from './service.js';
 
 export type WaitResult = { event: EventRecord } | { event: null; timed_out: true; cursor: string | null };
 
-/** Where a pending long-poll's answer goes, once. */
-export interface WaitAnswer {
+/** Where a pending long-poll's answer goes, once (a ParkedResponse, or the MCP tool's promise). */
+interface WaitAnswer {
   answer(result: WaitResult): void;
 }
 
@@ -35,7 +34,7 @@ const LONG_POLL_QUEUE = { events: 16, bytes: 4 * 1024 * 1024 };
  * deadline wheel until it settles: on an event, at its deadline, on shutdown
  * (a timeout, so clients loop) or when its client leaves (`clientGone`).
  */
-export class PendingWait implements WaiterListener, Expiring, ClientGone {
+export class PendingWait implements WaiterListener, HeldReader {
   private to: WaitAnswer | null = null;
   private bucket = 0;
   private finished = false;
@@ -56,7 +55,7 @@ export class PendingWait implements WaiterListener, Expiring, ClientGone {
       this.settle();
       return;
     }
-    this.bucket = this.deps.events.deadlines.add(this, this.deadline);
+    this.bucket = this.deps.held.deadlines.add(this, this.deadline);
   }
 
   /** The waiter has an event, or has closed (shutdown, overflow). */
@@ -91,14 +90,14 @@ export class PendingWait implements WaiterListener, Expiring, ClientGone {
     this.feed.listen(null);
     this.feed.close();
     this.deps.metrics.openLongPolls.dec();
-    this.deps.longPolls.release(this.accountId);
+    this.deps.held.longPolls.release(this.accountId);
   }
 
   private settle(): void {
     const to = this.to;
     if (!to) return;
     this.to = null;
-    this.deps.events.deadlines.remove(this, this.bucket);
+    this.deps.held.deadlines.remove(this, this.bucket);
     const result = this.result(); // before finish: the cursor is read from the open feed
     this.finish();
     try {
@@ -117,12 +116,12 @@ export class PendingWait implements WaiterListener, Expiring, ClientGone {
  * timeout of 0, a closed feed); else a PendingWait to `wait` on.
  */
 export async function beginWait(deps: ApiDeps, accountId: string, input: WaitInput): Promise<WaitResult | PendingWait> {
-  deps.longPolls.hold(accountId);
+  deps.held.longPolls.hold(accountId);
   let opened: { feed: Feed; deadline: number };
   try {
     opened = await openLongPollFeed(deps, accountId, input);
   } catch (err) {
-    deps.longPolls.release(accountId);
+    deps.held.longPolls.release(accountId);
     throw err;
   }
   deps.metrics.openLongPolls.inc();
