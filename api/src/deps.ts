@@ -6,13 +6,14 @@ import { SecretBox } from '#shared/secrets.js';
 import { DnsResolver } from '#shared/dns.js';
 import type { Resolver } from '#shared/url-safety.js';
 import type { ApiConfig } from './config.js';
-import { PasswordHasher, SCRYPT_PARAMS } from './features/auth/passwords.js';
+import { PasswordHasher, SCRYPT_PARAMS, UserReads } from './features/auth/index.js';
+import { HeldReaders } from './live/held.js';
 import { createEventsRuntime, type EventsRuntime, type EventsRuntimeOverrides } from './live/runtime.js';
 import { KafkaProbe } from './features/health/index.js';
 import { startKeySweeper } from './features/ingest/index.js';
 import { createRateLimits, flushRateLimits, startWindowSweeper, type RateLimits } from './features/limits/index.js';
-import { startOpKeySweeper } from './features/webhooks/op-keys.js';
-import { KeyCache } from './features/keys/cache.js';
+import { startOpKeySweeper } from './features/webhooks/index.js';
+import { KeyCache } from './features/keys/index.js';
 import { createStreamsRuntime, type StreamsRuntime } from './features/streams/index.js';
 import { createApiMetrics, type ApiMetrics } from './metrics.js';
 import { registerTailMetrics } from './live/tail-metrics.js';
@@ -44,7 +45,14 @@ export interface ApiDeps {
   passwords: PasswordHasher;
   /** API keys this process confirmed, kept exact across processes (features/keys/cache.ts). */
   keyCache: KeyCache;
+  /** User lookups in flight: concurrent lookups of one user share one read. */
+  userReads: UserReads;
+  /** Held long-polls and streams: their deadlines, the per-account long-poll cap, parking (live/held.ts). */
+  held: HeldReaders;
 }
+
+/** How late past its timeout_ms a long-poll may answer: its deadline is rounded up to this. */
+const DEADLINE_RESOLUTION_MS = 25;
 
 /** `kafka`: the client the event log uses (tests route it through a fault-injecting proxy); `events`: consumer test hooks. */
 export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?: Kafka; events?: EventsRuntimeOverrides } = {}): ApiDeps {
@@ -100,6 +108,8 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
     secretBox: new SecretBox(config.webhooks.secretKey),
     metrics,
     keyCache,
+    userReads: new UserReads(mongo.collections.users),
+    held: new HeldReaders({ deadlineResolutionMs: DEADLINE_RESOLUTION_MS, maxLongPollsPerAccount: config.events.maxLongPollsPerAccount }),
     passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency, config.auth.hashQueue),
   };
 }

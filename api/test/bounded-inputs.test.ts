@@ -1,6 +1,5 @@
 import net from 'node:net';
 import { expect } from 'chai';
-import { longPollsHeld } from '../src/features/events/long-poll-cap.js';
 import type { RunningApi } from '../src/server.js';
 import { bearer, createAccount } from './support/accounts.js';
 import { call, startTestApi } from './support/api.js';
@@ -127,26 +126,26 @@ describe('bounded inputs', function () {
       const open = aborts.map((abort) =>
         fetch(`${api.url}/api/v1/events/wait`, { method: 'POST', headers: { ...bearer(acct.apiKey), 'content-type': 'application/json' }, body: JSON.stringify({ timeout_ms: 30_000 }), signal: abort.signal }).catch(() => null),
       );
-      await until(() => longPollsHeld(api.deps, acct.userId) === 2, 10_000, 'two long-polls held');
+      await until(() => api.deps.held.longPolls.held(acct.userId) === 2, 10_000, 'two long-polls held');
 
       const refused = await call(api.url, 'POST', '/api/v1/events/wait', { headers: bearer(acct.apiKey), body: { timeout_ms: 1000 } });
       expect(refused.status).to.equal(429);
       expect(refused.body.error.code).to.equal('rate_limited');
       expect(refused.body.error.message).to.match(/at most 2 at once per API process/);
       expect(refused.headers.get('retry-after')).to.equal('1');
-      expect(longPollsHeld(api.deps, acct.userId)).to.equal(2);
+      expect(api.deps.held.longPolls.held(acct.userId)).to.equal(2);
 
       // Another account is not affected.
       const theirs = await call(api.url, 'POST', '/api/v1/events/wait', { headers: bearer(other.apiKey), body: { timeout_ms: 1000 } });
       expect(theirs.status).to.equal(200);
 
       aborts[0]!.abort();
-      await until(() => longPollsHeld(api.deps, acct.userId) === 1, 10_000, 'the abandoned long-poll to be released');
+      await until(() => api.deps.held.longPolls.held(acct.userId) === 1, 10_000, 'the abandoned long-poll to be released');
       const again = await call(api.url, 'POST', '/api/v1/events/wait', { headers: bearer(acct.apiKey), body: { timeout_ms: 1000 } });
       expect(again.status).to.equal(200);
       aborts[1]!.abort();
       await Promise.all(open);
-      await until(() => longPollsHeld(api.deps, acct.userId) === 0, 10_000, 'every slot to be released');
+      await until(() => api.deps.held.longPolls.held(acct.userId) === 0, 10_000, 'every slot to be released');
     });
   });
 

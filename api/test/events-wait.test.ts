@@ -176,7 +176,7 @@ describe('long-poll: POST /api/v1/events/wait', function () {
   it('leaks no waiter after 10,000 abandoned waits', async () => {
     const registry = b.deps.events.registry;
     const baseline = registry.size;
-    const deadlines = b.deps.events.deadlines;
+    const deadlines = b.deps.held.deadlines;
     const timers = deadlines.timers;
     for (let wave = 0; wave < 10; wave++) {
       const aborts = Array.from({ length: 1000 }, () => new AbortController());

@@ -11,7 +11,6 @@ import type { Logger } from '#shared/log.js';
 import type { ConsumerLag } from '#shared/metrics.js';
 import type { Mongo } from '#shared/mongo/index.js';
 import type { ApiConfig } from '../config.js';
-import { DeadlineWheel } from './deadlines.js';
 import { FanOut, type FanOutOptions } from './fanout.js';
 import { KafkaHeadSource, LogHead } from './log-head.js';
 import type { FeedPorts } from './feed.js';
@@ -37,16 +36,13 @@ export interface EventsRuntime {
   tail: TailWindow;
   /** Copies of full history pages and directories (immutable), shared by every history read of the process. */
   pageCache: PageCache;
-  /** The timers of every parked long-poll: one per deadline bucket, not one per long-poll (deadlines.ts). */
-  deadlines: DeadlineWheel;
   /** Each partition's end offset from Kafka, asked afresh: where a read must reach (log-head.ts). */
   head: LogHead;
   /** Recent events' trace contexts, noted by the fan-out: a read links to the traces of the events it returns. */
   traces: EventTraces;
+  /** What a feed reads and registers with: one set for the process (its functions close over the runtime, not over a request). */
+  feedPorts: FeedPorts;
 }
-
-/** How late past its timeout_ms a long-poll may answer: its deadline is rounded up to this. */
-const DEADLINE_RESOLUTION_MS = 25;
 
 /** Test hooks: options of the consumers (a hung stand-in, a short stall bound). */
 export interface EventsRuntimeOverrides {
@@ -118,7 +114,8 @@ export function createEventsRuntime(
   const pageCache = new PageCache(config.events.historyCacheBytes);
   const headSource = new KafkaHeadSource(kafka, topic, config.events.handoffTimeoutMs);
   const head = new LogHead(() => headSource.fetch(), () => headSource.close());
-  return { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, deadlines: new DeadlineWheel(DEADLINE_RESOLUTION_MS), head, traces };
+  const parts = { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, head, traces };
+  return { ...parts, feedPorts: newFeedPorts(parts, mongo, config.events.handoffTimeoutMs) };
 }
 
 /**
@@ -164,7 +161,7 @@ export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifec
 }
 
 /** The range from the tail window, or null when it cannot vouch for it (not covered, or the fan-out has gone silent). */
-export function readTail(events: EventsRuntime, query: TailRead): LiveEvent[] | null {
+export function readTail(events: Pick<EventsRuntime, 'fanout' | 'tail'>, query: TailRead): LiveEvent[] | null {
   if (!events.fanout.tailUsable()) {
     if (events.tail.enabled) events.tail.misses += 1;
     return null;
@@ -172,21 +169,7 @@ export function readTail(events: EventsRuntime, query: TailRead): LiveEvent[] | 
   return events.tail.read(query);
 }
 
-/** One FeedPorts per runtime (its functions close over the runtime, not over a request): every feed shares it. */
-const portsOf = new WeakMap<EventsRuntime, FeedPorts>();
-
-export function feedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs: number): FeedPorts {
-  const known = portsOf.get(events);
-  if (known?.handoffTimeoutMs === handoffTimeoutMs && mongoOf.get(known) === mongo) return known;
-  const ports = newFeedPorts(events, mongo, handoffTimeoutMs);
-  portsOf.set(events, ports);
-  mongoOf.set(ports, mongo);
-  return ports;
-}
-
-const mongoOf = new WeakMap<FeedPorts, Mongo>();
-
-function newFeedPorts(events: EventsRuntime, mongo: Mongo, handoffTimeoutMs: number): FeedPorts {
+function newFeedPorts(events: Omit<EventsRuntime, 'feedPorts'>, mongo: Mongo, handoffTimeoutMs: number): FeedPorts {
   return {
     registry: events.registry,
     position: (partition) => events.fanout.position(partition),

@@ -2,7 +2,7 @@ import type { Context, Next } from 'koa';
 import { AppError, errorBody, type ErrorCode } from '#shared/errors/index.js';
 import { unavailableFrom } from '#shared/errors/dependency.js';
 import type { Logger } from '#shared/log.js';
-import { parkedOf, writeJson } from './parked.js';
+import { parkedOf } from '../live/held.js';
 
 /** Errors thrown by koa-body / co-body / http-errors carry a status and a type. */
 function fromHttpError(err: { status?: number; statusCode?: number; type?: string; expose?: boolean; message?: string }): AppError | null {
@@ -57,10 +57,7 @@ export function errorMiddleware(log: Logger) {
       ctx.body = errorBody(err, String(ctx.state.requestId ?? ''));
       // A handler that parked and then failed (it should not): Koa no longer writes the response.
       const parked = parkedOf(ctx);
-      if (parked) {
-        writeJson(ctx.res, err.status, ctx.body);
-        parked.done(err.status);
-      }
+      if (parked) parked.end(err.status, ctx.body);
     }
   };
 }

@@ -1,13 +1,13 @@
 import type { Context, Next } from 'koa';
 import { statusClass } from '#shared/metrics.js';
 import type { ApiMetrics } from '../metrics.js';
-import { parkedOf } from './parked.js';
+import { parkedOf } from '../live/held.js';
 
 /**
  * First in the chain: counts and times every request once its response is
  * done (errors already rendered), labelled by the route template @koa/router
  * matched (`/api/v1/webhooks/:id`), never the raw path, so labels stay few.
- * A parked request (middleware/parked.ts) is recorded when its handler has
+ * A parked request (live/held.ts) is recorded when its handler has
  * written it, with that status and its whole duration.
  */
 export function httpMetrics(metrics: ApiMetrics) {

@@ -1,7 +1,8 @@
+import { EventEmitter } from 'node:events';
 import { expect } from 'chai';
 import type { Context } from 'koa';
 import { pino } from 'pino';
-import { park, parkedOf, ParkedResponse } from './parked.js';
+import { HeldReaders, parkedOf, type ParkedResponse } from '../live/held.js';
 import { requestContext } from './request-context.js';
 
 function recordingLogger(): { log: pino.Logger; lines: Record<string, unknown>[] } {
@@ -11,8 +12,12 @@ function recordingLogger(): { log: pino.Logger; lines: Record<string, unknown>[]
 }
 
 function fakeCtx(): Context {
-  return { state: {}, method: 'POST', path: '/api/v1/events/wait', status: 404, respond: true, get: () => '', set: () => undefined } as unknown as Context;
+  const res = Object.assign(new EventEmitter(), { destroyed: false });
+  return { state: {}, method: 'POST', path: '/api/v1/events/wait', status: 404, respond: true, res, get: () => '', set: () => undefined } as unknown as Context;
 }
+
+const held = new HeldReaders({ deadlineResolutionMs: 25, maxLongPollsPerAccount: 1 });
+const park = (ctx: Context): ParkedResponse => held.park(ctx);
 
 describe('parked responses', () => {
   it('takes the response from Koa and reads 200 until it is written', () => {
@@ -25,11 +30,11 @@ describe('parked responses', () => {
   });
 
   it('runs each hook once with the final status, and a hook added after done at once', () => {
-    const parked = new ParkedResponse();
+    const parked = park(fakeCtx());
     const seen: number[] = [];
     parked.whenDone((s) => seen.push(s));
-    parked.done(503);
-    parked.done(200);
+    parked.end(503);
+    parked.end(200);
     parked.whenDone((s) => seen.push(s + 1));
     expect(seen).to.deep.equal([503, 504]);
   });
@@ -44,7 +49,7 @@ describe('parked responses', () => {
     });
     expect(lines).to.have.length(0);
     await new Promise((resolve) => setTimeout(resolve, 30));
-    parked!.done(200);
+    parked!.end(200);
     expect(lines).to.have.length(1);
     expect(lines[0]).to.include({ status: 200, path: '/api/v1/events/wait' });
     expect(lines[0]!.ms).to.be.at.least(25);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { Logger } from '#shared/log.js';
 import { bindActive } from '#shared/telemetry.js';
-import { parkedOf } from './parked.js';
+import { parkedOf } from '../live/held.js';
 
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -17,7 +17,7 @@ const SLOW_MS = 1000;
 
 /**
  * Gives every request an id (echoing a sane incoming X-Request-Id) and logs it
- * once done; a parked request (middleware/parked.ts) once its handler has
+ * once done; a parked request (live/held.ts) once its handler has
  * written it.
  */
 export function requestContext(log: Logger) {

@@ -1,13 +1,13 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import type { Context, Next } from 'koa';
 import { contextFrom, tracer, tracingOn } from '#shared/telemetry.js';
-import { parkedOf } from './parked.js';
+import { parkedOf } from '../live/held.js';
 
 /**
  * One server span per request while tracing is on (shared/src/telemetry.ts), the
  * active span for everything the request does: an ingest's publish becomes its child
  * (and the Kafka records carry it), log lines carry its trace_id. A `traceparent`
- * from the caller is continued. A parked request (middleware/parked.ts) ends its span
+ * from the caller is continued. A parked request (live/held.ts) ends its span
  * once its handler has written it. Off: the request goes straight on.
  */
 export function tracing() {

@@ -2,3 +2,5 @@
 export { findUser, profile } from './service.js';
 export { UserSchema } from './schemas.js';
 export { verifySessionToken } from './tokens.js';
+export { PasswordHasher, SCRYPT_PARAMS } from './passwords.js';
+export { UserReads } from './user-reads.js';

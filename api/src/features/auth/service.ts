@@ -93,30 +93,9 @@ async function upgradeHash(deps: ApiDeps, user: UserDoc, password: string): Prom
   }
 }
 
-/** Reads of a user by id in flight, per client: concurrent lookups of one user share one read. */
-const userReads = new WeakMap<object, Map<string, Promise<UserDoc | null>>>();
-
-/**
- * The user, or null. Every session-token request checks its user still
- * exists; when many of one user's requests arrive together (a dashboard's or
- * an agent's long-polls coming back at once) they share the read in flight
- * rather than each sending one. Nothing is kept once the read returns, and a
- * user document never changes after signup, so a shared read is as fresh as
- * one's own.
- */
+/** The user, or null; concurrent lookups of one user share one read (user-reads.ts). */
 export function findUser(deps: ApiDeps, userId: string): Promise<UserDoc | null> {
-  let reads = userReads.get(deps.mongo);
-  if (!reads) {
-    reads = new Map();
-    userReads.set(deps.mongo, reads);
-  }
-  const inFlight = reads.get(userId);
-  if (inFlight) return inFlight;
-  const read = deps.mongo.collections.users
-    .findOne({ _id: userId })
-    .finally(() => reads.delete(userId));
-  reads.set(userId, read);
-  return read;
+  return deps.userReads.find(userId);
 }
 
 /** The caller's profile; the account may have vanished since the token was issued. */

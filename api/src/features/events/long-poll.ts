@@ -4,27 +4,24 @@
  * per-account cap, validation, the catch-up handoff and its store reads)
  * happens in `beginWait`, while the request is still in the middleware
  * chain, so its errors are rendered as any other. A long-poll that must then
- * wait becomes a PendingWait: no promise, timer, AbortController or closure
- * of its own. Its waiter wakes it, the process's deadline wheel times it out,
- * and its answer goes to the raw HTTP response of a parked request
- * (routes.ts) or to the MCP tool's promise.
+ * wait becomes a PendingWait, a held reader (live/held.ts): no promise,
+ * timer, AbortController or closure of its own. Its waiter wakes it, the
+ * process's deadline wheel times it out, and its answer goes to the parked
+ * response of its request (routes.ts) or to the MCP tool's promise.
  */
 import { validationFailed } from '#shared/errors/index.js';
 import type { EventRecord } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
-import type { Expiring } from '../../live/deadlines.js';
 import { openFeed, type Feed } from '../../live/feed.js';
-import { feedPorts } from '../../live/runtime.js';
+import type { HeldReader } from '../../live/held.js';
 import type { WaiterListener } from '../../live/waiters.js';
-import type { ClientGone } from '../../middleware/parked.js';
-import { holdLongPoll, releaseLongPoll } from './long-poll-cap.js';
 import { waitBody, type WaitInput } from './schemas.js';
 import { resolveSince, retainedAfter } from './service.js';
 
 export type WaitResult = { event: EventRecord } | { event: null; timed_out: true; cursor: string | null };
 
-/** Where a pending long-poll's answer goes, once. */
-export interface WaitAnswer {
+/** Where a pending long-poll's answer goes, once (a ParkedResponse, or the MCP tool's promise). */
+interface WaitAnswer {
   answer(result: WaitResult): void;
 }
 
@@ -37,7 +34,7 @@ const LONG_POLL_QUEUE = { events: 16, bytes: 4 * 1024 * 1024 };
  * deadline wheel until it settles: on an event, at its deadline, on shutdown
  * (a timeout, so clients loop) or when its client leaves (`clientGone`).
  */
-export class PendingWait implements WaiterListener, Expiring, ClientGone {
+export class PendingWait implements WaiterListener, HeldReader {
   private to: WaitAnswer | null = null;
   private bucket = 0;
   private finished = false;
@@ -58,7 +55,7 @@ export class PendingWait implements WaiterListener, Expiring, ClientGone {
       this.settle();
       return;
     }
-    this.bucket = this.deps.events.deadlines.add(this, this.deadline);
+    this.bucket = this.deps.held.deadlines.add(this, this.deadline);
   }
 
   /** The waiter has an event, or has closed (shutdown, overflow). */
@@ -93,14 +90,14 @@ export class PendingWait implements WaiterListener, Expiring, ClientGone {
     this.feed.listen(null);
     this.feed.close();
     this.deps.metrics.openLongPolls.dec();
-    releaseLongPoll(this.deps, this.accountId);
+    this.deps.held.longPolls.release(this.accountId);
   }
 
   private settle(): void {
     const to = this.to;
     if (!to) return;
     this.to = null;
-    this.deps.events.deadlines.remove(this, this.bucket);
+    this.deps.held.deadlines.remove(this, this.bucket);
     const result = this.result(); // before finish: the cursor is read from the open feed
     this.finish();
     try {
@@ -119,12 +116,12 @@ export class PendingWait implements WaiterListener, Expiring, ClientGone {
  * timeout of 0, a closed feed); else a PendingWait to `wait` on.
  */
 export async function beginWait(deps: ApiDeps, accountId: string, input: WaitInput): Promise<WaitResult | PendingWait> {
-  holdLongPoll(deps, accountId);
+  deps.held.longPolls.hold(accountId);
   let opened: { feed: Feed; deadline: number };
   try {
     opened = await openLongPollFeed(deps, accountId, input);
   } catch (err) {
-    releaseLongPoll(deps, accountId);
+    deps.held.longPolls.release(accountId);
     throw err;
   }
   deps.metrics.openLongPolls.inc();
@@ -144,14 +141,14 @@ export async function beginWait(deps: ApiDeps, accountId: string, input: WaitInp
 
 async function openLongPollFeed(deps: ApiDeps, accountId: string, input: WaitInput): Promise<{ feed: Feed; deadline: number }> {
   const q = waitBody(input); // validated here, whoever calls: the input may be anything
-  const { longPollMaxMs, longPollDefaultMs, handoffTimeoutMs } = deps.config.events;
+  const { longPollMaxMs, longPollDefaultMs } = deps.config.events;
   const timeoutMs = q.timeout_ms ?? Math.min(longPollDefaultMs, longPollMaxMs);
   if (timeoutMs > longPollMaxMs) throw validationFailed([{ path: 'timeout_ms', message: `must be <= ${longPollMaxMs}` }]);
   const since = q.since === undefined ? null : resolveSince(deps, accountId, q.since, 'since');
   if (since) await retainedAfter(deps, since.partition, since); // 410 below the retention
   const deadline = Date.now() + timeoutMs;
   const types = q.types && q.types.length > 0 ? q.types : null;
-  const feed = await openFeed(feedPorts(deps.events, deps.mongo, handoffTimeoutMs), { accountId, types, since, pageSize: 1, maxQueue: LONG_POLL_QUEUE });
+  const feed = await openFeed(deps.events.feedPorts, { accountId, types, since, pageSize: 1, maxQueue: LONG_POLL_QUEUE });
   return { feed, deadline };
 }
 

@@ -6,7 +6,6 @@ import { EventPageSchema, ListEventsQuery, WaitBody, type WaitInput, WaitResultS
 import { listEvents } from './service.js';
 import { beginWait, PendingWait, type WaitResult } from './long-poll.js';
 import { requestSpan } from '../../middleware/tracing.js';
-import { parkLongPoll } from './parked-poll.js';
 import { newRouter, route } from '../../middleware/route.js';
 
 /** Cursor polling and long-poll over the caller's account's events. */
@@ -55,11 +54,25 @@ export function eventRoutes(deps: ApiDeps): Router {
       ((result: WaitResult): void => {
         if (result.event) deps.events.traces.link(span, [result.event.id]);
       });
-    if (started instanceof PendingWait) parkLongPoll(ctx, started, link);
-    else {
+    if (!(started instanceof PendingWait)) {
       link?.(started);
       ctx.body = started satisfies Static<typeof WaitResultSchema>;
+      return;
     }
+    // It must wait: the request leaves the middleware chain (live/held.ts) and is answered on
+    // its raw response, with the bytes Koa would write; a client that leaves frees it at once.
+    const parked = deps.held.park(ctx);
+    started.wait(
+      link
+        ? {
+            answer(result) {
+              link(result);
+              parked.answer(result);
+            },
+          }
+        : parked,
+    );
+    deps.held.watch(parked, started);
   });
 
   return router;

@@ -5,10 +5,10 @@ import { resolveSince } from '../events/index.js';
 import { parseTypes, streamQuery, StreamQuerySchema, StreamTokenSchema } from './schemas.js';
 import { errors, EventRecordSchema, type Static, Type } from '../../shapes.js';
 import { createStreamToken, prepareStream } from './service.js';
+import type { LiveStream } from './stream.js';
 import { verifyStreamToken } from './tokens.js';
 import { setRateHeaders } from '../limits/index.js';
 import { guard, newRouter, route } from '../../middleware/route.js';
-import { runParkedStream } from './parked-stream.js';
 
 const SSE_EXAMPLE =
   'retry: 3000\n\nid: c1_MS40Mg\nevent: call.started\ndata: {"id":"evt_0a1b2c3d4e5f60718293a4b5","type":"call.started","created_at":"2025-01-01T12:00:00.000Z","data":{"call_id":"c_1"},"cursor":"c1_MS40Mg"}\n\n: heartbeat\n\n';
@@ -82,9 +82,18 @@ export function streamRoutes(deps: ApiDeps): Router {
       await stream.abandon();
       return;
     }
-    // From here the response is ours, not Koa's: headers and bytes go out as they are written,
-    // and the chain returns (a stream that runs for minutes holds none of its middleware's frames).
-    runParkedStream(ctx, deps.log, accountId, stream);
+    // From here the response is ours, not Koa's (live/held.ts): headers and bytes go out as they
+    // are written, and the chain returns (a stream that runs for minutes holds none of its frames).
+    const parked = deps.held.park(ctx);
+    let live: LiveStream;
+    try {
+      live = stream.start(parked, ctx.state.requestId);
+    } catch (err) {
+      deps.log.error({ err, request_id: ctx.state.requestId, path: ctx.path }, 'unhandled error');
+      parked.end(500);
+      return;
+    }
+    deps.held.watch(parked, live);
   });
 
   return router;

@@ -1,11 +1,10 @@
-import type { ServerResponse } from 'node:http';
 import { type Position } from '#shared/cursor.js';
 import type { EventType } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { openFeed, type Feed } from '../../live/feed.js';
-import { feedPorts } from '../../live/runtime.js';
+import type { ParkedResponse } from '../../live/held.js';
 import { SseWriter } from './sse.js';
-import { LiveStream, type StreamDone, type StreamEnd } from './stream.js';
+import { LiveStream, type StreamEnd } from './stream.js';
 import { mintStreamToken } from './tokens.js';
 
 /** Bytes of live events one stream may have queued (the count is config.streams.queueEvents). */
@@ -23,12 +22,13 @@ export function createStreamToken(deps: ApiDeps, accountId: string, origin: stri
   return { token, expires_at: expiresAt.toISOString(), stream_url: `${origin}/api/v1/events/stream?token=${encodeURIComponent(token)}` };
 }
 
-export interface PreparedStream {
+interface PreparedStream {
   /**
-   * Opens the stream on `res` and returns at once: it writes until it ends,
-   * then releases the slot and the feed and tells `done` why it ended.
+   * Opens the stream on the parked response and returns at once: it writes
+   * until it ends, then releases the slot and the feed, logs why it ended
+   * and ends the parked response (the request is counted and logged then).
    */
-  start(res: ServerResponse, done: StreamDone): LiveStream;
+  start(parked: ParkedResponse, requestId: unknown): LiveStream;
   /** For a stream that never starts. */
   abandon(): Promise<void>;
 }
@@ -42,7 +42,7 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
   const lease = await slots.acquire(accountId);
   let feed: Feed;
   try {
-    feed = await openFeed(feedPorts(deps.events, deps.mongo, deps.config.events.handoffTimeoutMs), {
+    feed = await openFeed(deps.events.feedPorts, {
       accountId,
       types: opts.types,
       since: opts.since,
@@ -60,14 +60,17 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
   };
   return {
     abandon: finish,
-    start(res, done) {
-      const sse = new SseWriter(res);
+    start(parked, requestId) {
+      const sse = new SseWriter(parked.res);
       const { durationMs, heartbeatMs, retryMs } = deps.config.streams;
       deps.metrics.openStreams.inc();
       const ended = (why: StreamEnd): void => {
         deps.metrics.openStreams.dec();
         sse.end();
-        void finish().then(() => done.ended(why));
+        void finish().then(() => {
+          deps.log.info({ request_id: requestId, account_id: accountId, end: why }, 'stream closed');
+          parked.end(200);
+        });
       };
       try {
         // no-store like every authenticated response (the SSE default is no-cache).
@@ -76,7 +79,7 @@ export async function prepareStream(deps: ApiDeps, accountId: string, opts: { ty
         ended('error');
         throw err;
       }
-      const parts = { slots, lease, timing: { durationMs, heartbeatMs }, deadlines: deps.events.deadlines, log: deps.log };
+      const parts = { slots, lease, timing: { durationMs, heartbeatMs }, deadlines: deps.held.deadlines, log: deps.log };
       const stream = new LiveStream(feed, sse, parts, { ended });
       stream.start();
       return stream;

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { encodeCursor } from '#shared/cursor.js';
 import type { EventRecord } from '#shared/eventlog/types.js';
 import type { Logger } from '#shared/log.js';
-import { DeadlineWheel } from '../../live/deadlines.js';
+import { DeadlineWheel } from '../../live/held.js';
 import { openFeed, type FeedPorts } from '../../live/feed.js';
 import { WaiterRegistry, type LiveEvent } from '../../live/waiters.js';
 import type { StreamSlots } from './slots.js';

@@ -1,5 +1,5 @@
 /** The webhooks feature as other features see it: the services and shapes they reuse (activity, mcp). */
-export { checkOpKey, runOnce } from './op-keys.js';
+export { checkOpKey, runOnce, startOpKeySweeper } from './op-keys.js';
 export { recoverDeliveries, replayEvents, resendDelivery } from './operations.js';
 export { attemptView, createWebhook, deleteWebhook, findOwned, listWebhooks, pingWebhook, rotateSecret, updateWebhook, type Attempt } from './service.js';
 export {
