@@ -19,6 +19,8 @@ import type {
   DeliveryProgressDoc,
   DueCursorDoc,
   DueSlotDoc,
+  FifoHintDoc,
+  FifoSlotDoc,
   EventDoc,
   EventPageDirDoc,
   EventPageDoc,
@@ -91,7 +93,7 @@ export interface Collections {
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
   webhookOpKeys: Collection<WebhookOpKeyDoc>;
-  retryDue: Collection<DueSlotDoc | DueCursorDoc>;
+  retryDue: Collection<DueSlotDoc | DueCursorDoc | FifoSlotDoc | FifoHintDoc>;
   deliveryProgress: Collection<DeliveryProgressDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }

@@ -1,0 +1,113 @@
+/**
+ * Ordered delivery (`ordering: "fifo"`), against real Kafka, the real Mongo
+ * server and an HTTPS receiver: one delivery at a time in log order, a
+ * failing one holding the ones after it until it succeeds, an unordered
+ * subscription of the same account (same partition, same process) not held;
+ * and the order kept while a second delivery process joins the group (a
+ * rebalance) and then both stop with the backlog and a retry pending and a
+ * new one takes over.
+ *
+ * On its own topic and database: a delivery process of another test file
+ * (another group on the shared topic) would send these events too.
+ */
+import { expect } from 'chai';
+import { ownDatabase, uniqueName } from '#test-support/env.js';
+import { Receiver, type Received, type Reply } from '#test-support/receiver.js';
+import type { EventEnvelope } from '#shared/eventlog/types.js';
+import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
+import type { RunningDelivery } from '../src/worker.js';
+
+/** Answers each request after `delayMs` with `reply(id)`, counting the requests in flight at once. */
+function orderedReceiver(receiver: Receiver, path: string, delayMs: number, reply: (eventId: string, nth: number) => number) {
+  const seen = new Map<string, number>();
+  const state = { inFlight: 0, most: 0 };
+  receiver.on(path, (_n, req): Reply => {
+    const id = String(req.body.id);
+    const nth = (seen.get(id) ?? 0) + 1;
+    seen.set(id, nth);
+    state.inFlight++;
+    state.most = Math.max(state.most, state.inFlight);
+    // Scheduled before the receiver's own answer timer: counted out before the answer leaves.
+    setTimeout(() => state.inFlight--, delayMs);
+    return { status: reply(id, nth), delayMs };
+  });
+  return state;
+}
+
+/** The events' positions, request by request. */
+const positions = (reqs: Received[], events: EventEnvelope[]): number[] => reqs.map((r) => events.findIndex((e) => e.id === r.body.id));
+
+describe('ordered delivery (ordering: fifo)', function () {
+  this.timeout(90_000);
+  let receiver: Receiver;
+  let log: TestLog;
+  let db: TestDb;
+  let env: Record<string, string>;
+  let first: RunningDelivery;
+
+  before(async function () {
+    this.timeout(90_000);
+    receiver = await Receiver.start();
+    env = deliveryTestEnv(receiver.caFile, { EVENTS_TOPIC: uniqueName('events-fifo'), MONGO_DB: ownDatabase('fifo') });
+    first = await startTestDelivery(env);
+    await waitForGroup(env);
+    log = new TestLog(env);
+    db = new TestDb(env);
+  });
+  after(() => receiver.close());
+
+  it('sends one at a time in log order, a failing one holding the rest until it succeeds, without holding an unordered subscription', async () => {
+    const account = newAccountId();
+    await db.subscribe(account, receiver.url('/fifo'), ['*'], { ordering: 'fifo' });
+    await db.subscribe(account, receiver.url('/free'), ['*']);
+    // Made after the subscriptions (they take only events from their creation on).
+    const events = Array.from({ length: 5 }, (_, i) => envelope(account, 'message.sent', { n: i }));
+    // The first event's first two attempts fail (retries 1 s apart); everything else succeeds.
+    const fifo = orderedReceiver(receiver, '/fifo', 30, (id, nth) => (id === events[0]!.id && nth <= 2 ? 503 : 200));
+    await log.publishAtOnce(events);
+
+    const free = await receiver.waitFor('/free', 5);
+    const ordered = await receiver.waitFor('/fifo', 7, 30_000);
+    expect(positions(ordered, events), 'the first three times, then the rest in log order').to.deep.equal([0, 0, 0, 1, 2, 3, 4]);
+    expect(fifo.most, 'requests in flight at once').to.equal(1);
+    // Held: the second event waited for the first one's third attempt (about 2 s)...
+    expect(ordered[3]!.at).to.be.at.least(ordered[2]!.at);
+    // ...while the unordered subscription of the same account had all five long before.
+    expect(free[4]!.at).to.be.below(ordered[2]!.at);
+    expect(positions(free, events).sort()).to.deep.equal([0, 1, 2, 3, 4]);
+  });
+
+  it('keeps the order while a second process joins the group and both stop with the backlog and a retry pending, then a new one starts', async () => {
+    const account = newAccountId();
+    await db.subscribe(account, receiver.url('/handover'), ['*'], { ordering: 'fifo' });
+    const second = await startTestDelivery({ ...env, INSTANCE_ID: uniqueName('dw') });
+    await waitForGroup(env);
+    const events = Array.from({ length: 8 }, (_, i) => envelope(account, 'call.started', { n: i }));
+    // The second event fails once (its retry comes 1 s later); every answer takes 100 ms.
+    const state = orderedReceiver(receiver, '/handover', 100, (id, nth) => (id === events[1]!.id && nth === 1 ? 503 : 200));
+    await log.publishAtOnce(events);
+
+    // The second event has failed once: the rest wait behind its retry. Now both processes stop,
+    // and a new one starts: the queue's place and the retry are in the store only.
+    await db.until(async () => receiver.received('/handover').some((r) => r.body.id === events[1]!.id), 20_000, 'the failing attempt');
+    await Promise.all([first.close(), second.close()]);
+    const stoppedAfter = receiver.received('/handover').length;
+    await startTestDelivery({ ...env, INSTANCE_ID: uniqueName('dw') });
+    const all = await db.until(
+      async () => {
+        const reqs = receiver.received('/handover');
+        return new Set(reqs.map((r) => r.body.id)).size === events.length && reqs.length >= events.length + 1 ? reqs : null;
+      },
+      30_000,
+      () => `all ${events.length} events (got ${JSON.stringify(positions(receiver.received('/handover'), events))})`,
+    );
+    const seq = positions(all, events);
+    // Never back: a copy sent again (at-least-once) may repeat the last one, never an earlier one.
+    for (let k = 1; k < seq.length; k++) expect(seq[k], `request ${k} of ${JSON.stringify(seq)}`).to.be.at.least(seq[k - 1]!);
+    expect([...new Set(seq)]).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(state.most, 'requests in flight at once').to.equal(1);
+    // The second event's retry came before any later event, and the restarted process sent the rest.
+    expect(seq.slice(0, 3)).to.deep.equal([0, 1, 1]);
+    expect(stoppedAfter, 'requests before the restart').to.be.below(seq.length - 4);
+  });
+});
