@@ -10,12 +10,19 @@
  * On its own topic and database: a delivery process of another test file
  * (another group on the shared topic) would send these events too.
  */
+import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
+import { pino } from 'pino';
+import { insertDeliveries, saveFifoHead } from '#shared/mongo/delivery-queue.js';
+import { createMongo, type DeliveryDoc } from '#shared/mongo/index.js';
+import { atFileEnd } from '#test-support/cleanup.js';
 import { ownDatabase, uniqueName } from '#test-support/env.js';
 import { Receiver, type Received, type Reply } from '#test-support/receiver.js';
 import type { EventEnvelope } from '#shared/eventlog/types.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from './support/delivery.js';
 import type { RunningDelivery } from '../src/worker.js';
+import { loadDeliveryConfig } from '../src/config.js';
+import { FifoQueues } from '../src/fifo.js';
 
 /** Answers each request after `delayMs` with `reply(id)`, counting the requests in flight at once. */
 function orderedReceiver(receiver: Receiver, path: string, delayMs: number, reply: (eventId: string, nth: number) => number) {
@@ -109,5 +116,51 @@ describe('ordered delivery (ordering: fifo)', function () {
     // The second event's retry came before any later event, and the restarted process sent the rest.
     expect(seq.slice(0, 3)).to.deep.equal([0, 1, 1]);
     expect(stoppedAfter, 'requests before the restart').to.be.below(seq.length - 4);
+  });
+
+  it('two processes stepping one queue at once, from a stale head hint, claim each head once and never one behind a pending delivery', async () => {
+    // A database of its own: no delivery process reads its due buckets (it would step the queue too).
+    const mongo = createMongo(loadDeliveryConfig({ ...env, MONGO_DB: ownDatabase('fifosteps') }));
+    atFileEnd(() => mongo.close());
+    const c = mongo.collections;
+    const sub = 'wh_' + randomBytes(12).toString('hex');
+    const now = new Date();
+    const doc = (k: number): DeliveryDoc => ({
+      _id: `dlv_fifo_${sub}_${k}`, account_id: 'acct_x', subscription_id: sub, event_id: `evt_${k}`, event_type: 'call.started', body: '{}', state: 'pending', attempts: 0,
+      next_attempt_at: now, claim_seq: 0, lease_owner: null, lease_until: null, last_status: null, last_outcome: null, created_at: now, updated_at: now, fifo: true,
+    });
+    const docs = [0, 1, 2].map(doc);
+    await insertDeliveries(c, docs);
+    // Two processes: what each hands to its dispatcher (nothing is sent here).
+    const handed: string[] = [];
+    const process = (owner: string) =>
+      new FifoQueues({
+        log: pino({ level: 'silent' }), collections: c, owner, leaseMs: 15_000, clock: () => new Date(),
+        dispatcher: { room: 10, holds: () => false, roomFor: () => 10, enqueue: (job) => (handed.push(job.delivery._id), 'queued') },
+      });
+    const [a, b] = [process('A'), process('B')];
+    const finish = (k: number, state: 'succeeded' | 'failed') => c.deliveries.updateOne({ _id: docs[k]!._id }, { $set: { state, lease_owner: null, lease_until: null } });
+
+    await Promise.all([a.step(sub), b.step(sub), a.step(sub), b.step(sub)]);
+    expect(handed, 'the head, once').to.deep.equal([docs[0]!._id]);
+    // Held (leased) by its claimer: nobody takes it or anything behind it.
+    await Promise.all([a.step(sub), b.step(sub)]);
+    expect(handed).to.have.length(1);
+    await finish(0, 'succeeded');
+    await Promise.all([a.step(sub), b.step(sub)]);
+    expect(handed, 'the next once the first succeeded').to.deep.equal([docs[0]!._id, docs[1]!._id]);
+    // Given up counts as finished; a head hint written late from before (a lagging writer) changes nothing.
+    await finish(1, 'failed');
+    await saveFifoHead(c.retryDue, sub, { n: 0, i: 0 });
+    await Promise.all([a.step(sub), b.step(sub)]);
+    expect(handed).to.deep.equal(docs.map((d) => d._id));
+    // Appended later (a resend, say): after the last one is finished, not before.
+    const later = doc(3);
+    await insertDeliveries(c, [later]);
+    await Promise.all([a.step(sub), b.step(sub)]);
+    expect(handed).to.have.length(3);
+    await finish(2, 'succeeded');
+    await Promise.all([a.step(sub), b.step(sub)]);
+    expect(handed).to.deep.equal([...docs.map((d) => d._id), later._id]);
   });
 });
