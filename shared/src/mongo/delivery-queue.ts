@@ -297,15 +297,15 @@ export function fifoPoke(subscriptionId: string, t: number): DueEntry {
   return { d: FIFO_POKE_PREFIX + subscriptionId, s: subscriptionId, t };
 }
 
-export const fifoSlotId = (subscriptionId: string, n: number): string => `fifo:${subscriptionId}:${n}`;
-export const fifoHeadId = (subscriptionId: string): string => `fifoh:${subscriptionId}`;
+const fifoSlotId = (subscriptionId: string, n: number): string => `fifo:${subscriptionId}:${n}`;
+const fifoHeadId = (subscriptionId: string): string => `fifoh:${subscriptionId}`;
 const fifoTailId = (subscriptionId: string): string => `fifot:${subscriptionId}`;
 
 /** Per queue, this process's next slot to try (a hint: a taken one costs a duplicate key). */
 const fifoTail = new Map<string, number>();
 
 /** Appends `ids`, in this order, as one slot at the queue's tail. */
-export async function appendFifo(coll: DueCollection, subscriptionId: string, ids: string[]): Promise<void> {
+async function appendFifo(coll: DueCollection, subscriptionId: string, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
   const key = `${coll.dbName}.${coll.collectionName}:${subscriptionId}`;
   let n = fifoTail.get(key) ?? (((await coll.findOne({ _id: fifoTailId(subscriptionId) })) as FifoHintDoc | null)?.n ?? 0);
