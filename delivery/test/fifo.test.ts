@@ -118,7 +118,7 @@ describe('ordered delivery (ordering: fifo)', function () {
     expect(stoppedAfter, 'requests before the restart').to.be.below(seq.length - 4);
   });
 
-  it('two processes stepping one queue at once, from a stale head hint, claim each head once and never one behind a pending delivery', async () => {
+  it('two processes stepping one queue at once, from a stale head hint, claim each head once (again only after its lease ran out) and never one behind a pending delivery', async () => {
     // A database of its own: no delivery process reads its due buckets (it would step the queue too).
     const mongo = createMongo(loadDeliveryConfig({ ...env, MONGO_DB: ownDatabase('fifosteps') }));
     atFileEnd(() => mongo.close());
@@ -130,12 +130,13 @@ describe('ordered delivery (ordering: fifo)', function () {
       next_attempt_at: now, claim_seq: 0, lease_owner: null, lease_until: null, last_status: null, last_outcome: null, created_at: now, updated_at: now, fifo: true,
     });
     const docs = [0, 1, 2].map(doc);
+    const LEASE_MS = 2000;
     await insertDeliveries(c, docs);
     // Two processes: what each hands to its dispatcher (nothing is sent here).
     const handed: string[] = [];
     const process = (owner: string) =>
       new FifoQueues({
-        log: pino({ level: 'silent' }), collections: c, owner, leaseMs: 15_000, clock: () => new Date(),
+        log: pino({ level: 'silent' }), collections: c, owner, leaseMs: LEASE_MS, clock: () => new Date(),
         dispatcher: { room: 10, holds: () => false, roomFor: () => 10, enqueue: (job) => (handed.push(job.delivery._id), 'queued') },
       });
     const [a, b] = [process('A'), process('B')];
@@ -146,6 +147,11 @@ describe('ordered delivery (ordering: fifo)', function () {
     // Held (leased) by its claimer: nobody takes it or anything behind it.
     await Promise.all([a.step(sub), b.step(sub)]);
     expect(handed).to.have.length(1);
+    // Its claimer dies: once the lease is over, the other process takes the same head (nothing behind it).
+    await new Promise((r) => setTimeout(r, LEASE_MS + 100));
+    await b.step(sub);
+    expect(handed, 'the head again, after its lease').to.deep.equal([docs[0]!._id, docs[0]!._id]);
+    handed.shift();
     await finish(0, 'succeeded');
     await Promise.all([a.step(sub), b.step(sub)]);
     expect(handed, 'the next once the first succeeded').to.deep.equal([docs[0]!._id, docs[1]!._id]);
