@@ -160,7 +160,10 @@ export class FifoQueues {
       await scheduleDue(c.retryDue, [fifoPoke(subscriptionId, nowMs + deps.leaseMs)], nowMs);
       const held = await claim(c, doc, deps.owner, now, deps.leaseMs);
       if (!held) return; // another process took it first
-      if (deps.dispatcher.enqueue({ delivery: held }) === 'full') await releaseLeases(c, [held._id], deps.owner, deps.clock());
+      // Not taken (no room, or the dispatcher is stopping): handed back at once rather than left to its lease,
+      // which would hold the whole queue that long. One already held here keeps its lease.
+      const taken = deps.dispatcher.enqueue({ delivery: held });
+      if (taken === 'full' || (taken === 'duplicate' && !deps.dispatcher.holds(held._id))) await releaseLeases(c, [held._id], deps.owner, deps.clock());
       return;
     }
   }
