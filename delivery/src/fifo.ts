@@ -29,7 +29,7 @@
  * a held queue is a pending delivery in the store and nothing else.
  */
 import type { Logger } from '#shared/log.js';
-import { fifoPoke, readFifoHead, readFifoSlot, saveFifoHead, scheduleDue } from '#shared/mongo/delivery-queue.js';
+import { fifoPoke, readFifoHead, readFifoSlot, readFifoTail, saveFifoHead, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import type { FifoSlotDoc } from '#shared/mongo/index.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
@@ -125,8 +125,17 @@ export class FifoQueues {
         return;
       }
       const slot = await this.slot(subscriptionId, n);
-      // Nothing appended here yet: every entry is finished (an append pokes the queue).
-      if (!slot) return save();
+      if (!slot) {
+        // Below the tail: removed by the retention sweep (wholly finished), from a hint that lagged far behind.
+        if (n < (await readFifoTail(c.retryDue, subscriptionId))) {
+          n++;
+          i = 0;
+          walked++;
+          continue;
+        }
+        // Nothing appended here yet: every entry is finished (an append pokes the queue).
+        return save();
+      }
       if (i >= slot.entries.length) {
         n++;
         i = 0;

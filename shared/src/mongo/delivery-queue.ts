@@ -311,7 +311,7 @@ async function appendFifo(coll: DueCollection, subscriptionId: string, ids: stri
   let n = fifoTail.get(key) ?? (((await coll.findOne({ _id: fifoTailId(subscriptionId) })) as FifoHintDoc | null)?.n ?? 0);
   for (; ; n++) {
     try {
-      await coll.insertOne({ _id: fifoSlotId(subscriptionId, n), s: subscriptionId, entries: ids, at: new Date() });
+      await coll.insertOne({ _id: fifoSlotId(subscriptionId, n), s: subscriptionId, entries: ids, appended_at: new Date() });
       break;
     } catch (err) {
       if (!isDuplicate(err)) throw err;
@@ -325,6 +325,38 @@ async function appendFifo(coll: DueCollection, subscriptionId: string, ids: stri
 /** Slot n of the subscription's queue; null when nothing was appended there yet. */
 export async function readFifoSlot(coll: DueCollection, subscriptionId: string, n: number): Promise<FifoSlotDoc | null> {
   return (await coll.findOne({ _id: fifoSlotId(subscriptionId, n) })) as FifoSlotDoc | null;
+}
+
+/** The tail hint: every slot below it was taken (it may lag behind). */
+export async function readFifoTail(coll: DueCollection, subscriptionId: string): Promise<number> {
+  return ((await coll.findOne({ _id: fifoTailId(subscriptionId) })) as FifoHintDoc | null)?.n ?? 0;
+}
+
+/**
+ * Removes ordered-queue slots appended before `before` that lie wholly
+ * behind their queue's head hint (every delivery they list was finished:
+ * the hint only ever says so). A reader that meets a removed slot (its hint
+ * lagged far behind) steps over it: it is below the tail. At most `limit`
+ * slots per call; returns how many were removed.
+ */
+export async function sweepFifoSlots(coll: DueCollection, before: Date, limit = 1000): Promise<number> {
+  const old = (await coll
+    .find({ appended_at: { $lt: before } }, { projection: { _id: 1, s: 1 } })
+    .limit(limit)
+    .toArray()) as Pick<FifoSlotDoc, '_id' | 's'>[];
+  const heads = new Map<string, number>();
+  let removed = 0;
+  for (const slot of old) {
+    const n = Number(slot._id.slice(slot._id.lastIndexOf(':') + 1));
+    let head = heads.get(slot.s);
+    if (head === undefined) {
+      head = (await readFifoHead(coll, slot.s)).n;
+      heads.set(slot.s, head);
+    }
+    if (!Number.isInteger(n) || n >= head) continue;
+    removed += (await coll.deleteOne({ _id: slot._id })).deletedCount;
+  }
+  return removed;
 }
 
 /** Where the unfinished part of the queue starts, as last written (it may lag behind). */

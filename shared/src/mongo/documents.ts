@@ -457,14 +457,16 @@ export interface DueSlotDoc {
  * writer's batch of delivery ids in order, never changed), the head hint
  * `fifoh:<subscription>` (n, i: every entry before it is finished) and the
  * tail hint `fifot:<subscription>` (n: every slot below it is taken). Both
- * hints only ever lag behind. Found by `_id` only (delivery-queue.ts).
+ * hints only ever lag behind. Found by `_id` only (delivery-queue.ts), but
+ * for the retention sweep (appended_at).
  */
 export interface FifoSlotDoc {
   _id: string; // `fifo:${subscription}:${n}`
   s: string;
   /** Delivery ids, in the order they are sent. */
   entries: string[];
-  at: Date;
+  /** When it was appended: the retention sweep removes a slot, once older than the retention period, if the head hint is past it. */
+  appended_at: Date;
 }
 
 export interface FifoHintDoc {
