@@ -91,6 +91,7 @@ describe('dashboard in a real browser', function () {
     await form.getByLabel('HTTPS URL').fill(url);
     await form.getByLabel('Description').fill('UI test receiver');
     await form.getByLabel('Custom headers').fill('X-Ui-Key: ui-secret-value\nX-Tenant: t1');
+    await form.getByLabel('Ordered delivery (FIFO)').check();
     await form.getByRole('button', { name: 'Add webhook' }).click();
     await page.locator('#hook-secret').waitFor({ state: 'visible' });
     expect(await page.locator('#hook-secret-value').textContent()).to.match(/^whsec_/);
@@ -98,7 +99,8 @@ describe('dashboard in a real browser', function () {
     await row.waitFor();
     expect(await row.locator('td').nth(1).textContent()).to.equal('*');
     // The custom headers are shown masked, never their values (the API stored them: webhooks-headers.test.ts sends them).
-    expect(await row.locator('td').nth(0).textContent()).to.equal(`${url}Headers: X-Ui-Key: ****, X-Tenant: ****`);
+    // Ordered delivery was asked for: the row says so (the API stored it: enabledOf's list below shows it too).
+    expect(await row.locator('td').nth(0).textContent()).to.equal(`${url}Headers: X-Ui-Key: ****, X-Tenant: ****Ordered (FIFO): one at a time, in log order`);
     expect(await page.content()).not.to.include('ui-secret-value');
 
     await row.getByRole('button', { name: `Ping ${url}` }).click();
@@ -112,6 +114,12 @@ describe('dashboard in a real browser', function () {
         const res = await fetch('/api/v1/webhooks', { headers: { authorization: `Bearer ${(globalThis as unknown as { sessionStorage: { getItem(k: string): string | null } }).sessionStorage.getItem('svc_session')}` } });
         return ((await res.json()) as { webhooks: { url: string; enabled: boolean }[] }).webhooks.find((w) => w.url === u)!.enabled;
       }, url);
+    const orderingOf = (): Promise<string> =>
+      page.evaluate(async (u) => {
+        const res = await fetch('/api/v1/webhooks', { headers: { authorization: `Bearer ${(globalThis as unknown as { sessionStorage: { getItem(k: string): string | null } }).sessionStorage.getItem('svc_session')}` } });
+        return ((await res.json()) as { webhooks: { url: string; ordering: string }[] }).webhooks.find((w) => w.url === u)!.ordering;
+      }, url);
+    expect(await orderingOf()).to.equal('fifo');
     await row.getByRole('button', { name: `Disable ${url}` }).click();
     await row.getByRole('button', { name: `Enable ${url}` }).waitFor();
     expect(await row.locator('td').nth(2).textContent()).to.match(/disabled$/);

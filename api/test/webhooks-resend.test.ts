@@ -379,6 +379,29 @@ describe('webhook resend, recover and replay (delivery process, HTTPS receiver)'
     expect(receiver.received(path).at(-1)!.body.id).to.equal(e5.id);
   });
 
+  it('a replay to a fifo subscription is sent one at a time in log order, its first delivery failing once holding the rest', async () => {
+    const acct = await createAccount(api.url);
+    const start = await ingest(acct, 'message.sent'); // not a type the subscription takes: where the replay starts
+    const events: { id: string; cursor: string }[] = [];
+    for (let i = 0; i < 4; i++) events.push(await ingest(acct, 'call.started'));
+    await stored(events[3]!.cursor);
+    const path = '/rs-fifo';
+    let failedOnce = false;
+    receiver.on(path, (_n, req) => {
+      if (req.body.id !== events[0]!.id || failedOnce) return { status: 200 };
+      failedOnce = true;
+      return { status: 503 };
+    });
+    const res = await call(api.url, 'POST', '/api/v1/webhooks', { headers: bearer(acct.apiKey), body: { url: receiver.url(path), events: ['call.started'], ordering: 'fifo' } });
+    expect(res.status, JSON.stringify(res.body)).to.equal(201);
+    const replay = await post(acct, `/${res.body.id}/replay`, { since: start.cursor });
+    expect(replay.status, JSON.stringify(replay.body)).to.equal(202);
+    expect(replay.body.queued).to.equal(4);
+    await receiver.waitFor(path, 5);
+    const order = receiver.received(path).map((r) => events.findIndex((e) => e.id === r.body.id));
+    expect(order, 'the first twice (its retry 1 s later), then the rest in log order').to.deep.equal([0, 0, 1, 2, 3]);
+  });
+
   it('the same Idempotency-Key twice queues once and answers the first answer; another request under it is a 409', async () => {
     const acct = await createAccount(api.url);
     const path = '/rs-idem';

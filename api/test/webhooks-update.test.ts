@@ -19,7 +19,7 @@ import { bearer, createAccount, type TestAccount } from './support/accounts.js';
 import { call, sharedApis } from './support/api.js';
 import { webhookApi, webhookTestEnv } from './support/webhooks.js';
 
-const WEBHOOK_KEYS = ['id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'headers', 'created_at', 'last_status', 'last_delivery_at', 'last_error'];
+const WEBHOOK_KEYS = ['id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'ordering', 'headers', 'created_at', 'last_status', 'last_delivery_at', 'last_error'];
 
 describe('PATCH /api/v1/webhooks/{id}', () => {
   let api: RunningApi;
@@ -43,7 +43,7 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     const id = created.body.id;
     expect(created.body.enabled).to.equal(true);
 
-    expect(created.body).to.include({ disabled_reason: null, disabled_at: null, rate_limit: null });
+    expect(created.body).to.include({ disabled_reason: null, disabled_at: null, rate_limit: null, ordering: 'unordered' });
     const manual = { enabled: false, disabled_reason: 'manual' };
     const on = { enabled: true, disabled_reason: null, disabled_at: null };
     const steps: [Record<string, unknown>, Record<string, unknown>][] = [
@@ -51,6 +51,8 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
       [{ events: ['message.sent', 'call.ended'] }, { events: ['message.sent', 'call.ended'] }],
       [{ description: 'second' }, { description: 'second' }],
       [{ rate_limit: 50 }, { rate_limit: 50 }],
+      [{ ordering: 'fifo' }, { ordering: 'fifo' }],
+      [{ ordering: 'unordered' }, { ordering: 'unordered' }],
       [{ headers: { 'X-Api-Key': 'k1', 'X-Tenant': 't' } }, { headers: { 'X-Api-Key': '****', 'X-Tenant': '****' } }],
       [{ headers: {} }, { headers: {} }],
       [{ enabled: false }, manual],
@@ -134,6 +136,8 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
       [{ rate_limit: 10_001 }, 'rate_limit'],
       [{ rate_limit: 2.5 }, 'rate_limit'],
       [{ rate_limit: '5' }, 'rate_limit'],
+      [{ ordering: 'FIFO' }, 'ordering'],
+      [{ ordering: null }, 'ordering'],
       [{ disabled_reason: null, enabled: true }, 'disabled_reason'],
       [{ headers: { 'X-Service-Event': 'x' } }, 'headers.X-Service-Event'],
       [{ headers: { 'X-A': 5 } }, 'headers.X-A'],

@@ -39,8 +39,8 @@ describe('webhook subscriptions API', () => {
     const res = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1:8443/hooks?x=1', events: ['call.started', 'message.sent'], description: 'crm' });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     expect(res.headers.get('cache-control')).to.equal('no-store');
-    expect(res.body).to.have.all.keys('id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'headers', 'created_at', 'last_status', 'last_delivery_at', 'last_error', 'secret');
-    expect(res.body).to.include({ url: 'https://127.0.0.1:8443/hooks?x=1', description: 'crm', last_status: null, last_delivery_at: null, last_error: null });
+    expect(res.body).to.have.all.keys('id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'disabled_at', 'rate_limit', 'ordering', 'headers', 'created_at', 'last_status', 'last_delivery_at', 'last_error', 'secret');
+    expect(res.body).to.include({ url: 'https://127.0.0.1:8443/hooks?x=1', description: 'crm', last_status: null, last_delivery_at: null, last_error: null, ordering: 'unordered' });
     expect(res.body.id).to.match(ID_SHAPE);
     expect(res.body.secret).to.match(SECRET_SHAPE);
     expect(res.body.events).to.deep.equal(['call.started', 'message.sent']);
@@ -119,6 +119,7 @@ describe('webhook subscriptions API', () => {
       [{ url: `https://127.0.0.1/${'a'.repeat(2048)}`, events: ['*'] }, 'url'],
       [{ url: 'https://127.0.0.1/', events: ['*'], secret: 'whsec_mine' }, 'secret'],
       [{ events: ['*'] }, 'url'],
+      [{ url: 'https://127.0.0.1/', events: ['*'], ordering: 'strict' }, 'ordering'],
     ];
     for (const [body, path] of bad) {
       const res = await hooks(acct, 'POST', '', body);
@@ -129,6 +130,12 @@ describe('webhook subscriptions API', () => {
     const all = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/', events: ['*'] });
     expect(all.status).to.equal(201);
     expect(all.body.description).to.equal('');
+    // Ordered delivery is asked for at creation and shown in every answer.
+    const fifo = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/fifo', events: ['*'], ordering: 'fifo' });
+    expect(fifo.status).to.equal(201);
+    expect(fifo.body.ordering).to.equal('fifo');
+    expect((await hooks(acct, 'GET', `/${fifo.body.id}`)).body.ordering).to.equal('fifo');
+    expect((await hooks(acct, 'GET')).body.webhooks.map((w: { ordering: string }) => w.ordering)).to.deep.equal(['unordered', 'fifo']);
   });
 
   it(`refuses more than the per-account cap with 409 (${WEBHOOK_CAP_FOR_TESTS} in tests, 50 by default)`, async () => {

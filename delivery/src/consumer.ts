@@ -22,6 +22,10 @@
  * timer for the whole batch, so a slow store cannot make the group evict
  * this member either.
  *
+ * A `fifo` subscription's deliveries are not sent from memory: each step
+ * appends them to its ordered queue in the store, in log order, and they are
+ * finished (for the offsets) once there (fifo.ts sends them one at a time).
+ *
  * A subscription receives only events that occurred at or after its
  * creation (event `created_at` >= subscription `created_at`), whatever the
  * group's start position: a new subscription, or a new delivery group
@@ -215,6 +219,7 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
   if (planned.length === 0) return 0;
   const now = deps.clock();
   const overflow: { doc: DeliveryDoc; offset: string }[] = [];
+  const ordered: { doc: DeliveryDoc; offset: string }[] = [];
   let queued = 0;
   for (const { envelope, traceparent, body, sub, offset, id } of planned) {
     const doc: DeliveryDoc = {
@@ -222,6 +227,11 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
       lease_owner: null,
       lease_until: null,
     };
+    // An ordered subscription's deliveries all go to its queue in the store, in log order (fifo.ts).
+    if (sub.ordering === 'fifo') {
+      ordered.push({ doc: { ...doc, fifo: true }, offset });
+      continue;
+    }
     if (await roomFor(deps, sub._id)) {
       const res = deps.dispatcher.enqueue({ delivery: doc, rateLimit: sub.rate_limit ?? null, fresh: { done: () => progress.finish(offset, id) } });
       if (res === 'queued') queued++;
@@ -232,7 +242,9 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
   // One insertMany for the step's overflow (a hung subscription's backlog), retried until it
   // lands, in the background: the partition's next events do not wait for the store.
   if (overflow.length > 0) deps.dispatcher.storeOverflow(overflow.map((o) => ({ delivery: o.doc, fresh: { done: () => progress.finish(o.offset, o.doc._id) } })));
-  return queued;
+  // Likewise, appended to their ordered queues in the background, one step after another.
+  if (ordered.length > 0) deps.dispatcher.storeFifo(ordered.map((o) => ({ delivery: o.doc, fresh: { done: () => progress.finish(o.offset, o.doc._id) } })));
+  return queued + ordered.length;
 }
 
 /**

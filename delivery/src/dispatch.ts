@@ -139,6 +139,10 @@ export class Dispatcher {
   private rateTimerAt = 0;
   /** Signing secrets, decrypted once each. */
   private readonly secrets: OpenedSecrets;
+  /** Told when a `fifo` subscription's delivery held here is finished or its queue was appended to (worker.ts: steps the queue). */
+  onFifoReady?: (subscriptionId: string) => void;
+  /** This process's appends to ordered queues, one after another (in the log's order). */
+  private fifoWrites: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly deps: DispatchDeps,
@@ -360,8 +364,9 @@ export class Dispatcher {
     this.limiter.take(sub._id);
   }
 
-  /** A fresh job (and any copy of it that arrived meanwhile) is finished. */
+  /** A fresh job (and any copy of it that arrived meanwhile) is finished; a stored one of an ordered queue lets its queue go on. */
   private finished(job: Job): void {
+    if (!job.fresh && job.delivery.fifo) this.onFifoReady?.(job.delivery.subscription_id);
     job.fresh?.done();
     const waiting = this.waiters.get(job.delivery._id);
     if (!waiting) return;
@@ -499,6 +504,26 @@ export class Dispatcher {
    */
   storeOverflow(jobs: Job[]): void {
     this.storeFresh(jobs);
+  }
+
+  /**
+   * Deliveries of `fifo` subscriptions, read from the log: appended to their
+   * queues (one write after another, so in the log's order), each finished
+   * once stored, then each queue is stepped. They are never sent from here:
+   * the queue hands out its head (fifo.ts).
+   */
+  storeFifo(jobs: Job[]): void {
+    if (jobs.length === 0) return;
+    this.bookkeeping++;
+    const docs = jobs.map((j) => j.delivery);
+    this.fifoWrites = this.fifoWrites
+      .then(() => storeUnleased(this.deps.collections, docs, this.deps.log))
+      .then(() => {
+        jobs.forEach((j) => this.finished(j));
+        for (const s of new Set(docs.map((d) => d.subscription_id))) this.onFifoReady?.(s);
+      })
+      .catch((err: unknown) => this.deps.log.warn({ err }, 'could not append deliveries to their ordered queues; the log will be read again from before them'))
+      .finally(() => this.settle());
   }
 
   /** Queued work of a subscription that just slowed down: back to the store, where it waits without holding memory here. */

@@ -5,11 +5,12 @@
  * claim documents once far older than any read that could still race them,
  * and retry buckets an hour behind the schedulers' cursor (every scheduler
  * has read them; the filter on b is a scan on FerretDB, but only every ten
- * minutes).
+ * minutes), and ordered-queue slots past the retention period that lie
+ * wholly behind their queue's head.
  */
 import type { Logger } from '#shared/log.js';
 import { runPeriodically } from '#shared/periodic.js';
-import { DUE_BUCKET_MS, readDueCursor } from '#shared/mongo/delivery-queue.js';
+import { DUE_BUCKET_MS, readDueCursor, sweepFifoSlots } from '#shared/mongo/delivery-queue.js';
 import type { DeliveryCollections } from './deliveries.js';
 
 const DAY = 24 * 3600 * 1000;
@@ -23,6 +24,7 @@ interface SweepCounts {
   deliveries: number;
   claims: number;
   dueSlots: number;
+  fifoSlots: number;
 }
 
 export async function sweepOnce(c: DeliveryCollections, now: Date, retentionMs: number): Promise<SweepCounts> {
@@ -32,7 +34,8 @@ export async function sweepOnce(c: DeliveryCollections, now: Date, retentionMs: 
   const claims = await c.claims.deleteMany({ at: { $lt: new Date(now.getTime() - CLAIM_RETENTION_MS) } });
   const cursor = await readDueCursor(c.retryDue);
   const dueSlots = cursor === null ? 0 : (await c.retryDue.deleteMany({ b: { $lt: cursor - DUE_RETENTION_BUCKETS } })).deletedCount;
-  return { attempts: attempts.deletedCount, deliveries: deliveries.deletedCount, claims: claims.deletedCount, dueSlots };
+  const fifoSlots = await sweepFifoSlots(c.retryDue, before);
+  return { attempts: attempts.deletedCount, deliveries: deliveries.deletedCount, claims: claims.deletedCount, dueSlots, fifoSlots };
 }
 
 /** Sweeps every `intervalMs` (first after one interval); returns a stop function. */
@@ -40,7 +43,7 @@ export function startSweeper(opts: { collections: DeliveryCollections; log: Logg
   return runPeriodically(opts.intervalMs, () => {
     sweepOnce(opts.collections, opts.clock(), opts.retentionMs).then(
       (counts) => {
-        if (counts.attempts + counts.deliveries + counts.claims + counts.dueSlots > 0) opts.log.info(counts, 'swept old delivery records');
+        if (counts.attempts + counts.deliveries + counts.claims + counts.dueSlots + counts.fifoSlots > 0) opts.log.info(counts, 'swept old delivery records');
       },
       (err: unknown) => opts.log.warn({ err }, 'could not sweep old delivery records; will try again'),
     );

@@ -40,12 +40,17 @@
  * insert left a window: a writer killed between its markers and its entries
  * lost the moves, and every other process had stood back.) Lease checks are
  * written by each claimer (each may win its claim).
+ *
+ * A delivery of a `fifo` subscription is never claimed from its entry: the
+ * entry (or a poke of the queue, `fifo:<subscription>`) steps that
+ * subscription's ordered queue instead (fifo.ts), which claims only its head.
  */
 import type { Logger } from '#shared/log.js';
 import type { DeliveryDoc, DueEntry } from '#shared/mongo/index.js';
-import { bucketOf, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
+import { bucketOf, dueAt, DUE_BUCKET_MS, FIFO_POKE_PREFIX, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
+import { FifoQueues } from './fifo.js';
 
 interface SchedulerDeps {
   log: Logger;
@@ -89,8 +94,12 @@ export class RetryScheduler {
   private current: OpenBucket | null = null;
   private saved = -1;
   private savedAt = 0;
+  /** The ordered queues of `fifo` subscriptions: stepped from their entries here, and after a finish or an append (worker.ts). */
+  readonly fifo: FifoQueues;
 
-  constructor(private readonly deps: SchedulerDeps) {}
+  constructor(private readonly deps: SchedulerDeps) {
+    this.fifo = new FifoQueues(deps);
+  }
 
   start(): void {
     this.schedule();
@@ -98,6 +107,7 @@ export class RetryScheduler {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.fifo.stop();
     if (this.timer) clearTimeout(this.timer);
     await this.ticking;
     await this.saveCursor(true).catch((err: unknown) => this.deps.log.info({ err }, 'could not store the retry cursor; the next start reads a few buckets again'));
@@ -155,11 +165,17 @@ export class RetryScheduler {
     /** Held here (queued, sending, or its record being written): never claimed here, never dropped unread. */
     const ours: DueEntry[] = [];
     const defer: DueEntry[] = [];
+    /** Ordered queues to step (fifo.ts): poked, or named by the entry of one of their deliveries. */
+    const queues = new Set<string>();
     const perSubscription = new Map<string, number>();
     const limit = Math.min(budget, dispatcher.room);
     let i = open.i;
     for (; i < open.entries.length && take.length < limit; i++) {
       const e = open.entries[i] as DueEntry;
+      if (e.d.startsWith(FIFO_POKE_PREFIX)) {
+        queues.add(e.s);
+        continue;
+      }
       // Ours already: looked at again later (its record, still being written, may be all that
       // bucketed it: a fresh delivery's first retry, or a lease this process renewed).
       if (dispatcher.holds(e.d)) {
@@ -183,6 +199,10 @@ export class RetryScheduler {
     /** Entries moved to a later bucket (each reading process writes its own; merged on read). */
     const moves: DueEntry[] = defer.map((e) => ({ ...e, t: this.deferredTo(open, e.s, nowMs) }));
     for (const [k, doc] of docs.entries()) {
+      if (k < take.length && doc?.fifo) {
+        queues.add(doc.subscription_id);
+        continue;
+      }
       if (!doc || doc.state !== 'pending') continue;
       const lease = doc.lease_until?.getTime() ?? 0;
       if (k >= take.length) {
@@ -201,6 +221,8 @@ export class RetryScheduler {
     }
     // Stored before any claim is tried and before the bucket moves past these entries.
     if (checks.length + moves.length > 0) await scheduleDue(deps.collections.retryDue, [...checks, ...moves], nowMs);
+    // Before the bucket moves past their entries: a step that fails is tried again with them.
+    for (const subscriptionId of queues) await this.fifo.step(subscriptionId);
     open.i = i;
     let won = 0;
     const full: string[] = [];

@@ -51,6 +51,7 @@ const PROJECTION = {
   enabled_at: 1,
   created_at: 1,
   rate_limit: 1,
+  ordering: 1,
   secret_enc: 1,
   secret_gen: 1,
   previous_secret_enc: 1,

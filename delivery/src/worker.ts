@@ -123,6 +123,8 @@ export async function startDelivery(config: DeliveryConfig, overrides: DeliveryO
   lifecycle.onStop('dispatcher', () => dispatcher.stop(ATTEMPT_TIMEOUT_MS + 1000));
 
   const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: wh.pollIntervalMs });
+  // An ordered queue goes on as soon as its head is finished here, or its deliveries are appended here.
+  dispatcher.onFifoReady = (subscriptionId) => scheduler.fifo.poke(subscriptionId);
   scheduler.start();
   lifecycle.onStop('retry-scheduler', () => scheduler.stop());
 

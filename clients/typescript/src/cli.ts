@@ -306,7 +306,7 @@ async function webhooksList(args: string[], env: Env): Promise<number> {
   }
   for (const h of hooks) {
     const last = h.last_status !== null ? String(h.last_status) : (h.last_error ?? '-');
-    out([h.id, h.enabled ? 'enabled ' : 'disabled', `last=${last}`.padEnd(12), h.events.join(','), h.url].join('  '));
+    out([h.id, h.enabled ? 'enabled ' : 'disabled', h.ordering === 'fifo' ? 'fifo     ' : 'unordered', `last=${last}`.padEnd(12), h.events.join(','), h.url].join('  '));
   }
   return 0;
 }

@@ -108,6 +108,9 @@ export interface StreamToken {
   stream_url: string;
 }
 
+/** How a subscription's deliveries are sent: concurrently (`unordered`) or one at a time in log order (`fifo`). */
+export type WebhookOrdering = 'unordered' | 'fifo';
+
 export interface Webhook {
   id: string;
   url: string;
@@ -119,6 +122,8 @@ export interface Webhook {
   disabled_at: string | null;
   /** Deliveries per second at most; null: unlimited. */
   rate_limit: number | null;
+  /** `fifo`: one delivery at a time in log order, a failing one holding the rest; `unordered`: concurrent (the default). */
+  ordering: WebhookOrdering;
   /** The custom headers sent on every attempt, each value masked: `{ "X-Api-Key": "****" }` ({} when none). */
   headers: Record<string, '****'>;
   created_at: string;
@@ -139,6 +144,8 @@ export interface CreateWebhookInput {
   description?: string;
   /** Deliveries per second at most (1 to 10000); null or absent: unlimited. */
   rate_limit?: number | null;
+  /** `fifo`: one delivery at a time in log order, each failing one holding the ones after it until it succeeds or is given up; absent: `unordered`. */
+  ordering?: WebhookOrdering;
   /** Custom headers sent on every attempt (at most 20; stored encrypted, shown masked). The service's own and hop-by-hop headers are refused (400 naming the header). */
   headers?: Record<string, string>;
 }
@@ -149,6 +156,8 @@ export interface UpdateWebhookInput {
   description?: string;
   enabled?: boolean;
   rate_limit?: number | null;
+  /** Applies to events that occur after the change. */
+  ordering?: WebhookOrdering;
   /** Replaces the whole set of custom headers; `{}` removes them all. */
   headers?: Record<string, string>;
 }

@@ -185,10 +185,10 @@ describe(`CLI (a spawned process on Node ${execFileSync(CLI_NODE, ['-p', 'proces
     const empty = run(['webhooks', 'list']);
     expect(await empty.exited).to.equal(0);
     expect(empty.stderr).to.include('No webhook subscriptions.');
-    const hook = await client.webhooks.create({ url: receiver.url('/cli-test'), events: ['call.ended', 'message.sent'] });
+    const hook = await client.webhooks.create({ url: receiver.url('/cli-test'), events: ['call.ended', 'message.sent'], ordering: 'fifo' });
     const list = run(['webhooks', 'list']);
     expect(await list.exited).to.equal(0);
-    expect(list.stdout[0]).to.include(hook.id).and.include('enabled').and.include('call.ended,message.sent').and.include(receiver.url('/cli-test'));
+    expect(list.stdout[0]).to.include(hook.id).and.include('enabled').and.include('fifo').and.include('call.ended,message.sent').and.include(receiver.url('/cli-test'));
     const json = run(['webhooks', 'list', '--json']);
     expect(await json.exited).to.equal(0);
     expect(JSON.parse(json.stdout.join('\n')).map((h: { id: string }) => h.id)).to.deep.equal([hook.id]);

@@ -208,6 +208,8 @@ describe('client: every route, against the real API and delivery process', funct
     expect(await client.webhooks.revealSecret(created.id)).to.equal(created.secret);
     expect((await client.webhooks.get(created.id)).description).to.equal('client test');
     expect((await client.webhooks.update(created.id, { description: 'renamed' })).description).to.equal('renamed');
+    expect(created.ordering).to.equal('unordered');
+    expect((await client.webhooks.update(created.id, { ordering: 'fifo' })).ordering).to.equal('fifo');
     expect((await client.webhooks.list()).map((w) => w.id)).to.deep.equal([created.id]);
     const { event_id } = await client.webhooks.ping(created.id);
     const [req] = await receiver.waitFor('/client-e2e', 1);

@@ -118,7 +118,7 @@ export class TestDb {
    * once its created_at, a fence ahead, has come (shared/src/subscription-fence.ts);
    * returns it with its plain secret.
    */
-  async subscribe(accountId: string, url: string, events: string[]): Promise<WebhookDoc & { secret: string }> {
+  async subscribe(accountId: string, url: string, events: string[], extra: Partial<WebhookDoc> = {}): Promise<WebhookDoc & { secret: string }> {
     const id = 'wh_' + randomBytes(12).toString('hex');
     const secret = newWebhookSecret();
     const doc: WebhookDoc = {
@@ -133,6 +133,7 @@ export class TestDb {
       last_status: null,
       last_delivery_at: null,
       last_error: null,
+      ...extra,
     };
     await this.db.collection<WebhookDoc>('webhooks').insertOne(doc);
     await waitUntilTime(doc.created_at);

@@ -26,7 +26,7 @@
  */
 import { createHash } from 'node:crypto';
 import { MongoBulkWriteError, type Collection } from 'mongodb';
-import type { DeliveryDoc, DueCursorDoc, DueEntry, DueSlotDoc } from './documents.js';
+import type { DeliveryDoc, DueCursorDoc, DueEntry, DueSlotDoc, FifoHintDoc, FifoSlotDoc } from './documents.js';
 
 /** Deterministic, so consuming the same event twice finds the existing delivery. */
 export function deliveryId(eventId: string, subscriptionId: string): string {
@@ -44,7 +44,7 @@ const INSERT_CHUNK = 1000;
  */
 export const DUE_BUCKET_MS = 1000;
 
-type DueCollection = Collection<DueSlotDoc | DueCursorDoc>;
+type DueCollection = Collection<DueSlotDoc | DueCursorDoc | FifoSlotDoc | FifoHintDoc>;
 interface QueueCollections {
   deliveries: Collection<DeliveryDoc>;
   retryDue: DueCollection;
@@ -207,14 +207,44 @@ export const insertHooks: { safetyMs: number; afterInsert?: (docs: DeliveryDoc[]
  * insert, still finds it (losing it takes that and a crash). The cost: a
  * delivery due within the minute has two entries; the later one finds it
  * done (or due later) and is dropped.
+ *
+ * Deliveries of a `fifo` subscription (`fifo: true`) are also appended to
+ * its ordered queue, after step 2, in the order given, and their entries
+ * are one poke of that queue per subscription instead of one per delivery
+ * (the queue decides what is sent). A process runs its calls that carry
+ * such deliveries one at a time, so its appends keep the order of its calls.
  */
 export async function insertDeliveries(c: QueueCollections, docs: DeliveryDoc[]): Promise<Set<string>> {
+  if (!docs.some((d) => d.fifo)) return insertChunks(c, docs);
+  // Ordered queues are appended in call order: this process's calls that carry any run one at a time.
+  return inOrder(`${c.retryDue.dbName}.${c.retryDue.collectionName}:fifo-appends`, () => insertChunks(c, docs));
+}
+
+/**
+ * The due entries of pending deliveries due at `at(d)`: one per delivery,
+ * except that a `fifo` subscription's deliveries get one poke of their
+ * queue (fifoPoke) for all of them.
+ */
+function dueEntries(pending: DeliveryDoc[], at: (d: DeliveryDoc) => number): DueEntry[] {
+  const out: DueEntry[] = [];
+  const poked = new Set<string>();
+  for (const d of pending) {
+    if (!d.fifo) out.push({ d: d._id, s: d.subscription_id, t: at(d) });
+    else if (!poked.has(d.subscription_id)) {
+      poked.add(d.subscription_id);
+      out.push(fifoPoke(d.subscription_id, at(d)));
+    }
+  }
+  return out;
+}
+
+async function insertChunks(c: QueueCollections, docs: DeliveryDoc[]): Promise<Set<string>> {
   const inserted = new Set<string>();
   for (let i = 0; i < docs.length; i += INSERT_CHUNK) {
     const chunk = docs.slice(i, i + INSERT_CHUNK);
     const pending = chunk.filter((d) => d.state === 'pending');
     const safeFrom = Date.now() + insertHooks.safetyMs;
-    if (pending.length > 0) await scheduleDue(c.retryDue, pending.map((d) => ({ d: d._id, s: d.subscription_id, t: Math.max(dueAt(d), safeFrom) })));
+    if (pending.length > 0) await scheduleDue(c.retryDue, dueEntries(pending, (d) => Math.max(dueAt(d), safeFrom)));
     try {
       await c.deliveries.insertMany(chunk, { ordered: false });
       for (const d of chunk) inserted.add(d._id);
@@ -228,8 +258,114 @@ export async function insertDeliveries(c: QueueCollections, docs: DeliveryDoc[])
       });
     }
     await insertHooks.afterInsert?.(chunk);
-    const due = pending.filter((d) => dueAt(d) < safeFrom).map((d) => ({ d: d._id, s: d.subscription_id, t: dueAt(d) }));
+    // After the deliveries (a queue's reader always finds the ones it lists), before their pokes.
+    // One already there (a repeat) is listed again: a later copy finds it finished and is passed over.
+    for (const [subscriptionId, ids] of fifoBySubscription(pending)) await appendFifo(c.retryDue, subscriptionId, ids);
+    const due = dueEntries(
+      pending.filter((d) => dueAt(d) < safeFrom),
+      (d) => dueAt(d),
+    );
     if (due.length > 0) await scheduleDue(c.retryDue, due);
   }
   return inserted;
+}
+
+function fifoBySubscription(docs: DeliveryDoc[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const d of docs) {
+    if (!d.fifo) continue;
+    const ids = out.get(d.subscription_id) ?? [];
+    ids.push(d._id);
+    out.set(d.subscription_id, ids);
+  }
+  return out;
+}
+
+/**
+ * A `fifo` subscription's ordered queue (FifoSlotDoc): slots
+ * `fifo:<subscription>:<n>`, each a writer's batch of delivery ids, taken by
+ * unique insert at the first free n from the tail hint, so there is never a
+ * hole below a slot; slots never change. The head hint says where the
+ * unfinished part starts; it and the tail hint are written after the fact
+ * and may lag (a reader walks on from them), never lead. delivery/src/fifo.ts
+ * reads the queue and hands out its head.
+ */
+export const FIFO_POKE_PREFIX = 'fifo:';
+
+/** A due entry that makes the schedulers look at the subscription's queue (its `d` names no delivery). */
+export function fifoPoke(subscriptionId: string, t: number): DueEntry {
+  return { d: FIFO_POKE_PREFIX + subscriptionId, s: subscriptionId, t };
+}
+
+const fifoSlotId = (subscriptionId: string, n: number): string => `fifo:${subscriptionId}:${n}`;
+const fifoHeadId = (subscriptionId: string): string => `fifoh:${subscriptionId}`;
+const fifoTailId = (subscriptionId: string): string => `fifot:${subscriptionId}`;
+
+/** Per queue, this process's next slot to try (a hint: a taken one costs a duplicate key). */
+const fifoTail = new Map<string, number>();
+
+/** Appends `ids`, in this order, as one slot at the queue's tail. */
+async function appendFifo(coll: DueCollection, subscriptionId: string, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  const key = `${coll.dbName}.${coll.collectionName}:${subscriptionId}`;
+  let n = fifoTail.get(key) ?? (((await coll.findOne({ _id: fifoTailId(subscriptionId) })) as FifoHintDoc | null)?.n ?? 0);
+  for (; ; n++) {
+    try {
+      await coll.insertOne({ _id: fifoSlotId(subscriptionId, n), s: subscriptionId, entries: ids, appended_at: new Date() });
+      break;
+    } catch (err) {
+      if (!isDuplicate(err)) throw err;
+    }
+  }
+  if (fifoTail.size > 10_000) fifoTail.clear();
+  fifoTail.set(key, n + 1);
+  await coll.updateOne({ _id: fifoTailId(subscriptionId) }, { $set: { n: n + 1, at: new Date() } }, { upsert: true });
+}
+
+/** Slot n of the subscription's queue; null when nothing was appended there yet. */
+export async function readFifoSlot(coll: DueCollection, subscriptionId: string, n: number): Promise<FifoSlotDoc | null> {
+  return (await coll.findOne({ _id: fifoSlotId(subscriptionId, n) })) as FifoSlotDoc | null;
+}
+
+/** The tail hint: every slot below it was taken (it may lag behind). */
+export async function readFifoTail(coll: DueCollection, subscriptionId: string): Promise<number> {
+  return ((await coll.findOne({ _id: fifoTailId(subscriptionId) })) as FifoHintDoc | null)?.n ?? 0;
+}
+
+/**
+ * Removes ordered-queue slots appended before `before` that lie wholly
+ * behind their queue's head hint (every delivery they list was finished:
+ * the hint only ever says so). A reader that meets a removed slot (its hint
+ * lagged far behind) steps over it: it is below the tail. At most `limit`
+ * slots per call; returns how many were removed.
+ */
+export async function sweepFifoSlots(coll: DueCollection, before: Date, limit = 1000): Promise<number> {
+  const old = (await coll
+    .find({ appended_at: { $lt: before } }, { projection: { _id: 1, s: 1 } })
+    .limit(limit)
+    .toArray()) as Pick<FifoSlotDoc, '_id' | 's'>[];
+  const heads = new Map<string, number>();
+  let removed = 0;
+  for (const slot of old) {
+    const n = Number(slot._id.slice(slot._id.lastIndexOf(':') + 1));
+    let head = heads.get(slot.s);
+    if (head === undefined) {
+      head = (await readFifoHead(coll, slot.s)).n;
+      heads.set(slot.s, head);
+    }
+    if (!Number.isInteger(n) || n >= head) continue;
+    removed += (await coll.deleteOne({ _id: slot._id })).deletedCount;
+  }
+  return removed;
+}
+
+/** Where the unfinished part of the queue starts, as last written (it may lag behind). */
+export async function readFifoHead(coll: DueCollection, subscriptionId: string): Promise<{ n: number; i: number }> {
+  const doc = (await coll.findOne({ _id: fifoHeadId(subscriptionId) })) as FifoHintDoc | null;
+  return { n: doc?.n ?? 0, i: doc?.i ?? 0 };
+}
+
+/** Write only a position every entry before which is finished (a lagging writer only moves it back). */
+export async function saveFifoHead(coll: DueCollection, subscriptionId: string, at: { n: number; i: number }): Promise<void> {
+  await coll.updateOne({ _id: fifoHeadId(subscriptionId) }, { $set: { n: at.n, i: at.i, at: new Date() } }, { upsert: true });
 }

@@ -315,7 +315,16 @@ export interface WebhookDoc {
    */
   headers_enc?: string;
   header_names?: string[];
+  /**
+   * `fifo`: one delivery at a time, in log order, each held until the one
+   * before it succeeded or was given up (delivery/src/fifo.ts). Absent or
+   * `unordered`: deliveries run concurrently and retry independently.
+   */
+  ordering?: SubscriptionOrdering;
 }
+
+export const SUBSCRIPTION_ORDERINGS = ['unordered', 'fifo'] as const;
+export type SubscriptionOrdering = (typeof SUBSCRIPTION_ORDERINGS)[number];
 
 /**
  * One rotation's claim on a subscription's next secret generation, taken by
@@ -391,6 +400,11 @@ export interface DeliveryDoc {
   origin_delivery_id?: string;
   /** The W3C `traceparent` of the event's publish (its Kafka record header, tracing on): each attempt's span is its child. */
   traceparent?: string;
+  /**
+   * Set on a delivery of a `fifo` subscription: it waits in its subscription's
+   * ordered queue (FifoSlotDoc) and is claimed only as that queue's head.
+   */
+  fifo?: true;
 }
 
 /**
@@ -437,9 +451,35 @@ export interface DueSlotDoc {
   at: Date;
 }
 
+/**
+ * A `fifo` subscription's ordered queue, beside the due buckets: slot
+ * documents `fifo:<subscription>:<n>` (n = 0, 1, ..., no holes, each one
+ * writer's batch of delivery ids in order, never changed), the head hint
+ * `fifoh:<subscription>` (n, i: every entry before it is finished) and the
+ * tail hint `fifot:<subscription>` (n: every slot below it is taken). Both
+ * hints only ever lag behind. Found by `_id` only (delivery-queue.ts), but
+ * for the retention sweep (appended_at).
+ */
+export interface FifoSlotDoc {
+  _id: string; // `fifo:${subscription}:${n}`
+  s: string;
+  /** Delivery ids, in the order they are sent. */
+  entries: string[];
+  /** When it was appended: the retention sweep removes a slot, once older than the retention period, if the head hint is past it. */
+  appended_at: Date;
+}
+
+export interface FifoHintDoc {
+  _id: string; // `fifoh:${subscription}` or `fifot:${subscription}`
+  n: number;
+  /** Head hint only: the position within slot n. */
+  i?: number;
+  at: Date;
+}
+
 /** One due delivery in a bucket: what the scheduler needs before it reads the delivery by `_id`. */
 export interface DueEntry {
-  /** Delivery id. */
+  /** Delivery id, or `fifo:<subscription>`: look at that subscription's ordered queue (delivery/src/fifo.ts). */
   d: string;
   /** Subscription id (the scheduler's per-subscription room is checked before any read). */
   s: string;

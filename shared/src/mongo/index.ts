@@ -19,6 +19,8 @@ import type {
   DeliveryProgressDoc,
   DueCursorDoc,
   DueSlotDoc,
+  FifoHintDoc,
+  FifoSlotDoc,
   EventDoc,
   EventPageDirDoc,
   EventPageDoc,
@@ -91,7 +93,7 @@ export interface Collections {
   attempts: Collection<AttemptDoc>;
   claims: Collection<ClaimDoc>;
   webhookOpKeys: Collection<WebhookOpKeyDoc>;
-  retryDue: Collection<DueSlotDoc | DueCursorDoc>;
+  retryDue: Collection<DueSlotDoc | DueCursorDoc | FifoSlotDoc | FifoHintDoc>;
   deliveryProgress: Collection<DeliveryProgressDoc>;
   rateLimits: Collection<RateLimitDoc>;
 }
@@ -239,8 +241,12 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
   claims: [{ key: { at: 1 }, name: 'at' }],
   // Kept 24 h (readers also check expires_at; the API sweeps where there are no TTL indexes).
   webhookOpKeys: [{ key: { expires_at: 1 }, name: 'expires_ttl', expireAfterSeconds: 0 }],
-  // Only the retention sweep filters on b (below the cursor); everything else is by _id.
-  retryDue: [{ key: { b: 1 }, name: 'bucket' }],
+  // Only the retention sweep filters on b (below the cursor) and on appended_at (old ordered-queue slots);
+  // everything else is by _id.
+  retryDue: [
+    { key: { b: 1 }, name: 'bucket' },
+    { key: { appended_at: 1 }, name: 'fifo_appended' },
+  ],
   deliveryProgress: [],
   // Each window is its own document found by _id (limits/window-store.ts);
   // the TTL index removes ended windows where the server has TTL indexes, as

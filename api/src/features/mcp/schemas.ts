@@ -64,6 +64,7 @@ export const createWebhookInput: JsonSchema = asTool(
     events: 'Event types to deliver, or ["*"] for every type.',
     description: 'Free text to recognise the subscription by.',
     rate_limit: 'At most this many deliveries per second to this URL (1 to 10000); omit or null for no limit. Deliveries over it wait, in order.',
+    ordering: '"fifo": deliveries go one at a time in the order of the log, and a failing one holds the ones after it until it succeeds or is given up (for receivers that must see events in order). "unordered" (the default): concurrent, each retried on its own.',
     headers: 'Custom headers sent with every delivery, e.g. {"X-Api-Key": "…"} (at most 20). Stored encrypted and shown back masked as "****". Headers the service sets itself (X-Service-*, webhook-*, content-type, user-agent, content-length, host) and hop-by-hop ones are refused.',
   }),
 );
@@ -84,6 +85,7 @@ export const updateWebhookInput: JsonSchema = asTool(
         description: 'New free text to recognise the subscription by.',
         enabled: 'false stops every delivery to it (queued and retrying ones are given up, not sent later); true resumes with the events that occur from then on (also after the delivery process disabled it because every attempt failed for days).',
         rate_limit: 'New limit in deliveries per second (1 to 10000), or null for no limit.',
+        ordering: '"fifo" (one at a time in log order, a failing delivery holding the rest) or "unordered". Applies to events that occur after the call returns.',
         headers: 'New custom headers: replaces the whole set ({} removes them all). Applies to every delivery sent after the call returns, retries included.',
       }).properties,
     },

@@ -151,7 +151,7 @@ const webhookTools: Tool[] = [
   tool<UpdateWebhookInput & { id: string }>('update_webhook', {
     title: 'Change or disable a webhook subscription',
     description:
-      'Changes any of url, events, description, enabled, rate_limit and headers of one subscription (by id). enabled: false stops all deliveries to it (those queued or retrying are given up); enabled: true resumes it for events from then on. Returns the subscription as list_webhooks shows it (no secret).',
+      'Changes any of url, events, description, enabled, rate_limit, ordering and headers of one subscription (by id). enabled: false stops all deliveries to it (those queued or retrying are given up); enabled: true resumes it for events from then on. Returns the subscription as list_webhooks shows it (no secret).',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
     inputSchema: updateWebhookInput,
     outputSchema: webhookOutput,

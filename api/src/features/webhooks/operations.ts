@@ -63,6 +63,8 @@ function queued(args: { id: string; sub: WebhookDoc; eventId: string; eventType:
     trigger: args.trigger,
   };
   if (args.origin) doc.origin_delivery_id = args.origin;
+  // A fifo subscription's: appended to its ordered queue, behind what is there (delivery/src/fifo.ts).
+  if (args.sub.ordering === 'fifo') doc.fifo = true;
   return doc;
 }
 

@@ -1,6 +1,6 @@
 import { EVENT_TYPES } from '#shared/eventlog/types.js';
 import { MAX_HEADER_VALUE, MAX_HEADERS, MAX_HEADERS_BYTES } from '#shared/webhook-headers.js';
-import { DELIVERY_TRIGGERS, type DeliveryTrigger } from '#shared/mongo/documents.js';
+import { DELIVERY_TRIGGERS, SUBSCRIPTION_ORDERINGS, type DeliveryTrigger, type SubscriptionOrdering } from '#shared/mongo/documents.js';
 import type { DisabledReason } from '#shared/mongo/index.js';
 import { component, DateTime, EventTypeSchema, Nullable, type Static, Type } from '../../shapes.js';
 import { bodyValidator, queryValidator } from '../../validation.js';
@@ -22,6 +22,12 @@ const webhookFields = {
   rate_limit: Nullable(Type.Integer({ minimum: 1, maximum: MAX_RATE_LIMIT }), {
     description: 'At most this many deliveries per second to this subscription (1 to 10000); null or absent: unlimited. Deliveries over it wait, in order, without holding back other subscriptions',
   }),
+  ordering: Type.Unsafe<SubscriptionOrdering>({
+    type: 'string',
+    enum: [...SUBSCRIPTION_ORDERINGS],
+    description:
+      '`unordered` (the default): deliveries run concurrently and each retries on its own schedule. `fifo`: one delivery at a time, in the order of the log (then resends, recoveries and replays in the order they were asked for); a failing delivery holds the ones after it until it succeeds or is given up (its retry schedule ends, or a permanent failure). Other subscriptions are never held. A change applies to events that occur after it',
+  }),
   headers: Type.Unsafe<Record<string, string>>({
     type: 'object',
     maxProperties: MAX_HEADERS,
@@ -36,6 +42,7 @@ export const CreateWebhookBody = Type.Object(
     events: webhookFields.events,
     description: Type.Optional(webhookFields.description),
     rate_limit: Type.Optional(webhookFields.rate_limit),
+    ordering: Type.Optional(webhookFields.ordering),
     headers: Type.Optional(webhookFields.headers),
   },
   { additionalProperties: false },
@@ -51,6 +58,7 @@ export const UpdateWebhookBody = Type.Object(
     description: Type.Optional(webhookFields.description),
     enabled: Type.Optional(Type.Boolean()),
     rate_limit: Type.Optional(webhookFields.rate_limit),
+    ordering: Type.Optional(webhookFields.ordering),
     headers: Type.Optional(webhookFields.headers),
   },
   { additionalProperties: false, minProperties: 1 },
@@ -83,6 +91,7 @@ const webhookProperties = {
   }),
   disabled_at: nullableDate('When it was disabled; null while enabled'),
   rate_limit: Nullable(Type.Integer({ minimum: 1, maximum: MAX_RATE_LIMIT }), { description: 'Deliveries per second at most; null: unlimited' }),
+  ordering: Type.Unsafe<SubscriptionOrdering>({ type: 'string', enum: [...SUBSCRIPTION_ORDERINGS], description: '`fifo`: one delivery at a time in log order, a failing one holding the rest; `unordered` (the default, and subscriptions created before the field existed)' }),
   headers: Type.Record(Type.String(), Type.Literal('****'), { description: 'The custom headers sent on every attempt, each value masked as "****" ({} when none)' }),
   created_at: DateTime(),
   last_status: Nullable(Type.Integer(), { description: 'HTTP status of the last attempt; null before the first attempt or when none was received (timeout, connection failure)' }),

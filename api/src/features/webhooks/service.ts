@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, notFound, unavailable, validationFailed } from '#shared/errors/index.js';
 import { buildEnvelope } from '#shared/eventlog/envelope.js';
-import type { AttemptDoc, DeliveryTrigger, DisabledReason, WebhookDoc, WebhookStatusDoc } from '#shared/mongo/index.js';
+import type { AttemptDoc, DeliveryTrigger, DisabledReason, SubscriptionOrdering, WebhookDoc, WebhookStatusDoc } from '#shared/mongo/index.js';
 import { newWebhookSecret } from '#shared/signing.js';
 import { SUBSCRIPTION_FENCE_MS, waitUntilTime } from '#shared/subscription-fence.js';
 import { LOOKUP_LIMIT } from '#shared/dns.js';
@@ -27,6 +27,7 @@ interface Webhook {
   disabled_reason: DisabledReason | null;
   disabled_at: string | null;
   rate_limit: number | null;
+  ordering: SubscriptionOrdering;
   headers: Record<string, '****'>;
   created_at: string;
   last_status: number | null;
@@ -63,6 +64,7 @@ function toWebhook(doc: WebhookDoc, status?: WebhookStatusDoc | null): Webhook {
     disabled_reason: doc.enabled === false ? (doc.disabled_reason ?? 'manual') : null,
     disabled_at: doc.enabled === false && doc.disabled_at ? doc.disabled_at.toISOString() : null,
     rate_limit: doc.rate_limit ?? null,
+    ordering: doc.ordering ?? 'unordered',
     headers: maskHeaders(doc.header_names),
     created_at: doc.created_at.toISOString(),
     last_status: last.last_status ?? null,
@@ -194,6 +196,7 @@ export async function createWebhook(deps: WebhookDeps, accountId: string, input:
       last_error: null,
       enabled: true,
       rate_limit: input.rate_limit ?? null,
+      ordering: input.ordering ?? 'unordered',
       ...sealHeaders(deps, id, input.headers ?? {}),
     };
     try {
@@ -254,6 +257,7 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
   if (input.events !== undefined) set.events = input.events;
   if (input.description !== undefined) set.description = input.description;
   if (input.rate_limit !== undefined) set.rate_limit = input.rate_limit;
+  if (input.ordering !== undefined) set.ordering = input.ordering;
   const unset: Partial<Record<'disabled_reason' | 'disabled_at' | 'headers_enc' | 'header_names', ''>> = {};
   if (input.headers !== undefined) {
     // The whole set is replaced; {} removes them all.
@@ -275,9 +279,10 @@ export async function updateWebhook(deps: WebhookDeps, accountId: string, id: st
   const stored = deps.clock().getTime();
   // Re-enabled: returned once enabled_at has come (pushed if the write was slow).
   if (set.enabled_at) await activateAt(deps, id, 'enabled_at', before, set.enabled_at);
-  // A changed url, enabled, events list, rate limit or headers: nothing is sent under the old one once
-  // this returns (a fence after the change was stored; the wait for enabled_at may have covered it).
-  if (set.url !== undefined || set.enabled !== undefined || set.events !== undefined || set.rate_limit !== undefined || input.headers !== undefined) await waitUntilTime(new Date(stored + SUBSCRIPTION_FENCE_MS), () => deps.clock().getTime());
+  // A changed url, enabled, events list, rate limit, ordering or headers: nothing is sent under the old one
+  // once this returns (a fence after the change was stored; the wait for enabled_at may have covered it).
+  // An ordering change applies to the deliveries of events that occur from then on.
+  if (set.url !== undefined || set.enabled !== undefined || set.events !== undefined || set.rate_limit !== undefined || set.ordering !== undefined || input.headers !== undefined) await waitUntilTime(new Date(stored + SUBSCRIPTION_FENCE_MS), () => deps.clock().getTime());
   return getWebhook(deps, accountId, id);
 }
 

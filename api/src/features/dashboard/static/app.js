@@ -86,6 +86,7 @@ async function loadHooks() {
     const urlCell = el('td', hook.url);
     const headerNames = Object.keys(hook.headers ?? {});
     if (headerNames.length > 0) urlCell.append(el('br'), el('small', `Headers: ${headerNames.map((n) => `${n}: ${hook.headers[n]}`).join(', ')}`, { class: 'note' }));
+    if (hook.ordering === 'fifo') urlCell.append(el('br'), el('small', 'Ordered (FIFO): one at a time, in log order', { class: 'note' }));
     tr.append(urlCell, el('td', hook.events.join(', ')), el('td', hook.enabled === false ? `${last} · ${disabledText(hook)}` : last), el('td', hook.last_delivery_at ? new Date(hook.last_delivery_at).toLocaleString() : '—'));
     const actions = el('td', undefined, { class: 'actions' });
     const ping = el('button', 'Ping', { type: 'button', 'aria-label': `Ping ${hook.url}` });
@@ -557,7 +558,8 @@ $('hook-form').addEventListener('submit', (e) => {
     const events = String(form.get('events') || '*').split(',').map((s) => s.trim()).filter(Boolean);
     const description = String(form.get('description') || '');
     const headers = parseHeaderLines(String(form.get('headers') || ''));
-    const hook = await api('POST', '/api/v1/webhooks', { url: String(form.get('url')), events, ...(description ? { description } : {}), ...(Object.keys(headers).length > 0 ? { headers } : {}) });
+    const ordering = form.get('fifo') ? { ordering: 'fifo' } : {};
+    const hook = await api('POST', '/api/v1/webhooks', { url: String(form.get('url')), events, ...(description ? { description } : {}), ...(Object.keys(headers).length > 0 ? { headers } : {}), ...ordering });
     showSecret('Signing secret (shown here and by Show secret):', hook.secret);
     e.target.reset();
     say('Webhook added.');
