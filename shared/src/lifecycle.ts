@@ -1,6 +1,7 @@
 import { ConfigError } from './config/env.js';
 import type { Logger } from './log.js';
 import { startTelemetry } from './telemetry.js';
+import { withTimeout } from './timeout.js';
 
 type Hook = { name: string; fn: () => Promise<void> | void };
 
@@ -59,6 +60,9 @@ export class Lifecycle {
 /** What a shutdown step gets at least, even past the total budget. */
 const MIN_STEP_MS = 200;
 
+/** How long the exit waits for the spans still batched to be exported. */
+const TELEMETRY_FLUSH_MS = 5000;
+
 /** What a process's entry point starts: something that logs and closes. */
 interface RunningProcess {
   log: Pick<Logger, 'info'>;
@@ -90,7 +94,8 @@ export function runProcess<C>(name: string, load: () => C, start: (config: C) =>
       running.log.info({ signal }, 'shutting down');
       running
         .close()
-        .then(() => stopTelemetry?.().catch(() => undefined))
+        // A collector that does not answer must not hold the exit past a pod's termination grace period.
+        .then(() => (stopTelemetry ? withTimeout(stopTelemetry(), TELEMETRY_FLUSH_MS).catch(() => undefined) : undefined))
         .then(() => process.exit(0))
         .catch(() => process.exit(1));
     };
