@@ -21,6 +21,9 @@ class FakePages {
   readonly docs = new Map<string, Doc>();
   readonly reads: Filter[] = [];
   readonly writes: Filter[] = [];
+  /** Write commands sent (a bulkWrite, an insertMany, a single write), and replaces of a stored page or fragment (a document holding events). */
+  commands = 0;
+  rewrites = 0;
 
   /** Reads of a partition's retention floor (retention.ts): one per partition every few seconds, kept apart from the streams' lookups. */
   floorReads = 0;
@@ -36,11 +39,13 @@ class FakePages {
     this.writes.push(filter);
     const id = filter._id as string;
     const current = this.docs.get(id);
+    if (current && 'first' in current && !id.startsWith('#')) this.rewrites += 1;
     if ((current && matches(current, filter)) || (!current && options.upsert)) this.docs.set(id, structuredClone(replacement));
     return Promise.resolve();
   }
 
   insertOne(doc: Doc): Promise<void> {
+    this.commands += 1;
     this.writes.push({ _id: doc._id });
     if (this.docs.has(doc._id)) return Promise.reject(Object.assign(new Error('E11000 duplicate key'), { code: 11000 }));
     this.docs.set(doc._id, structuredClone(doc));
@@ -49,6 +54,7 @@ class FakePages {
 
   /** The claims' hint: `$max` by `_id`, upserted. */
   updateOne(filter: Filter, update: { $max: Record<string, number> }): Promise<void> {
+    this.commands += 1;
     this.writes.push(filter);
     const id = filter._id as string;
     const current = (this.docs.get(id) ?? { _id: id }) as unknown as Record<string, unknown>;
@@ -59,6 +65,7 @@ class FakePages {
 
   /** The chunk's fragments: inserts in order, stopping at the first `_id` taken. */
   async insertMany(docs: Doc[]): Promise<void> {
+    this.commands += 1;
     for (const [index, doc] of docs.entries()) {
       this.writes.push({ _id: doc._id });
       if (this.docs.has(doc._id)) throw Object.assign(new Error('E11000 duplicate key'), { code: 11000, writeErrors: [{ index, code: 11000 }] });
@@ -69,6 +76,7 @@ class FakePages {
 
   /** An ordered bulk: the guard ($inc on the next claim, refused when its `fence` is a string), replaces and deletes by `_id`. */
   async bulkWrite(ops: BulkOp[]): Promise<void> {
+    this.commands += 1;
     for (const [index, op] of ops.entries()) {
       if ('updateOne' in op) {
         this.writes.push(op.updateOne.filter);
@@ -157,6 +165,34 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     await readRange(pages, { accountId: 'acc_b', partition: PARTITION, after: -1n, before: 300n, types: ['message.received'], limit: 3 });
     expect(fake.reads.length).to.be.greaterThan(0);
     for (const filter of fake.reads) expect(isIdEquality(filter), JSON.stringify(filter)).to.equal(true);
+  });
+
+  it('writes a chunk in two commands however many streams it touches, each event\'s bytes once; compacts in a few commands; never rewrites a document holding events; type streams hold offsets', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection(), { fragments: 4 });
+    const types: EventType[] = ['message.received', 'call.started', 'call.ended'];
+    let offset = 0;
+    const chunk = (): EventDoc[] => range(0, 199).map((i) => ev(`acc_${i % 50}`, offset++, types[i % 3]!));
+    await writer.write(PARTITION, chunk(), 0n, 199n); // the first chunk claims the partition
+    for (let i = 1; i < 12; i++) {
+      const docs = chunk();
+      fake.commands = 0;
+      await writer.write(PARTITION, docs, BigInt(docs[0]!.offset), BigInt(docs.at(-1)!.offset));
+      expect(fake.commands, 'the journal entry (fenced) and one insert of the fragments').to.equal(2);
+      fake.commands = 0;
+      await writer.compact(PARTITION, BigInt(docs[0]!.offset));
+      // 50 accounts due every fourth chunk: their pages, directories and heads a few streams to a command, then one delete.
+      expect(fake.commands, `compaction after chunk ${i}`).to.be.at.most(i % 4 === 3 ? 30 : 0);
+    }
+    expect(fake.rewrites, 'replaces of a stored page or fragment').to.equal(0);
+    // Each event is in one fragment or page of its account's stream; its type stream holds its offset only.
+    const typeStream = streamId('acc_7', PARTITION, 'call.started');
+    const typePages = streamDocs(fake).filter(([id]) => id.startsWith(`${typeStream}:`) && /^:\d+$/.test(id.slice(typeStream.length)));
+    expect(typePages.length).to.be.greaterThan(0);
+    for (const [, page] of typePages) for (const entry of pageEvents(page as EventPageDoc)) expect(Object.keys(entry)).to.deep.equal(['offset']);
+    const all = range(0, 12 * 200 - 1).filter((o) => o % 200 % 50 === 7);
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { accountId: 'acc_7', limit: 1000 })))).to.deep.equal(all);
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { accountId: 'acc_7', limit: 1000, types: ['call.started'] })))).to.deep.equal(all.filter((o) => o % 200 % 3 === 1));
   });
 
   it('reads a page of 100 with a bounded number of lookups whatever the history (100,000 events): the head, a directory and at most two pages', async () => {

@@ -23,7 +23,8 @@
  *    each), and the head `<stream>:h` says how many pages there are, where
  *    each directory starts, the last offset the pages hold (`through`) and the
  *    first fragment not compacted (`frag`); then the compacted fragments are
- *    deleted. One fenced command per stream compacted.
+ *    deleted. A compaction run is a fenced command per STREAMS_PER_COMMAND
+ *    streams, and one delete command.
  * A read is the head, a directory and the pages from the cursor on (binary
  * searches), then the fragments from `frag` up to the first missing one
  * (fewer than FRAGMENTS while compaction keeps up), all by `_id`. A fragment
@@ -90,7 +91,15 @@ const PAGE_EVENTS = 100;
 /** Bytes of entries per page (BSON); a bigger event gets a page of its own (16 MB is the document limit). */
 const PAGE_BYTES = 512 * 1024;
 /** Fragments a stream may gather before it is compacted (a read at the stream's end looks up at most this many). */
-const FRAGMENTS = 8;
+const FRAGMENTS = 16;
+/**
+ * Documents that exist replaced per compaction command (about two per stream:
+ * its head and newest directory): FerretDB 1.24 (SQLite) keeps a connection of the
+ * database's pool (100) for every statement that matched a document until
+ * the command ends, so a command must stay well below 100 of them, counting
+ * the partitions written at once.
+ */
+const MATCHED_PER_COMMAND = 16;
 /** Fragments a reader looks up at once. */
 const PROBE_BATCH = 4;
 
@@ -123,10 +132,9 @@ export function fragmentId(stream: string, n: number): string {
   return `${stream}:f${n}`;
 }
 
-/** The account stream a type stream's offsets point into. */
-function accountStreamOf(stream: string): string {
-  const [account, partition] = stream.split(':');
-  return `${account}:${partition}`;
+/** The account id of a stream. */
+function accountOf(stream: string): string {
+  return decodeURIComponent(stream.split(':')[0] as string);
 }
 
 /** Pages listed per directory document. */
@@ -178,8 +186,6 @@ interface StreamState {
   last: number;
   /** The entries of fragments frag .. next - 1, oldest first. */
   pending: Entry[];
-  /** Fragments stored after the head was written, of a topic since deleted: `frag` is raised over them at the next compaction. */
-  topicId: string | undefined;
 }
 
 /** A partition's claim of epoch `epoch` (see the top of this file). */
@@ -230,6 +236,8 @@ interface PageWriterOptions {
  */
 export class PageWriter {
   private readonly states = new Map<string, StreamState>();
+  /** The type streams' pages as this writer last wrote or read them (no fragments: their entries are the account's). */
+  private readonly types = new Map<string, StreamState>();
   /** Per partition: the offset after the last chunk written by this process. */
   private readonly nextOffset = new Map<number, bigint>();
   /** Per partition: the epoch this writer claimed (absent: claimed again before the next chunk). */
@@ -263,6 +271,7 @@ export class PageWriter {
     if (topicId === null) throw new Error('the event topic is not checked against MongoDB yet (topic guard); no pages are written until it is');
     if (topicId !== this.topicId) {
       this.states.clear();
+      this.types.clear();
       this.nextOffset.clear();
       this.epochs.clear();
       this.newestSeen.clear();
@@ -278,18 +287,13 @@ export class PageWriter {
         this.epochs.set(partition, epoch);
       }
       const fence = claimId(topicId ?? '', partition, epoch + 1);
+      // Only the account streams get fragments: a type stream's newest entries are its account's fragments, filtered by type.
       const byStream = new Map<string, Entry[]>();
       for (const doc of docs) {
         const account = streamId(doc.account_id, partition, null);
-        const typed = streamId(doc.account_id, partition, doc.type);
-        for (const [stream, entry] of [
-          [account, doc],
-          [typed, { offset: doc.offset }],
-        ] as const) {
-          const list = byStream.get(stream);
-          if (list) list.push(entry);
-          else byStream.set(stream, [entry]);
-        }
+        const list = byStream.get(account);
+        if (list) list.push(doc);
+        else byStream.set(account, [doc]);
       }
       // A fragment number another writer took meanwhile (a duplicate _id): read the streams again and write what is missing.
       for (let attempt = 0; ; attempt++) {
@@ -351,25 +355,77 @@ export class PageWriter {
     }
     if (due.length === 0) return 0;
     try {
-      const plans = due.map(([stream, state]) => ({ stream, state, ...this.paginate(stream, state) }));
-      const started: [string, number, number][] = plans.flatMap((p) => p.started);
-      await this.fenced([{ _id: startedId(topicId, partition, Number(chunkFirst)), per_dir: this.dirPages, packed: new Binary(BSON.serialize({ started })) }], partition, epoch, fence);
+      const plans: { stream: string; state: StreamState; next: StreamState; writes: PageWrite[]; matched: number }[] = [];
+      const started: [string, number, number][] = [];
+      for (const [stream, state] of due) {
+        const writes: PageWrite[] = [];
+        let matched = 0;
+        // Each type's offsets go to its own stream's pages, written before the account's head (a reader reads that head first).
+        const byType = new Map<EventType, Entry[]>();
+        for (const e of state.pending) {
+          const type = (e as EventDoc).type;
+          const list = byType.get(type);
+          if (list) list.push({ offset: e.offset });
+          else byType.set(type, [{ offset: e.offset }]);
+        }
+        const typed: [string, StreamState][] = [];
+        for (const [type, offsets] of byType) {
+          const typeStream = streamId(accountOf(stream), partition, type);
+          const typeState = this.types.get(typeStream) ?? (await this.loadPages(typeStream, topicId));
+          const plan = this.paginate(typeStream, { ...typeState, pending: offsets });
+          if (plan.started.length === 0) continue;
+          writes.push(...plan.writes, this.headOf(typeStream, plan.next));
+          started.push(...plan.started);
+          typed.push([typeStream, plan.next]);
+          matched += 2;
+        }
+        const own = this.paginate(stream, state);
+        writes.push(...own.writes, this.headOf(stream, own.next));
+        started.push(...own.started);
+        plans.push({ stream, state, next: own.next, writes, matched: matched + 2 });
+        for (const [typeStream, next] of typed) {
+          this.types.delete(typeStream);
+          this.types.set(typeStream, next);
+          if (this.types.size > CACHED_STREAMS) this.types.delete(this.types.keys().next().value as string);
+        }
+      }
+      // The list of started pages first, in the first command; then the streams' pages, directories and heads, a few streams to a command.
+      let writes: PageWrite[] = [{ _id: startedId(topicId, partition, Number(chunkFirst)), per_dir: this.dirPages, packed: new Binary(BSON.serialize({ started })) }];
+      let group: typeof plans = [];
+      let matched = 0;
+      const send = async (): Promise<void> => {
+        if (writes.length === 0) return;
+        await this.fenced(writes, partition, epoch, fence);
+        for (const plan of group) this.remember(plan.stream, plan.next);
+        writes = [];
+        group = [];
+        matched = 0;
+      };
       for (const plan of plans) {
-        const head: EventPageHeadDoc = { _id: headId(plan.stream), pages: plan.next.pages, per_dir: this.dirPages, dirs: plan.next.dirs, through: plan.next.through, frag: plan.next.frag, ...(this.topicId ? { topic_id: this.topicId } : {}) };
-        await this.fenced([...plan.writes, head], partition, epoch, fence);
-        const gone: string[] = [];
-        for (let n = plan.state.frag; n < plan.state.next; n++) gone.push(fragmentId(plan.stream, n));
+        if (matched > 0 && matched + plan.matched > MATCHED_PER_COMMAND) await send();
+        writes.push(...plan.writes);
+        group.push(plan);
+        matched += plan.matched;
+      }
+      await send();
+      // The fragments merged, in one command, once every head that moved past them is written.
+      const gone: string[] = [];
+      for (const plan of plans) for (let n = plan.state.frag; n < plan.state.next; n++) gone.push(fragmentId(plan.stream, n));
+      if (gone.length > 0) {
         await this.pages.bulkWrite(
           gone.map((id) => ({ deleteOne: { filter: { _id: id } } })),
           { ordered: true },
         );
-        this.remember(plan.stream, plan.next);
       }
       return plans.length;
     } catch (err) {
       this.forget(partition);
       throw err;
     }
+  }
+
+  private headOf(stream: string, state: StreamState): EventPageHeadDoc {
+    return { _id: headId(stream), pages: state.pages, per_dir: this.dirPages, dirs: state.dirs, through: state.through, frag: state.frag, ...(this.topicId ? { topic_id: this.topicId } : {}) };
   }
 
   /** The pages the stream's pending entries make (new ones after the last, never extending it), and the state after them. */
@@ -411,30 +467,35 @@ export class PageWriter {
   }
 
   /**
-   * The stream's state: kept from the last chunk, or read by `_id`: the head,
-   * its newest directory (and, for a head written before fragments, its newest
-   * page), then the fragments from `frag` to the first missing one.
+   * What the store holds of a stream's pages: the head and its newest
+   * directory (and, for a head written before fragments, its newest page).
+   * A head of an earlier topic of this name (deleted and created again:
+   * offsets from 0 again) counts as none.
    */
+  private async loadPages(stream: string, topicId: string | undefined): Promise<StreamState & { head: EventPageHeadDoc | null; stale: boolean }> {
+    const head = (await this.pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
+    const stale = head !== null && topicId !== undefined && head.topic_id !== undefined && head.topic_id !== topicId;
+    const state: StreamState = { pages: 0, dirs: [], dir: [], through: -1, frag: head?.frag ?? 0, next: 0, last: -1, pending: [] };
+    if (!head || stale || head.pages === 0) return { ...state, head, stale };
+    const n = head.pages - 1;
+    const k = Math.floor(n / head.per_dir);
+    const dirDoc = (await this.pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
+    const dir = (dirDoc?.starts ?? []).slice(0, n - k * head.per_dir + 1);
+    let through = head.through;
+    if (through === undefined) {
+      // A head written before fragments: its newest page says where the pages end.
+      const newest = (await this.pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
+      through = newest ? newest.last : (dir.at(-1) ?? 0) - 1;
+    }
+    return { ...state, pages: head.pages, dirs: head.dirs.slice(0, k + 1), dir, through, last: through, head, stale };
+  }
+
+  /** An account stream's state: kept from the last chunk, or read by `_id`: its pages (loadPages), then the fragments from `frag` to the first missing one. */
   private async load(stream: string, topicId: string | undefined, fenced: (writes: PageWrite[]) => Promise<void>): Promise<StreamState> {
     const kept = this.states.get(stream);
     if (kept) return kept;
-    const head = (await this.pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
-    // A stream of an earlier topic of this name (deleted and created again: offsets from 0 again) starts over, after the fragments that topic left.
-    const stale = head !== null && topicId !== undefined && head.topic_id !== undefined && head.topic_id !== topicId;
-    let state: StreamState = { pages: 0, dirs: [], dir: [], through: -1, frag: head?.frag ?? 0, next: 0, last: -1, pending: [], topicId };
-    if (head && !stale && head.pages > 0) {
-      const n = head.pages - 1;
-      const k = Math.floor(n / head.per_dir);
-      const dirDoc = (await this.pages.findOne({ _id: dirId(stream, k) })) as EventPageDirDoc | null;
-      const dir = (dirDoc?.starts ?? []).slice(0, n - k * head.per_dir + 1);
-      let through = head.through;
-      if (through === undefined) {
-        // A head written before fragments: its newest page says where the pages end.
-        const newest = (await this.pages.findOne({ _id: pageId(stream, n) })) as EventPageDoc | null;
-        through = newest ? newest.last : (dir.at(-1) ?? 0) - 1;
-      }
-      state = { ...state, pages: head.pages, dirs: head.dirs.slice(0, k + 1), dir, through, last: through };
-    }
+    const { head, stale, ...loaded } = await this.loadPages(stream, topicId);
+    let state: StreamState = loaded;
     let n = state.frag;
     for (;;) {
       const found = (await this.pages.findOne({ _id: fragmentId(stream, n) })) as EventPageDoc | null;
@@ -451,18 +512,18 @@ export class PageWriter {
     state.next = n;
     if (stale || (state.frag !== (head?.frag ?? 0) && state.pages === 0)) {
       // Readers must not read the earlier topic's pages or fragments: a head of this topic, counting nothing yet, first.
-      await fenced([{ _id: headId(stream), pages: 0, per_dir: this.dirPages, dirs: [], through: -1, frag: state.frag, ...(topicId ? { topic_id: topicId } : {}) }]);
+      await fenced([this.headOf(stream, state)]);
     }
     return state;
   }
 
   /**
    * Replaces by `_id` (idempotent), fenced: one ordered update command, the
-   * guard on the next epoch's claim first (see the top of this file). At most
-   * a few documents to a command: FerretDB 1.24 (SQLite) keeps a connection
-   * of the database's pool (100) for every statement that matched a document
-   * until the command ends, so a command of ~100 replaces of stored documents
-   * hangs the database for ever.
+   * guard on the next epoch's claim first (see the top of this file). Never
+   * many documents that exist to a command: FerretDB 1.24 (SQLite) keeps a
+   * connection of the database's pool (100) for every statement that matched
+   * a document until the command ends, so a command of ~100 replaces of
+   * stored documents hangs the database for ever.
    */
   private async fenced(writes: PageWrite[], partition: number, epoch: number, fence: string): Promise<void> {
     await this.opts.beforeWrite?.((writes[0] as PageWrite)._id, partition, epoch);
@@ -513,6 +574,7 @@ export class PageWriter {
   /** Forgets every partition: the next chunk of each claims it again (a new consumer, whose predecessor may still be writing). */
   forgetAll(): void {
     this.states.clear();
+    this.types.clear();
     this.nextOffset.clear();
     this.epochs.clear();
   }
@@ -521,6 +583,7 @@ export class PageWriter {
     this.nextOffset.delete(partition);
     this.epochs.delete(partition);
     for (const stream of this.states.keys()) if (partitionOf(stream) === partition) this.states.delete(stream);
+    for (const stream of this.types.keys()) if (partitionOf(stream) === partition) this.types.delete(stream);
   }
 }
 
@@ -597,14 +660,14 @@ function partitionOf(stream: string): number {
 }
 
 /**
- * One read's view of a stream: its head, read once, and the directories,
- * pages and fragments looked up by `_id` as needed (each at most once). With
- * a cache, a page listed by the head (never rewritten) and a full directory
- * are read from memory when there, and kept once read; the head, the newest
- * directory and the fragments are always read from the store.
+ * One read's view of a stream: its head, and the directories, pages and
+ * fragments looked up by `_id` as needed (each at most once until the head
+ * moves). With a cache, a page listed by the head (never rewritten) and a
+ * full directory are read from memory when there, and kept once read; the
+ * head, the newest directory and the fragments are always read from the store.
  */
 class StreamView {
-  private head: EventPageHeadDoc | null = null;
+  head: EventPageHeadDoc | null = null;
   private readonly dirsRead = new Map<number, readonly number[] | null>();
   private readonly pagesRead = new Map<number, readonly Entry[] | null>();
   private fragmentsRead: Entry[] | null = null;
@@ -616,65 +679,37 @@ class StreamView {
   ) {}
 
   /** Reads the head (again): true when its `frag` moved since the last read (a compaction ran, and may have deleted fragments). */
-  private async open(): Promise<boolean> {
+  async open(): Promise<boolean> {
     const before = this.head?.frag ?? 0;
     this.head = (await this.pages.findOne({ _id: headId(this.stream) })) as EventPageHeadDoc | null;
     const moved = (this.head?.frag ?? 0) !== before;
-    if (moved) {
-      this.dirsRead.clear();
-      this.pagesRead.clear();
-    }
+    this.dirsRead.clear();
+    if (moved) this.pagesRead.clear();
     this.fragmentsRead = null;
     return moved;
   }
 
   /**
-   * Entries with offsets in (after, upTo], oldest first, at most `limit`: the
-   * pages from the one at or below `after`, then the fragments. A read that
-   * ends at a missing fragment reads the head again: when a compaction moved
-   * it (and may have deleted that fragment), the read starts over.
+   * Hands `take` the pages' entries from the page at or below `after` on,
+   * until it refuses one (false) or `full()`; true when the pages ran out.
    */
-  async range(after: number, upTo: number, limit: number): Promise<Entry[]> {
-    await this.open();
-    for (let attempt = 0; ; attempt++) {
-      const out = await this.collect(after, upTo, limit);
-      if (out.complete || attempt >= 3 || !(await this.open())) return out.entries;
-    }
-  }
-
-  private async collect(after: number, upTo: number, limit: number): Promise<{ entries: Entry[]; complete: boolean }> {
-    const out: Entry[] = [];
-    let low = after;
-    const take = (entries: readonly Entry[]): boolean => {
-      for (const e of entries) {
-        if (e.offset <= low) continue;
-        if (e.offset > upTo || out.length >= limit) return false;
-        out.push(e);
-        low = e.offset;
-      }
-      return true;
-    };
+  async eachPageEntry(after: number, full: () => boolean, take: (e: Entry) => boolean): Promise<boolean> {
     const head = this.head;
-    if (head && head.pages > 0 && (head.through === undefined || after < head.through)) {
-      const k = Math.max(0, lastAtOrBelow(head.dirs, after));
-      const starts = await this.dir(k);
-      if (starts) {
-        for (let n = k * head.per_dir + Math.max(0, lastAtOrBelow(starts, after)); n < head.pages && out.length < limit; n++) {
-          const entries = await this.page(n);
-          if (!entries) break; // a page listed is there (written before its head) unless retention deleted it: nothing after it is older
-          if (!take(entries)) return { entries: out, complete: true };
-        }
-      }
+    if (!head || head.pages === 0 || (head.through !== undefined && after >= head.through)) return true;
+    const k = Math.max(0, lastAtOrBelow(head.dirs, after));
+    const starts = await this.dir(k);
+    if (!starts) return true;
+    for (let n = k * head.per_dir + Math.max(0, lastAtOrBelow(starts, after)); n < head.pages; n++) {
+      if (full()) return false;
+      const entries = await this.page(n);
+      if (!entries) continue; // a page listed is there (written before its head) unless retention deleted it: wholly below the floor
+      for (const e of entries) if (!take(e)) return false;
     }
-    if (out.length >= limit) return { entries: out, complete: true };
-    // The fragments: the stream's newest entries. A read that stops at a missing one checks the head did not move.
-    const fragments = await this.fragments(upTo);
-    if (!take(fragments)) return { entries: out, complete: true };
-    return { entries: out, complete: false };
+    return true;
   }
 
   /** The entries of the fragments from the head's `frag` on, up to the first missing one (or one starting above `upTo`). */
-  private async fragments(upTo: number): Promise<Entry[]> {
+  async fragments(upTo: number): Promise<Entry[]> {
     if (this.fragmentsRead) return this.fragmentsRead;
     const out: Entry[] = [];
     const topic = this.head?.topic_id;
@@ -740,12 +775,10 @@ class StreamView {
     return entries;
   }
 
-  /** The events at `offsets` (ascending), found through the directories, pages and fragments; those not found are left out. */
+  /** The events at `offsets` (ascending) in this (account) stream, through its directories, pages and fragments; those not found are left out. */
   async at(offsets: readonly number[]): Promise<Map<number, EventDoc>> {
     const out = new Map<number, EventDoc>();
-    if (offsets.length === 0) return out;
-    await this.open();
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0; offsets.length > 0; attempt++) {
       const missing: number[] = [];
       for (const offset of offsets) {
         if (out.has(offset)) continue;
@@ -760,8 +793,10 @@ class StreamView {
         const found = byOffset.get(offset);
         if (found) out.set(offset, found);
       }
+      // Not found: below the retention floor, or a compaction moved the head (and deleted fragments) under the read.
       if (out.size === offsets.length || attempt >= 3 || !(await this.open())) return out;
     }
+    return out;
   }
 
   private async inPages(offset: number): Promise<EventDoc | null> {
@@ -782,17 +817,57 @@ class StreamView {
 }
 
 /**
- * Events of a stream with offsets in (after, upTo], oldest first, at most
- * `limit`, by `_id` lookups only (see StreamView). A type stream's offsets
- * are looked up in the account's stream (the pages that hold them, each
- * once); a type page written before offsets holds the events themselves.
+ * Events of an account's stream (type null) or of one of its type streams,
+ * with offsets in (after, upTo], oldest first, at most `limit`, by `_id`
+ * lookups only: the stream's pages from the one at or below `after`, then the
+ * account's fragments (filtered by type for a type stream). The account's
+ * head is read before the type stream's (a compaction writes them the other
+ * way round), so a type head never counts fewer entries than the fragments
+ * after the account's `frag` leave out. A read that ends at a missing
+ * fragment reads the heads again: when a compaction moved them (and may have
+ * deleted that fragment), it starts over. A type stream's offsets are then
+ * looked up in the account's stream (each page once); type pages written
+ * before offsets hold the events themselves.
  */
-export async function readStream(pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number, cache?: PageCache): Promise<EventDoc[]> {
+export async function readStream(pages: PagesCollection, q: { accountId: string; partition: number; type: EventType | null }, after: bigint | null, upTo: bigint, limit: number, cache?: PageCache): Promise<EventDoc[]> {
   if (limit <= 0 || (after !== null && after >= upTo)) return [];
-  const view = new StreamView(pages, stream, cache);
-  const entries = await view.range(after === null ? -Infinity : Number(after), Number(upTo), limit);
+  const from = after === null ? -Infinity : Number(after);
+  const high = Number(upTo);
+  const account = new StreamView(pages, streamId(q.accountId, q.partition, null), cache);
+  const typed = q.type === null ? null : new StreamView(pages, streamId(q.accountId, q.partition, q.type), cache);
+  const open = async (): Promise<boolean> => {
+    const moved = await account.open();
+    if (typed) {
+      await typed.open();
+      // A type head of an earlier topic of this name (the account's head was written anew since): nothing of it is read.
+      if (typed.head?.topic_id !== undefined && account.head?.topic_id !== undefined && typed.head.topic_id !== account.head.topic_id) typed.head = null;
+    }
+    return moved;
+  };
+  await open();
+  let entries: Entry[] = [];
+  for (let attempt = 0; ; attempt++) {
+    entries = [];
+    let low = from;
+    const take = (e: Entry): boolean => {
+      if (e.offset <= low) return true;
+      if (e.offset > high || entries.length >= limit) return false;
+      entries.push(e);
+      low = e.offset;
+      return true;
+    };
+    if (!(await (typed ?? account).eachPageEntry(from, () => entries.length >= limit, take))) break;
+    let stopped = false;
+    for (const e of await account.fragments(high)) {
+      if (typed && (e as EventDoc).type !== q.type) continue;
+      if (!take(e)) {
+        stopped = true;
+        break;
+      }
+    }
+    if (stopped || attempt >= 3 || !(await open())) break;
+  }
   if (entries.every(isEvent)) return entries;
-  const account = new StreamView(pages, accountStreamOf(stream), cache);
   const found = await account.at(entries.filter((e) => !isEvent(e)).map((e) => e.offset));
   const out: EventDoc[] = [];
   for (const e of entries) {
