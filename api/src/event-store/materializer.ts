@@ -3,9 +3,10 @@
  * processes, so each partition has one writer at a time. Per chunk of a batch,
  * in offset order: insert the events keyed by id (idempotent: an id already
  * stored is the same event, and is skipped), then append them to the account
- * streams the history is read from (pages.ts; idempotent by offset), then raise the
- * partition's watermark with $max (never backwards), then resolve and commit
- * the offsets. A crash anywhere in between makes the next owner rewrite a few
+ * streams the history is read from (pages.ts: new fragments, idempotent by
+ * offset), then raise the partition's watermark with $max (never backwards),
+ * then compact the streams that gathered enough fragments, then resolve and
+ * commit the offsets. A crash anywhere in between makes the next owner rewrite a few
  * events identically; nothing is lost or doubled, and everything at or below
  * a watermark is in MongoDB.
  */

@@ -209,6 +209,8 @@ export class FencedError extends Error {
   }
 }
 
+/** Streams whose state the writer reads from the store at once. */
+const LOADS_AT_ONCE = 8;
 /** Streams whose state the writer keeps between chunks. */
 const CACHED_STREAMS = 2000;
 
@@ -320,8 +322,16 @@ export class PageWriter {
   private async writeChunk(partition: number, byStream: Map<string, Entry[]>, docs: readonly EventDoc[], firstOffset: bigint, lastOffset: bigint, epoch: number, fence: string, topicId: string | undefined): Promise<void> {
     const fragments: EventPageDoc[] = [];
     const updated: [string, StreamState][] = [];
+    // The states not kept (a new owner's first chunk) are read a few streams at a time.
+    const streams = [...byStream.keys()];
+    const states = new Map<string, StreamState>();
+    for (let i = 0; i < streams.length; i += LOADS_AT_ONCE) {
+      const batch = streams.slice(i, i + LOADS_AT_ONCE);
+      const loaded = await Promise.all(batch.map((stream) => this.load(stream, topicId, (writes) => this.fenced(writes, partition, epoch, fence))));
+      batch.forEach((stream, j) => states.set(stream, loaded[j] as StreamState));
+    }
     for (const [stream, entries] of byStream) {
-      const state = await this.load(stream, topicId, (writes) => this.fenced(writes, partition, epoch, fence));
+      const state = states.get(stream) as StreamState;
       let from = 0;
       while (from < entries.length && (entries[from] as Entry).offset <= state.last) from++;
       if (from === entries.length) continue;
