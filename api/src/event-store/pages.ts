@@ -399,8 +399,11 @@ export class PageWriter {
           if (this.types.size > CACHED_STREAMS) this.types.delete(this.types.keys().next().value as string);
         }
       }
-      // The list of started pages first, in the first command; then the streams' pages, directories and heads, a few streams to a command.
-      let writes: PageWrite[] = [{ _id: startedId(topicId, partition, Number(chunkFirst)), per_dir: this.dirPages, packed: new Binary(BSON.serialize({ started })) }];
+      // The list of started pages first (with what an earlier compaction after the same chunk listed: a chunk written again), in the first command; then the streams' pages, directories and heads, a few streams to a command.
+      const listId = startedId(topicId, partition, Number(chunkFirst));
+      const prior = (await this.pages.findOne({ _id: listId })) as unknown as StartedDoc | null;
+      if (prior) started.unshift(...startedContents(prior));
+      let writes: PageWrite[] = [{ _id: listId, per_dir: this.dirPages, packed: new Binary(BSON.serialize({ started })) }];
       let group: typeof plans = [];
       let matched = 0;
       const send = async (): Promise<void> => {
