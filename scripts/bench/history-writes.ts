@@ -27,7 +27,8 @@ import { pathToFileURL } from 'node:url';
 import { BSON, MongoClient, type CommandStartedEvent } from 'mongodb';
 import { encodeCursor } from '#shared/cursor.js';
 import type { EventDoc } from '#shared/mongo/documents.js';
-import { PageWriter, type PagesCollection } from '../../api/src/event-store/pages.js';
+import { PageCache } from '../../api/src/event-store/page-cache.js';
+import { PageWriter, readStream, streamId, type PagesCollection } from '../../api/src/event-store/pages.js';
 import { homedir } from 'node:os';
 
 const INSTANCE = 'history-writes';
@@ -84,7 +85,14 @@ interface Writer {
 }
 
 async function main(): Promise<void> {
-  const Impl = (args.writer ? ((await import(pathToFileURL(args.writer).href)) as { PageWriter: typeof PageWriter }).PageWriter : PageWriter) as unknown as new (pages: PagesCollection, opts: object) => Writer;
+  const other = args.writer ? ((await import(pathToFileURL(args.writer).href)) as { PageWriter: typeof PageWriter; readStream: (pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number) => Promise<EventDoc[]> }) : null;
+  const Impl = (other ? other.PageWriter : PageWriter) as unknown as new (pages: PagesCollection, opts: object) => Writer;
+  // A stream read as the module reads it: the earlier one by stream id, this one by account and type.
+  let cache: PageCache | undefined;
+  const read = (pages: PagesCollection, accountId: string, type: 'message.received' | null, after: bigint, upTo: bigint, limit: number): Promise<EventDoc[]> =>
+    other
+      ? (other.readStream as (...a: unknown[]) => Promise<EventDoc[]>)(pages, streamId(accountId, 0, type), after, upTo, limit, cache)
+      : readStream(pages, { accountId, partition: 0, type }, after, upTo, limit, cache);
   const svc = services();
   const client = new MongoClient(svc.url, { monitorCommands: true, socketTimeoutMS: 120_000 });
   const seen = { commands: new Map<string, number>(), bytes: 0, on: false };
@@ -93,11 +101,13 @@ async function main(): Promise<void> {
     const coll = (e.command as Record<string, unknown>)[e.commandName];
     if (coll !== 'event_pages') return;
     seen.commands.set(e.commandName, (seen.commands.get(e.commandName) ?? 0) + 1);
+    if (process.env.TRACE_FINDS && e.commandName === 'find') console.error(JSON.stringify((e.command as { filter?: unknown }).filter));
     seen.bytes += BSON.calculateObjectSize(e.command);
   });
   try {
     await client.connect();
     const rows: string[] = [];
+    const readRows: string[] = [];
     for (const size of SIZES) {
       const db = client.db(`history_writes_${size}_${Date.now()}`);
       const pages = db.collection('event_pages') as unknown as PagesCollection;
@@ -128,6 +138,35 @@ async function main(): Promise<void> {
       const events = CHUNKS * size;
       const commands = [...seen.commands.values()].reduce((a, b) => a + b, 0);
       const byName = [...seen.commands].map(([k, v]) => `${k} ${(v / CHUNKS).toFixed(1)}`).join(', ');
+      // Reads after the writes: lookups per read (find commands), for the newest 10 events of an account, 100 from the middle of its history, its type's newest 10.
+      const reads: string[] = [];
+      let a = 0;
+      const next = (): string => `acct_${a++ % ACCOUNTS}`;
+      // Each read twice, with a page cache of its own: lookups the first time / the second (what the cache leaves).
+      const lookups = async (read: (accountId: string) => Promise<unknown>): Promise<string> => {
+        const total = [0, 0];
+        for (let a = 0; a < 20; a++) {
+          cache = new PageCache(1 << 24);
+          const accountId = next();
+          for (const k of [0, 1]) {
+            seen.commands.clear();
+            seen.on = true;
+            await read(accountId);
+            seen.on = false;
+            total[k] = (total[k] as number) + (seen.commands.get('find') ?? 0);
+          }
+        }
+        cache = undefined;
+        return `${((total[0] as number) / 20).toFixed(1)} / ${((total[1] as number) / 20).toFixed(1)}`;
+      };
+      const end = BigInt(offset - 1);
+      const tail = end - BigInt(size) * 3n;
+      reads.push(`newest 10: ${(await lookups((id) => read(pages, id, null, tail, end, 10)))}`);
+      reads.push(`100 from the middle: ${(await lookups((id) => read(pages, id, null, end / 2n, end, 100)))}`);
+      reads.push(`type, newest 10: ${(await lookups((id) => read(pages, id, 'message.received', tail, end, 10)))}`);
+      reads.push(`type, 100 from the middle: ${(await lookups((id) => read(pages, id, 'message.received', end / 2n, end, 100)))}`);
+      readRows.push(`| ${size} | ${reads.join('; ')} |`);
+      console.error(readRows.at(-1));
       rows.push(
         `| ${size} | ${(commands / CHUNKS).toFixed(1)} (${byName}) | ${Math.round(seen.bytes / events).toLocaleString('en-US')} B | ${Math.round(disk / events).toLocaleString('en-US')} B | ${Math.round((cpu * 1e6) / events).toLocaleString('en-US')} µs |`,
       );
@@ -137,6 +176,9 @@ async function main(): Promise<void> {
     console.log('| Events per chunk | Commands to event_pages per chunk | Bytes sent per event | Bytes FerretDB wrote to disk per event | FerretDB CPU per event |');
     console.log('|---|---|---|---|---|');
     for (const r of rows) console.log(r);
+    console.log('\n| Events per chunk | Lookups per stream read, first / again with a page cache (20 accounts each) |');
+    console.log('|---|---|');
+    for (const r of readRows) console.log(r);
   } finally {
     await client.close();
     svc.down();

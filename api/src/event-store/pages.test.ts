@@ -445,6 +445,10 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     // Fragments are added, then compacted into a new page: a read right after each sees every event.
     await write(writer, range(95, 99).map((o) => ev('acc_a', o)));
     expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 99));
+    // A fragment never changes: read again, it comes from the cache; the next one (the stream's end) from the store.
+    fake.reads.length = 0;
+    expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 99));
+    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(stream), dirId(stream, 2), fragmentId(stream, 2), headId(stream)]);
     await write(writer, range(100, 104).map((o) => ev('acc_a', o)));
     expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 104));
     fake.reads.length = 0;

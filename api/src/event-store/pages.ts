@@ -675,9 +675,10 @@ function partitionOf(stream: string): number {
 /**
  * One read's view of a stream: its head, and the directories, pages and
  * fragments looked up by `_id` as needed (each at most once until the head
- * moves). With a cache, a page listed by the head (never rewritten) and a
- * full directory are read from memory when there, and kept once read; the
- * head, the newest directory and the fragments are always read from the store.
+ * moves). With a cache, a page listed by the head (never rewritten), a
+ * fragment (never rewritten) and a full directory are read from memory when
+ * there, and kept once read; the head, the newest directory and the first
+ * fragment not kept (the stream's end) are always read from the store.
  */
 class StreamView {
   head: EventPageHeadDoc | null = null;
@@ -721,26 +722,36 @@ class StreamView {
     return true;
   }
 
-  /** The entries of the fragments from the head's `frag` on, up to the first missing one (or one starting above `upTo`). */
+  /**
+   * The entries of the fragments from the head's `frag` on, up to the first
+   * missing one (or one starting above `upTo`). A fragment never changes once
+   * written: with a cache, those kept are read from memory, up to the first
+   * not kept, and the rest are kept once read; the first missing one is
+   * always looked up in the store.
+   */
   async fragments(upTo: number): Promise<Entry[]> {
     if (this.fragmentsRead) return this.fragmentsRead;
     const out: Entry[] = [];
     const topic = this.head?.topic_id;
+    const cache = this.cache?.enabled === true ? this.cache : undefined;
     let n = this.head?.frag ?? 0;
+    const done = (): Entry[] => (this.fragmentsRead = out);
+    for (let kept = cache?.page(topic ?? '', fragmentId(this.stream, n)); kept; kept = cache?.page(topic ?? '', fragmentId(this.stream, n))) {
+      const entries = unpack(kept.packed);
+      out.push(...entries);
+      n += 1;
+      if ((entries[0] as Entry).offset > upTo) return done();
+    }
     // One lookup first (a stream just compacted has no fragment), then a few at a time.
     for (let batch = 1; ; batch = PROBE_BATCH) {
       const ids = Array.from({ length: batch }, (_, i) => fragmentId(this.stream, n + i));
       const found = (await Promise.all(ids.map((id) => this.pages.findOne({ _id: id })))) as (EventPageDoc | null)[];
       for (const doc of found) {
-        if (!doc || (topic !== undefined && doc.topic_id !== undefined && doc.topic_id !== topic)) {
-          this.fragmentsRead = out;
-          return out;
-        }
-        out.push(...pageEntries(doc));
-        if (doc.first > upTo) {
-          this.fragmentsRead = out;
-          return out;
-        }
+        if (!doc || (topic !== undefined && doc.topic_id !== undefined && doc.topic_id !== topic)) return done();
+        const entries = pageEntries(doc);
+        if (cache && doc.packed && entries.length > 0) cache.keepPage(topic ?? '', doc._id, binaryBytes(doc.packed).slice());
+        out.push(...entries);
+        if (doc.first > upTo) return done();
       }
       n += batch;
     }
@@ -848,9 +859,10 @@ export async function readStream(pages: PagesCollection, q: { accountId: string;
   const high = Number(upTo);
   const account = new StreamView(pages, streamId(q.accountId, q.partition, null), cache);
   const typed = q.type === null ? null : new StreamView(pages, streamId(q.accountId, q.partition, q.type), cache);
-  const open = async (): Promise<boolean> => {
+  const open = async (again = false): Promise<boolean> => {
     const moved = await account.open();
-    if (typed) {
+    // Read again after a read that ended at a missing fragment: the type head too only when a compaction moved the account's.
+    if (typed && (!again || moved)) {
       await typed.open();
       // A type head of an earlier topic of this name (the account's head was written anew since): nothing of it is read.
       if (typed.head?.topic_id !== undefined && account.head?.topic_id !== undefined && typed.head.topic_id !== account.head.topic_id) typed.head = null;
@@ -878,7 +890,7 @@ export async function readStream(pages: PagesCollection, q: { accountId: string;
         break;
       }
     }
-    if (stopped || attempt >= 3 || !(await open())) break;
+    if (stopped || attempt >= 3 || !(await open(true))) break;
   }
   if (entries.every(isEvent)) return entries;
   const found = await account.at(entries.filter((e) => !isEvent(e)).map((e) => e.offset));
