@@ -8,29 +8,34 @@
  * are offsets into the account's stream, not a copy of the event.
  *
  * Append-only, in two steps:
- *  - On the write path, per chunk of the log, each stream the chunk touches
- *    gets one fragment, `<stream>:f<n>` (n = 0, 1, 2, …): the stream's entries
- *    in that chunk. The fragments of a chunk go to the store as one `insert`
- *    command, with the chunk's journal entry (retention.ts) in one fenced
- *    `update` command before it: two commands per chunk whatever it touches,
+ *  - On the write path, per chunk of the log, each account the chunk touches
+ *    gets one fragment of its stream, `<stream>:f<n>` (n = 0, 1, 2, …): its
+ *    events in that chunk. The fragments of a chunk go to the store as one
+ *    `insert` command, after the chunk's journal entry (retention.ts) in one
+ *    fenced `update` command: two commands per chunk whatever it touches,
  *    and every event's bytes written once, in a new document. Nothing already
- *    holding events is rewritten.
- *  - Off the write path (after the watermark), a stream with FRAGMENTS
- *    fragments, or enough entries for a full page, is compacted: its
- *    fragments' entries become new pages `<stream>:<n>` (at most PAGE_EVENTS
- *    entries and about PAGE_BYTES; the last may hold fewer, and is never
- *    extended), directories `<stream>:d<k>` list where pages start (DIR_PAGES
- *    each), and the head `<stream>:h` says how many pages there are, where
- *    each directory starts, the last offset the pages hold (`through`) and the
- *    first fragment not compacted (`frag`); then the compacted fragments are
- *    deleted. A compaction run is a fenced command per STREAMS_PER_COMMAND
- *    streams, and one delete command.
+ *    holding events is rewritten. Type streams get no fragment: their newest
+ *    entries are the account's fragments, filtered by type.
+ *  - Off the write path (after the watermark), an account stream with
+ *    FRAGMENTS fragments, or enough entries for a full page, is compacted:
+ *    its fragments' entries become new pages `<stream>:<n>` (at most
+ *    PAGE_EVENTS entries and about PAGE_BYTES; the last may hold fewer, and
+ *    is never extended), and their offsets new pages of each type's stream;
+ *    directories `<stream>:d<k>` list where pages start (DIR_PAGES each), and
+ *    the head `<stream>:h` says how many pages there are, where each
+ *    directory starts, the last offset the pages hold (`through`) and, for an
+ *    account stream, the first fragment not compacted (`frag`). The type
+ *    streams' pages and heads are written before the account's head, a few
+ *    streams to a fenced command (MATCHED_PER_COMMAND); then the compacted
+ *    fragments are deleted, in one command.
  * A read is the head, a directory and the pages from the cursor on (binary
- * searches), then the fragments from `frag` up to the first missing one
- * (fewer than FRAGMENTS while compaction keeps up), all by `_id`. A fragment
- * missing because a compaction deleted it after the reader read the head is
- * told from the stream's end by reading the head again: a compaction writes
- * the head before it deletes.
+ * searches), then the account's fragments from `frag` up to the first
+ * missing one (fewer than FRAGMENTS while compaction keeps up), all by `_id`;
+ * a type stream's read takes the account's head first, then the type's, so
+ * the type's pages reach at least where the account's fragments begin. A
+ * fragment missing because a compaction deleted it after the reader read the
+ * head is told from the stream's end by reading the head again: a
+ * compaction writes the head before it deletes.
  *
  * Written by the materializer, the single writer of a partition, after the
  * events and before the watermark. Idempotent by offset: the writer knows
@@ -50,7 +55,7 @@
  * read-then-write but enforces unique `_id`s atomically; a `$inc` counter
  * could hand one epoch to two writers). Epochs are dense, so a newer claim
  * exists exactly when `#claim:…:<E+1>` does. Every write that replaces a
- * document (the journal entry; a compaction's pages, directory and head) goes
+ * document (the journal entry; a compaction's pages, directories and heads) goes
  * as one ordered update command whose first statement is a `$inc` on
  * `#claim:…:<E+1>` (matches nothing while no newer claim exists; fails with
  * TypeMismatch once one does, its `fence` field being a string), which an
