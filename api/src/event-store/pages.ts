@@ -35,7 +35,9 @@
  * the type's pages reach at least where the account's fragments begin. A
  * fragment missing because a compaction deleted it after the reader read the
  * head is told from the stream's end by reading the head again: a
- * compaction writes the head before it deletes.
+ * compaction writes the head before it deletes. A compaction stopped between
+ * its head and its delete leaves those fragments below `frag`, never read
+ * again and never deleted (a few documents per crash).
  *
  * Written by the materializer, the single writer of a partition, after the
  * events and before the watermark. Idempotent by offset: the writer knows
