@@ -315,7 +315,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
   it('a compaction stopped half-way (pages written, head not) is done again by the next one; a fragment deleted under a read is told from the stream\'s end', async () => {
     const fake = new FakePages();
     const stream = streamId('acc_a', PARTITION, null);
-    const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, dirPages: 2, fragments: 3 });
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, dirPages: 2, fragments: 3, duePerRun: 1 });
     await write(writer, range(0, 3).map((o) => ev('acc_a', o)));
     await write(writer, range(4, 5).map((o) => ev('acc_a', o)));
     // The third fragment makes the stream due: its head write fails once.
@@ -378,7 +378,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
 
   it('bounds a page by bytes as well as by count: a big event gets a page of its own', async () => {
     const fake = new FakePages();
-    const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, pageBytes: 4096, fragments: 1 });
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, pageBytes: 4096, fragments: 1, duePerRun: 1 });
     const big = 'x'.repeat(6000);
     const docs = range(0, 9).map((o) => ev('acc_a', o, 'message.received', o === 4 ? { big } : { small: o }));
     await write(writer, docs);

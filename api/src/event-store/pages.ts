@@ -107,6 +107,9 @@ const FRAGMENTS = 16;
  * the partitions written at once.
  */
 const MATCHED_PER_COMMAND = 16;
+/** Streams due by their fragments that make a compaction run at once; fewer wait at most DUE_WAIT_MS (a read meanwhile looks up a few more fragments). */
+const DUE_PER_RUN = 8;
+const DUE_WAIT_MS = 1000;
 /** Fragments a reader looks up at once. */
 const PROBE_BATCH = 4;
 
@@ -227,6 +230,8 @@ interface PageWriterOptions {
   dirPages?: number;
   /** Fragments a stream gathers before it is compacted (default FRAGMENTS). */
   fragments?: number;
+  /** Streams due by their fragments that make a compaction run without waiting (default DUE_PER_RUN). */
+  duePerRun?: number;
   /** Test hook, called after the fragments of a chunk are written: 'crash' stops there. */
   afterPages?: () => 'crash' | void;
   /** The event topic's Kafka id once the topic guard checked it (null before: nothing is written); see EventPageHeadDoc.topic_id. */
@@ -257,8 +262,11 @@ export class PageWriter {
   private readonly pageBytes: number;
   private readonly dirPages: number;
   private readonly fragments: number;
+  private readonly duePerRun: number;
   /** The topic id the kept states were read or written under. */
   private topicId: string | undefined;
+  /** Per partition: since when a stream has been due for compaction, while fewer than DUE_PER_RUN are. */
+  private readonly dueSince = new Map<number, number>();
 
   constructor(
     private readonly pages: PagesCollection,
@@ -268,6 +276,7 @@ export class PageWriter {
     this.pageBytes = opts.pageBytes ?? PAGE_BYTES;
     this.dirPages = opts.dirPages ?? DIR_PAGES;
     this.fragments = opts.fragments ?? FRAGMENTS;
+    this.duePerRun = opts.duePerRun ?? DUE_PER_RUN;
   }
 
   /**
@@ -370,7 +379,19 @@ export class PageWriter {
       if (partitionOf(stream) !== partition || state.next === state.frag) continue;
       if (state.next - state.frag >= this.fragments || state.pending.length >= this.pageEvents) due.push([stream, state]);
     }
-    if (due.length === 0) return 0;
+    if (due.length === 0) {
+      this.dueSince.delete(partition);
+      return 0;
+    }
+    // A few streams at a time: a run's fixed commands (its list of started pages, a delete) are shared by the streams it compacts.
+    // Only streams due by their count of fragments wait (they gather slowly); one with a page's worth of entries does not.
+    const since = this.dueSince.get(partition) ?? Date.now();
+    const urgent = due.some(([, state]) => state.pending.length >= this.pageEvents);
+    if (!urgent && due.length < this.duePerRun && Date.now() - since < DUE_WAIT_MS) {
+      this.dueSince.set(partition, since);
+      return 0;
+    }
+    this.dueSince.delete(partition);
     try {
       const plans: { stream: string; state: StreamState; next: StreamState; writes: PageWrite[]; matched: number }[] = [];
       const started: [string, number, number][] = [];
