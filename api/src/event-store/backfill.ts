@@ -20,6 +20,7 @@ export async function backfillPages(events: Collection<EventDoc>, pages: PagesCo
       if (chunk.length === 0) return;
       // Offsets of one partition are not contiguous in the collection (other chunks' boundaries): each chunk is written as a fresh start.
       await writer.write(partition, chunk, BigInt(chunk[0]!.offset), BigInt(chunk.at(-1)!.offset));
+      await writer.compact(partition, BigInt(chunk[0]!.offset));
       total += chunk.length;
       onProgress?.(partition, total);
       chunk = [];

@@ -3,9 +3,10 @@
  * processes, so each partition has one writer at a time. Per chunk of a batch,
  * in offset order: insert the events keyed by id (idempotent: an id already
  * stored is the same event, and is skipped), then append them to the account
- * streams the history is read from (pages.ts; idempotent by offset), then raise the
- * partition's watermark with $max (never backwards), then resolve and commit
- * the offsets. A crash anywhere in between makes the next owner rewrite a few
+ * streams the history is read from (pages.ts: new fragments, idempotent by
+ * offset), then raise the partition's watermark with $max (never backwards),
+ * then compact the streams that gathered enough fragments, then resolve and
+ * commit the offsets. A crash anywhere in between makes the next owner rewrite a few
  * events identically; nothing is lost or doubled, and everything at or below
  * a watermark is in MongoDB.
  */
@@ -26,10 +27,12 @@ export interface MaterializerOptions {
   watermarks: Collection<WatermarkDoc>;
   /** The account streams history is read from (pages.ts); absent: not written (tests of other parts). */
   pages?: PagesCollection;
-  /** Test hook of the streams' writer: called after a chunk's pages, before their heads; 'crash' stops there. */
+  /** Test hook of the streams' writer: called after a chunk's fragments are written; 'crash' stops there. */
   afterPages?: () => 'crash' | void;
   /** Events per page of the account streams (default PAGE_EVENTS; tests make pages small). */
   pageEvents?: number;
+  /** Fragments a stream gathers before it is compacted (default pages.ts's FRAGMENTS; tests make it small). */
+  fragments?: number;
   topic: string;
   groupId: string;
   log: Logger;
@@ -56,7 +59,7 @@ export interface MaterializerOptions {
   lag?: ConsumerLag;
   /**
    * Most events written as one chunk (default DEFAULT_CHUNK_EVENTS). Each
-   * chunk rewrites the newest page of every stream it touches, so a backlog
+   * chunk costs a few commands whatever its size (pages.ts), so a backlog
    * drains faster in bigger chunks; a caught-up partition's batches are small
    * anyway.
    */
@@ -107,6 +110,7 @@ export class Materializer {
       ? new PageWriter(opts.pages, {
           topicId: opts.topicId,
           pageEvents: opts.pageEvents,
+          fragments: opts.fragments,
           afterPages: () => {
             if (opts.afterPages?.() !== 'crash') return;
             this.crashed = true;
@@ -280,7 +284,9 @@ export class Materializer {
         }
         await this.writeWatermark(partition, lastOffset);
         this.opts.onWatermark?.(partition, lastOffset);
-        return !this.crashesAfter('watermark', partition, chunk, lastOffset);
+        if (this.crashesAfter('watermark', partition, chunk, lastOffset)) return false;
+        await this.compact(partition, BigInt((chunk[0] as KafkaMessage).offset));
+        return true;
       } catch (err) {
         if (err instanceof HeartbeatFailed) throw err.cause; // kafkajs rejoins; nothing of this chunk is committed
         if (err instanceof FencedError) {
@@ -296,6 +302,21 @@ export class Materializer {
         await heartbeat(); // also how a rebalance reaches us while MongoDB is down
         if (lost()) return false;
       }
+    }
+  }
+
+  /**
+   * Compacts the streams of the partition that gathered enough fragments
+   * (pages.ts): after the watermark, so readers never wait for it. A failure
+   * is left to the next chunk's compaction (the fragments stay readable).
+   */
+  private async compact(partition: number, chunkFirst: bigint): Promise<void> {
+    if (!this.pages) return;
+    try {
+      await this.pages.compact(partition, chunkFirst);
+    } catch (err) {
+      if (err instanceof FencedError) this.opts.log.warn({ partition, epoch: err.epoch }, 'materializer lost the partition to a newer writer; its compaction was refused');
+      else this.opts.log.warn({ err, partition }, 'could not compact history fragments; the next chunk tries again');
     }
   }
 

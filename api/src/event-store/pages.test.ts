@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { encodeCursor } from '#shared/cursor.js';
 import type { EventType } from '#shared/eventlog/types.js';
 import type { EventDoc, EventPageDirDoc, EventPageDoc, EventPageHeadDoc } from '#shared/mongo/documents.js';
-import { dirId, headId, pageEvents, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
+import { dirId, fragmentId, headId, pageEvents, pageId, PageWriter, streamId, type PagesCollection } from './pages.js';
 import { readAfter, readRange } from './store.js';
 import { backfillPages } from './backfill.js';
 import { PageCache } from './page-cache.js';
@@ -10,6 +10,7 @@ import type { Collection } from 'mongodb';
 
 type Doc = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
 type Filter = Record<string, unknown>;
+type BulkOp = { updateOne: { filter: Filter } } | { replaceOne: { filter: Filter; replacement: Doc; upsert?: boolean } } | { deleteOne: { filter: Filter } };
 
 /**
  * An in-memory stand-in for the event_pages collection that records every
@@ -20,6 +21,9 @@ class FakePages {
   readonly docs = new Map<string, Doc>();
   readonly reads: Filter[] = [];
   readonly writes: Filter[] = [];
+  /** Write commands sent (a bulkWrite, an insertMany, a single write), and replaces of a stored page or fragment (a document holding events). */
+  commands = 0;
+  rewrites = 0;
 
   /** Reads of a partition's retention floor (retention.ts): one per partition every few seconds, kept apart from the streams' lookups. */
   floorReads = 0;
@@ -35,11 +39,13 @@ class FakePages {
     this.writes.push(filter);
     const id = filter._id as string;
     const current = this.docs.get(id);
+    if (current && 'first' in current && !id.startsWith('#')) this.rewrites += 1;
     if ((current && matches(current, filter)) || (!current && options.upsert)) this.docs.set(id, structuredClone(replacement));
     return Promise.resolve();
   }
 
   insertOne(doc: Doc): Promise<void> {
+    this.commands += 1;
     this.writes.push({ _id: doc._id });
     if (this.docs.has(doc._id)) return Promise.reject(Object.assign(new Error('E11000 duplicate key'), { code: 11000 }));
     this.docs.set(doc._id, structuredClone(doc));
@@ -48,6 +54,7 @@ class FakePages {
 
   /** The claims' hint: `$max` by `_id`, upserted. */
   updateOne(filter: Filter, update: { $max: Record<string, number> }): Promise<void> {
+    this.commands += 1;
     this.writes.push(filter);
     const id = filter._id as string;
     const current = (this.docs.get(id) ?? { _id: id }) as unknown as Record<string, unknown>;
@@ -56,18 +63,37 @@ class FakePages {
     return Promise.resolve();
   }
 
-  /** A fenced write: the guard ($inc on the next claim, refused when its `fence` is a string), then the replace. */
-  async bulkWrite(ops: [{ updateOne: { filter: Filter } }, { replaceOne: { filter: Filter; replacement: Doc; upsert?: boolean } }]): Promise<void> {
-    this.writes.push(ops[0].updateOne.filter);
-    const claim = this.docs.get(ops[0].updateOne.filter._id as string) as unknown as { fence?: unknown } | undefined;
-    if (claim && typeof claim.fence === 'string') throw Object.assign(new Error('Cannot apply $inc'), { writeErrors: [{ index: 0, code: 14 }] });
-    await this.replaceOne(ops[1].replaceOne.filter, ops[1].replaceOne.replacement, { upsert: ops[1].replaceOne.upsert });
+  /** The chunk's fragments: inserts in order, stopping at the first `_id` taken. */
+  async insertMany(docs: Doc[]): Promise<void> {
+    this.commands += 1;
+    for (const [index, doc] of docs.entries()) {
+      this.writes.push({ _id: doc._id });
+      if (this.docs.has(doc._id)) throw Object.assign(new Error('E11000 duplicate key'), { code: 11000, writeErrors: [{ index, code: 11000 }] });
+      this.docs.set(doc._id, structuredClone(doc));
+    }
+    return Promise.resolve();
+  }
+
+  /** An ordered bulk: the guard ($inc on the next claim, refused when its `fence` is a string), replaces and deletes by `_id`. */
+  async bulkWrite(ops: BulkOp[]): Promise<void> {
+    this.commands += 1;
+    for (const [index, op] of ops.entries()) {
+      if ('updateOne' in op) {
+        this.writes.push(op.updateOne.filter);
+        const claim = this.docs.get(op.updateOne.filter._id as string) as unknown as { fence?: unknown } | undefined;
+        if (claim && typeof claim.fence === 'string') throw Object.assign(new Error('Cannot apply $inc'), { writeErrors: [{ index, code: 14 }] });
+      } else if ('replaceOne' in op) await this.replaceOne(op.replaceOne.filter, op.replaceOne.replacement, { upsert: op.replaceOne.upsert });
+      else if ('deleteOne' in op) {
+        this.writes.push(op.deleteOne.filter);
+        this.docs.delete(op.deleteOne.filter._id as string);
+      } else throw new Error(`unexpected bulk op ${JSON.stringify(op)}`);
+    }
   }
 
   asCollection(): PagesCollection {
     return new Proxy(this, {
       get: (target, prop) => {
-        if (prop === 'findOne' || prop === 'replaceOne' || prop === 'insertOne' || prop === 'updateOne' || prop === 'bulkWrite') return (target[prop] as (...a: unknown[]) => unknown).bind(target);
+        if (prop === 'findOne' || prop === 'replaceOne' || prop === 'insertOne' || prop === 'insertMany' || prop === 'updateOne' || prop === 'bulkWrite') return (target[prop] as (...a: unknown[]) => unknown).bind(target);
         throw new Error(`the store module called ${String(prop)} on event_pages: only _id lookups and writes are expected`);
       },
     }) as unknown as PagesCollection;
@@ -98,9 +124,11 @@ function ev(accountId: string, offset: number, type: EventType = 'message.receiv
   return { _id: `ev_${accountId}_${offset}`, account_id: accountId, type, data, created_at: new Date(0), partition: PARTITION, offset, cursor: encodeCursor(position) };
 }
 
-/** Writes `docs` as one chunk covering offsets first..last of the log. */
+/** Writes `docs` as one chunk covering offsets first..last of the log, then compacts (as the materializer does after the watermark). */
 async function write(writer: PageWriter, docs: EventDoc[], first = docs[0]!.offset, last = docs.at(-1)!.offset): Promise<boolean> {
-  return writer.write(PARTITION, docs, BigInt(first), BigInt(last));
+  if (!(await writer.write(PARTITION, docs, BigInt(first), BigInt(last)))) return false;
+  await writer.compact(PARTITION, BigInt(first));
+  return true;
 }
 
 const after = (since: number | null, more: { types?: EventType[]; limit?: number; through?: number; accountId?: string } = {}) => ({
@@ -139,6 +167,34 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     for (const filter of fake.reads) expect(isIdEquality(filter), JSON.stringify(filter)).to.equal(true);
   });
 
+  it('writes a chunk in two commands however many streams it touches, each event\'s bytes once; compacts in a few commands; never rewrites a document holding events; type streams hold offsets', async () => {
+    const fake = new FakePages();
+    const writer = new PageWriter(fake.asCollection(), { fragments: 4 });
+    const types: EventType[] = ['message.received', 'call.started', 'call.ended'];
+    let offset = 0;
+    const chunk = (): EventDoc[] => range(0, 199).map((i) => ev(`acc_${i % 50}`, offset++, types[i % 3]!));
+    await writer.write(PARTITION, chunk(), 0n, 199n); // the first chunk claims the partition
+    for (let i = 1; i < 12; i++) {
+      const docs = chunk();
+      fake.commands = 0;
+      await writer.write(PARTITION, docs, BigInt(docs[0]!.offset), BigInt(docs.at(-1)!.offset));
+      expect(fake.commands, 'the journal entry (fenced) and one insert of the fragments').to.equal(2);
+      fake.commands = 0;
+      await writer.compact(PARTITION, BigInt(docs[0]!.offset));
+      // 50 accounts due every fourth chunk: their pages, directories and heads a few streams to a command, then one delete.
+      expect(fake.commands, `compaction after chunk ${i}`).to.be.at.most(i % 4 === 3 ? 30 : 0);
+    }
+    expect(fake.rewrites, 'replaces of a stored page or fragment').to.equal(0);
+    // Each event is in one fragment or page of its account's stream; its type stream holds its offset only.
+    const typeStream = streamId('acc_7', PARTITION, 'call.started');
+    const typePages = streamDocs(fake).filter(([id]) => id.startsWith(`${typeStream}:`) && /^:\d+$/.test(id.slice(typeStream.length)));
+    expect(typePages.length).to.be.greaterThan(0);
+    for (const [, page] of typePages) for (const entry of pageEvents(page as EventPageDoc)) expect(Object.keys(entry)).to.deep.equal(['offset']);
+    const all = range(0, 12 * 200 - 1).filter((o) => o % 200 % 50 === 7);
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { accountId: 'acc_7', limit: 1000 })))).to.deep.equal(all);
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { accountId: 'acc_7', limit: 1000, types: ['call.started'] })))).to.deep.equal(all.filter((o) => o % 200 % 3 === 1));
+  });
+
   it('reads a page of 100 with a bounded number of lookups whatever the history (100,000 events): the head, a directory and at most two pages', async () => {
     const fake = new FakePages();
     const writer = new PageWriter(fake.asCollection());
@@ -148,7 +204,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
       const page = await readAfter(fake.asCollection(), after(since));
       const first = since === null ? 0 : since + 1;
       expect(offsets(page)).to.deep.equal(range(first, Math.min(first + 99, 99_999)));
-      expect(fake.reads.length, `lookups for since=${since}`).to.be.at.most(4);
+      expect(fake.reads.length, `lookups for since=${since}: ${JSON.stringify(fake.reads)}`).to.be.at.most(4);
     }
   });
 
@@ -159,8 +215,8 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     const mine = range(0, 59).map((i) => ev('acc_a', i * 3));
     const others = range(0, 59).map((i) => ev('acc_b', i * 3 + 1));
     const all = [...mine, ...others].sort((a, b) => a.offset - b.offset);
-    await write(writer, all.slice(0, 25), 0, 37);
-    await write(writer, all.slice(25), 38, 178);
+    await write(writer, all.slice(0, 24), 0, 35);
+    await write(writer, all.slice(24), 36, 178);
     const stream = streamId('acc_a', PARTITION, null);
     const head = fake.docs.get(headId(stream)) as EventPageHeadDoc;
     // 15 pages of 4 events, listed by directories of 3 pages.
@@ -204,12 +260,14 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     for (let i = 0; i < docs.length; i += 2500) await write(writer, docs.slice(i, i + 2500));
     fake.reads.length = 0;
     expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.takeover'] })))).to.deep.equal([20_000, 45_000]);
-    expect(fake.reads.length).to.be.at.most(3);
+    // The type stream's head, its fragments (one lookup, then a batch of four) and its head again; the account's head, and a directory and a page for each event.
+    expect(fake.reads.length, JSON.stringify(fake.reads)).to.be.at.most(12);
+    expect(fake.reads.filter((f) => /^acc_a:3:\d+$/.test(f._id as string)), 'only the account pages holding the two events').to.have.length(2);
     fake.reads.length = 0;
     expect(offsets(await readAfter(fake.asCollection(), after(20_000, { types: ['call.takeover'] })))).to.deep.equal([45_000]);
     expect(offsets(await readAfter(fake.asCollection(), after(45_000, { types: ['call.takeover'] })))).to.deep.equal([]);
     expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.ended'] })))).to.deep.equal([]);
-    expect(fake.reads.length, 'three reads of one rare type').to.be.at.most(9);
+    expect(fake.reads.length, 'three reads of one rare type').to.be.at.most(30);
     // Two types: both streams, merged in offset order.
     const two = await readAfter(fake.asCollection(), after(19_998, { types: ['call.takeover', 'message.received'], limit: 4 }));
     expect(offsets(two)).to.deep.equal([19_999, 20_000, 20_001, 20_002]);
@@ -229,27 +287,75 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     await write(third, docs.slice(0, 30));
     expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 29));
     expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.started'] })))).to.deep.equal(range(0, 9).map((i) => i * 3));
-    // The same pages as one writer writing the log once, in other chunks.
-    const once = new FakePages();
-    const clean = new PageWriter(once.asCollection(), { pageEvents: 7, dirPages: 2 });
-    for (let i = 0; i < 30; i += 4) await write(clean, docs.slice(i, i + 4));
-    expect(new Map(streamDocs(fake).sort())).to.deep.equal(new Map(streamDocs(once).sort()));
+    // No offset is stored twice in a stream, whatever the writers did.
+    for (const stream of [streamId('acc_a', PARTITION, null), streamId('acc_a', PARTITION, 'call.started'), streamId('acc_a', PARTITION, 'message.received')]) {
+      const held = streamDocs(fake)
+        .filter(([id]) => id.startsWith(`${stream}:`) && /^:f?\d+$/.test(id.slice(stream.length)))
+        .flatMap(([, d]) => pageEvents(d as EventPageDoc).map((e) => e.offset));
+      expect(held.length, stream).to.equal(new Set(held).size);
+    }
   });
 
-  it('recovers from a crash between the pages and their head: the pages written are reused, nothing doubled, nothing lost', async () => {
+  it('recovers from a crash after the fragments (before the watermark): a successor writing the batch again adds only what is missing', async () => {
     const fake = new FakePages();
     let crash = true;
     const docs = range(0, 29).map((o) => ev('acc_a', o));
     const w1 = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2, afterPages: () => (crash ? 'crash' : undefined) });
     await write(new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 }), docs.slice(0, 5));
     expect(await write(w1, docs.slice(5, 20))).to.equal(false);
-    // Pages 1 and 2 are there, the head still lists page 0 only: readers see what the head lists.
-    expect(fake.docs.has(pageId(streamId('acc_a', PARTITION, null), 2))).to.equal(true);
-    expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 6));
+    // The fragment is there; readers bounded by the watermark (4) see up to it.
+    expect(fake.docs.has(fragmentId(streamId('acc_a', PARTITION, null), 1))).to.equal(true);
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { through: 4 })))).to.deep.equal(range(0, 4));
     crash = false;
     const w2 = new PageWriter(fake.asCollection(), { pageEvents: 7, dirPages: 2 });
     await write(w2, docs.slice(3, 30));
     expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 29));
+  });
+
+  it('a compaction stopped half-way (pages written, head not) is done again by the next one; a fragment deleted under a read is told from the stream\'s end', async () => {
+    const fake = new FakePages();
+    const stream = streamId('acc_a', PARTITION, null);
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, dirPages: 2, fragments: 3, duePerRun: 1 });
+    await write(writer, range(0, 3).map((o) => ev('acc_a', o)));
+    await write(writer, range(4, 5).map((o) => ev('acc_a', o)));
+    // The third fragment makes the stream due: its head write fails once.
+    const replace = fake.replaceOne.bind(fake);
+    let failed = false;
+    fake.replaceOne = (filter, doc, options) => {
+      if (!failed && filter._id === headId(stream)) {
+        failed = true;
+        return Promise.reject(new Error('store went away'));
+      }
+      return replace(filter, doc, options);
+    };
+    await writer.write(PARTITION, range(6, 6).map((o) => ev('acc_a', o)), 6n, 6n);
+    let error: unknown = null;
+    await writer.compact(PARTITION, 6n).catch((err: unknown) => (error = err));
+    expect(String(error)).to.match(/went away/);
+    expect(fake.docs.has(pageId(stream, 0)), 'a page written').to.equal(true);
+    expect(fake.docs.has(headId(stream)), 'no head yet').to.equal(false);
+    expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 6));
+    // The next chunk (a fresh state, read from the store) compacts again.
+    await write(writer, range(7, 8).map((o) => ev('acc_a', o)));
+    const head = fake.docs.get(headId(stream)) as EventPageHeadDoc;
+    expect(head).to.deep.include({ through: 8, frag: 4 });
+    expect(offsets(await readAfter(fake.asCollection(), after(null)))).to.deep.equal(range(0, 8));
+    expect(offsets(await readAfter(fake.asCollection(), after(3, { limit: 3 })))).to.deep.equal([4, 5, 6]);
+    // A reader that read the head before a compaction, whose fragments are then deleted, reads the head again and starts over.
+    await write(writer, range(9, 10).map((o) => ev('acc_a', o)));
+    const findOne = fake.findOne.bind(fake);
+    let compacted = false;
+    fake.findOne = async (filter) => {
+      const found = await findOne(filter);
+      if (!compacted && filter._id === headId(stream)) {
+        compacted = true;
+        await write(writer, [ev('acc_a', 11)]);
+        await write(writer, [ev('acc_a', 12)]);
+        expect((fake.docs.get(headId(stream)) as EventPageHeadDoc).frag, 'compacted under the read').to.equal(7);
+      }
+      return found;
+    };
+    expect(offsets(await readAfter(fake.asCollection(), after(null, { through: 12 })))).to.deep.equal(range(0, 12));
   });
 
   it('starts a stream over when the topic was deleted and created again (a new topic id, offsets from 0 again); a writer waits for the topic check', async () => {
@@ -272,7 +378,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
 
   it('bounds a page by bytes as well as by count: a big event gets a page of its own', async () => {
     const fake = new FakePages();
-    const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, pageBytes: 4096 });
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 100, pageBytes: 4096, fragments: 1, duePerRun: 1 });
     const big = 'x'.repeat(6000);
     const docs = range(0, 9).map((o) => ev('acc_a', o, 'message.received', o === 4 ? { big } : { small: o }));
     await write(writer, docs);
@@ -291,22 +397,31 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     expect(stored.events, 'no nested events in a packed page').to.equal(undefined);
     expect(stored).to.deep.include({ first: 0, last: 9, count: 10 });
     expect(pageEvents(stored)).to.deep.equal(docs.slice(0, 10));
-    // The store as an earlier version wrote it: every page's events nested.
-    for (const [id, doc] of fake.docs) {
+    // The store as an earlier version wrote it: every page's events nested (a type stream's too, whole events), heads without `frag` and `through`.
+    const byOffset = new Map(docs.map((d) => [d.offset, d]));
+    for (const [id, doc] of streamDocs(fake)) {
+      if ('pages' in doc) {
+        const { frag: _frag, through: _through, ...head } = doc;
+        fake.docs.set(id, head);
+      }
       if (!('first' in doc)) continue;
       const { packed: _packed, count: _count, ...rest } = doc;
-      fake.docs.set(id, { ...rest, events: pageEvents(doc) });
+      fake.docs.set(id, { ...rest, events: pageEvents(doc).map((e) => byOffset.get(e.offset)!) });
     }
     expect(await readAfter(fake.asCollection(), after(null))).to.deep.equal(docs.slice(0, 15));
+    expect(await readAfter(fake.asCollection(), after(null, { types: ['message.received'] }))).to.deep.equal(docs.slice(0, 15));
     expect(offsets(await readAfter(fake.asCollection(), after(7, { limit: 4 })))).to.deep.equal([8, 9, 10, 11]);
-    // A writer of this version extends the nested newest page (rewritten packed) and adds packed pages.
+    // A writer of this version leaves the pages as they are (the newest one too) and appends after them.
     await write(new PageWriter(fake.asCollection(), { pageEvents: 10 }), docs.slice(15));
     expect((fake.docs.get(pageId(stream, 0)) as EventPageDoc).events, 'a full page is left as it is').to.have.length(10);
-    expect((fake.docs.get(pageId(stream, 1)) as EventPageDoc).events).to.equal(undefined);
+    expect((fake.docs.get(pageId(stream, 1)) as EventPageDoc).events, 'the newest page too').to.have.length(5);
+    expect((fake.docs.get(pageId(stream, 2)) as EventPageDoc).events).to.equal(undefined);
     expect(await readAfter(fake.asCollection(), after(null))).to.deep.equal(docs);
+    expect(await readAfter(fake.asCollection(), after(null, { types: ['message.received'] }))).to.deep.equal(docs);
+    expect(offsets(await readAfter(fake.asCollection(), after(12, { limit: 4, types: ['message.received'] })))).to.deep.equal([13, 14, 15, 16]);
   });
 
-  it('with a cache: full pages and directories are read once, the head and the newest page every time; answers equal the uncached ones', async () => {
+  it('with a cache: pages (never rewritten) and full directories are read once, the head, the newest directory and the fragments every time; answers equal the uncached ones', async () => {
     const fake = new FakePages();
     const writer = new PageWriter(fake.asCollection(), { pageEvents: 10, dirPages: 4, topicId: () => 'topic-1' });
     await write(writer, range(0, 94).map((o) => ev('acc_a', o)));
@@ -318,22 +433,27 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
         expect(await readAfter(fake.asCollection(), after(since, { limit }), cache), `again: since ${since} limit ${limit}`).to.deep.equal(plain);
       }
     }
-    // Pages 0..8 are full (cached), page 9 (90..94) is the newest; directories 0 and 1 are full, 2 is the newest.
+    // Pages 0..9 (9: 90..94) are cached; directories 0 and 1 are full, 2 is the newest.
     fake.reads.length = 0;
     expect(offsets(await readAfter(fake.asCollection(), after(15, { limit: 10 }), cache))).to.deep.equal(range(16, 25));
     expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(streamId('acc_a', PARTITION, null))]);
     fake.reads.length = 0;
     expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 94));
     const stream = streamId('acc_a', PARTITION, null);
-    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(stream), dirId(stream, 2), pageId(stream, 9)]);
-    // The newest page grows, then fills and is followed: a read right after sees every event, from the cache once it is full.
+    // The stream's end: the newest directory, the first fragment (none), the head again (no compaction meanwhile).
+    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(stream), dirId(stream, 2), fragmentId(stream, 1), headId(stream)]);
+    // Fragments are added, then compacted into a new page: a read right after each sees every event.
     await write(writer, range(95, 99).map((o) => ev('acc_a', o)));
     expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 99));
+    // A fragment never changes: read again, it comes from the cache; the next one (the stream's end) from the store.
+    fake.reads.length = 0;
+    expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 99));
+    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(stream), dirId(stream, 2), fragmentId(stream, 2), headId(stream)]);
     await write(writer, range(100, 104).map((o) => ev('acc_a', o)));
     expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 104));
     fake.reads.length = 0;
     expect(offsets(await readAfter(fake.asCollection(), after(85, { limit: 100 }), cache))).to.deep.equal(range(86, 104));
-    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(stream), dirId(stream, 2), pageId(stream, 10)]);
+    expect(fake.reads.map((f) => f._id)).to.deep.equal([headId(stream), dirId(stream, 2), fragmentId(stream, 3), headId(stream)]);
     expect(cache.stats.hits).to.be.greaterThan(0);
   });
 
@@ -347,7 +467,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     expect((await readAfter(fake.asCollection(), after(null), cache)).map((d) => d._id)).to.deep.equal(reborn.map((d) => d._id));
   });
 
-  it('backfills the streams of a store written before them: the same pages as the materializer writes, and again adds nothing', async () => {
+  it('backfills the streams of a store written before them: the same history as the materializer writes, and again adds nothing', async () => {
     const docs = range(0, 2499).map((o) => ev(o % 3 === 0 ? 'acc_a' : 'acc_b', o, o % 7 === 0 ? 'call.ended' : 'message.received'));
     const events = {
       find: (filter: { partition: number }) => ({
@@ -361,9 +481,14 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     const direct = new FakePages();
     const writer = new PageWriter(direct.asCollection());
     for (let i = 0; i < 2500; i += 500) await write(writer, docs.slice(i, i + 500));
-    expect(new Map(streamDocs(fake).sort())).to.deep.equal(new Map(streamDocs(direct).sort()));
+    for (const accountId of ['acc_a', 'acc_b']) {
+      for (const types of [undefined, ['call.ended'], ['message.received']] as (EventType[] | undefined)[]) {
+        expect(await readAfter(fake.asCollection(), after(null, { accountId, types, limit: 5000 }))).to.deep.equal(await readAfter(direct.asCollection(), after(null, { accountId, types, limit: 5000 })));
+      }
+    }
+    const once = structuredClone(streamDocs(fake));
     await backfillPages(events, fake.asCollection(), PARTITION + 1);
-    expect(new Map(streamDocs(fake).sort())).to.deep.equal(new Map(streamDocs(direct).sort()));
+    expect(new Map(streamDocs(fake).sort())).to.deep.equal(new Map(once.sort()));
     expect(offsets(await readAfter(fake.asCollection(), after(null, { types: ['call.ended'], accountId: 'acc_b', limit: 500 })))).to.deep.equal(range(0, 2499).filter((o) => o % 3 !== 0 && o % 7 === 0));
   });
 });

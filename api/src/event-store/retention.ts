@@ -4,30 +4,36 @@
  *
  * The materializer writes one journal entry per chunk (pages.ts,
  * `#j:<topic id>:<p>:<first offset>`): where the next chunk starts, the
- * created_at of the chunk's newest event, the ids of the events it stored and
- * the stream pages it opened. A partition's chunks tile its offsets, so its
- * journal is walked from one entry to the next by `_id`.
+ * created_at of the chunk's newest event and the ids of the events it stored
+ * (journals written before fragments also list the stream pages the chunk
+ * opened). A compaction after the chunk lists the pages it started, with
+ * their first offsets, under `#js:<topic id>:<p>:<first offset>`. A
+ * partition's chunks tile its offsets, so its journal is walked from one
+ * entry to the next by `_id`.
  *
  * Each partition has a floor document (`#floor:<p>`): `offset`, the first
  * offset still retained (everything below has expired), and `next`, where the
  * deletion has got to. A sweep of a partition:
  *  1. deletes what lies below the floor published at least `graceMs` ago:
  *     for each journal entry from `next` up to the floor, its events (by id),
- *     the page before each page it opened (a page is wholly older than the
- *     next page's start), a directory once its last page goes, then the entry;
+ *     the page before each page it or the compaction after it started (a
+ *     page is wholly older than the next page's start), a directory once its
+ *     last page goes, then the entry and the compaction's list;
  *  2. raises the floor over the entries whose newest event is older than the
  *     retention (nothing is deleted yet: readers that cached the old floor, for
  *     at most FLOOR_CACHE_MS, still find every page they may read).
- * A stream's newest page is never deleted, so every stream keeps the page
- * holding its first retained event; readers start at the floor (store.ts) and
- * a cursor below it answers 410 (features/events/service.ts).
+ * A stream's newest page, and its fragments not compacted yet (fewer than a
+ * compaction's worth), are never deleted here, so every stream keeps what
+ * holds its first retained event; compaction deletes the fragments it
+ * merged. Readers start at the floor (store.ts), so nothing expired is
+ * returned, and a cursor below it answers 410 (features/events/service.ts).
  *
  * Two sweepers of one partition (a rebalance) delete the same documents
  * twice, which is harmless; the floor and the cursor only grow ($max).
  */
 import type { Collection } from 'mongodb';
 import type { EventDoc } from '#shared/mongo/documents.js';
-import { dirId, journalContents, journalId, pageId, type JournalDoc, type PagesCollection } from './pages.js';
+import { dirId, journalContents, journalId, pageId, startedContents, startedId, type JournalDoc, type PagesCollection, type StartedDoc } from './pages.js';
 import { isDuplicateKey } from '#shared/mongo/index.js';
 
 /** A partition's retention floor and deletion cursor. */
@@ -95,6 +101,7 @@ export async function ensureFloor(pages: PagesCollection, topicId: string, parti
 export async function sweepPartition(opts: SweepOptions, partition: number): Promise<SweepCounts> {
   const floors = opts.pages as unknown as Collection<FloorDoc>;
   const journal = opts.pages as unknown as Collection<JournalDoc>;
+  const compactions = opts.pages as unknown as Collection<StartedDoc>;
   const now = opts.now ?? new Date();
   const counts: SweepCounts = { events: 0, pages: 0, entries: 0, floor: 0 };
   const floor = await floors.findOne({ _id: floorId(partition) });
@@ -114,19 +121,27 @@ export async function sweepPartition(opts: SweepOptions, partition: number): Pro
           { ordered: true },
         );
       }
+      // The page before each page a chunk opened (journals written before fragments) or the compaction after it started: wholly below the floor.
+      const opened: [string, number, number][] = started.map(([stream, n]) => [stream, n, entry.per_dir]);
+      const compaction = await compactions.findOne({ _id: startedId(opts.topicId, partition, entry.first) });
+      if (compaction) {
+        // A page whose first offset is above the floor (a chunk written again with other bounds) leaves its predecessor for later: never deleted early.
+        for (const [stream, n, start] of startedContents(compaction)) if (start <= floor.offset) opened.push([stream, n, compaction.per_dir]);
+      }
       const gone: string[] = [];
-      for (const [stream, n] of started) {
+      for (const [stream, n, perDir] of opened) {
         if (n < 1) continue;
         gone.push(pageId(stream, n - 1));
-        if ((n - 1) % entry.per_dir === entry.per_dir - 1) gone.push(dirId(stream, Math.floor((n - 1) / entry.per_dir)));
+        if ((n - 1) % perDir === perDir - 1) gone.push(dirId(stream, Math.floor((n - 1) / perDir)));
       }
+      if (compaction) gone.push(compaction._id);
       gone.push(entry._id);
       await opts.pages.bulkWrite(
         gone.map((id) => ({ deleteOne: { filter: { _id: id } } })),
         { ordered: true },
       );
       counts.events += ids.length;
-      counts.pages += gone.length - 1;
+      counts.pages += gone.length - (compaction ? 2 : 1);
       counts.entries += 1;
       next = entry.next;
       await floors.updateOne({ _id: floor._id }, { $max: { next } });

@@ -11,7 +11,7 @@ import { docToRecord } from '#shared/eventlog/envelope.js';
 import type { EventType } from '#shared/eventlog/types.js';
 import type { EventDoc } from '#shared/mongo/documents.js';
 import type { PageCache } from './page-cache.js';
-import { readStream, streamId, type PagesCollection } from './pages.js';
+import { readStream, type PagesCollection } from './pages.js';
 import { floorCacheOf } from './retention.js';
 import type { LiveEvent, RangeQuery, StoredEvent } from './types.js';
 
@@ -29,7 +29,7 @@ async function readStreams(pages: PagesCollection, q: { accountId: string; parti
   const floor = BigInt(await floorCacheOf(pages).floor(q.partition));
   const after = floor > 0n && (q.after === null || q.after < floor - 1n) ? floor - 1n : q.after;
   if (after !== null && after >= q.upTo) return [];
-  const runs = await Promise.all(types.map((type) => readStream(pages, streamId(q.accountId, q.partition, type), after, q.upTo, q.limit, cache)));
+  const runs = await Promise.all(types.map((type) => readStream(pages, { accountId: q.accountId, partition: q.partition, type }, after, q.upTo, q.limit, cache)));
   if (runs.length === 1) return runs[0] as EventDoc[];
   return runs
     .flat()

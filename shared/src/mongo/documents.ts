@@ -93,9 +93,12 @@ export interface EventDoc {
 
 /**
  * One page of an account's event stream on one partition (event-store/pages.ts):
- * a run of consecutive events of the stream, oldest first. A stream is either
- * all the account's events or those of one type. `_id` is `<stream>:<n>`,
- * pages numbered from 0; the stream's head document lists where each starts.
+ * a run of consecutive entries of the stream, oldest first. A stream is either
+ * all the account's events or those of one type (whose entries are offsets
+ * into the account's stream; pages written before that hold the events).
+ * `_id` is `<stream>:<n>`, pages numbered from 0; the stream's head document
+ * lists where each starts. A fragment (`<stream>:f<n>`, one chunk's entries
+ * of the stream, not yet compacted into pages) has the same shape.
  */
 export interface EventPageDoc {
   _id: string;
@@ -115,6 +118,8 @@ export interface EventPageDoc {
   packed?: Binary;
   /** The events as nested documents: pages written before `packed` (still read). */
   events?: EventDoc[];
+  /** On a fragment (`<stream>:f<n>`): the Kafka id of the topic it was written from (see EventPageHeadDoc.topic_id). */
+  topic_id?: string;
 }
 
 /**
@@ -137,6 +142,14 @@ export interface EventPageHeadDoc {
    * before the field existed, or by the backfill; taken as the current topic).
    */
   topic_id?: string;
+  /**
+   * The first fragment (`<stream>:f<n>`) not compacted into pages: the stream's
+   * newest entries are in fragments frag, frag + 1, … up to the first missing
+   * one (absent: 0, a head written before fragments existed).
+   */
+  frag?: number;
+  /** The last offset the pages hold (absent: a head written before fragments existed; its newest page says). */
+  through?: number;
 }
 
 /** One directory of a stream: `starts[i]` is the first offset of page k * per_dir + i. */
