@@ -92,6 +92,8 @@ export interface ApiConfig extends BaseConfig {
     /** How long a resume may wait for the materializer to catch up before answering 503. */
     handoffTimeoutMs: number;
     materializerGroupId: string;
+    /** MATERIALIZER_ENABLED (default true): this process joins the materializer group. Off, it writes no history and costs only what its own readers do; at least one API process of the deployment must keep it on. */
+    materializerEnabled: boolean;
     /** Most events the materializer writes as one chunk (MATERIALIZER_CHUNK_EVENTS, default 500): bigger chunks drain a backlog faster, at a cost to others writing to the same store. */
     materializerChunkEvents: number;
     /** Each process's fan-out group is this prefix + instance id + a random suffix. */
@@ -186,6 +188,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       // this database", so a process pointed at another database never takes
       // partitions away from the real materializers.
       materializerGroupId: `${base.kafka.eventsTopic}.materializer.${base.mongo.dbName}`,
+      materializerEnabled: read.bool(env, 'MATERIALIZER_ENABLED', true),
       materializerChunkEvents: read.int(env, 'MATERIALIZER_CHUNK_EVENTS', 500, 1, 100_000), // why 500: DEFAULT_CHUNK_EVENTS in event-store/materializer.ts
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
       tailWindowEvents: read.int(env, 'TAIL_WINDOW_EVENTS', 10_000, 0, 1_000_000),

@@ -31,6 +31,8 @@ export interface EventsRuntime {
   registry: WaiterRegistry;
   watermarks: WatermarkReader;
   materializer: Materializer;
+  /** Whether this process runs the materializer (MATERIALIZER_ENABLED); off, `materializer` is never started. */
+  materializerEnabled: boolean;
   fanout: FanOut;
   /** Recent events per partition, kept by the fan-out (shared with it). */
   tail: TailWindow;
@@ -114,7 +116,7 @@ export function createEventsRuntime(
   const pageCache = new PageCache(config.events.historyCacheBytes);
   const headSource = new KafkaHeadSource(kafka, topic, config.events.handoffTimeoutMs);
   const head = new LogHead(() => headSource.fetch(), () => headSource.close());
-  const parts = { producer, guard, guardLog, registry, watermarks, materializer, fanout, tail, pageCache, head, traces };
+  const parts = { producer, guard, guardLog, registry, watermarks, materializer, materializerEnabled: config.events.materializerEnabled, fanout, tail, pageCache, head, traces };
   return { ...parts, feedPorts: newFeedPorts(parts, mongo, config.events.handoffTimeoutMs) };
 }
 
@@ -154,10 +156,11 @@ export async function startEventsRuntime(events: EventsRuntime, lifecycle: Lifec
     timer.unref();
     lifecycle.onStop('topic-guard retry', () => clearInterval(timer));
   }
-  lifecycle.onStop('materializer', () => events.materializer.stop());
+  if (events.materializerEnabled) lifecycle.onStop('materializer', () => events.materializer.stop());
+  else logger.info('the materializer is off in this process (MATERIALIZER_ENABLED=false): other API processes write history');
   lifecycle.onStop('fan-out', () => events.fanout.stop());
   lifecycle.onStop('log head', () => events.head.close());
-  await Promise.all([events.materializer.start(), events.fanout.start()]);
+  await Promise.all([events.materializerEnabled ? events.materializer.start() : undefined, events.fanout.start()]);
 }
 
 /** The range from the tail window, or null when it cannot vouch for it (not covered, or the fan-out has gone silent). */

@@ -1,12 +1,14 @@
 // Scenario 7: what an API pod costs. The same steady ingest goes into API
 // process A, first with A alone (plus one delivery process), then with two
 // more API processes on the same topic and database: B holds long-polls and
-// SSE streams on a few accounts, C holds nothing. Reported: each process's
+// SSE streams on a few accounts, C holds nothing and runs without the
+// materializer (MATERIALIZER_ENABLED=false, the reader-only pod of
+// docs/scaling.md), so its cost is the pod's alone. Reported: each process's
 // cores per 1,000 events/s of service-wide ingest, what each added pod costs
 // (the three pods' API CPU minus the one pod's, per added pod: a pod's
 // materializer share moves, it is not added), the live latency of B's
 // readers, and the materializer's backlog after a burst at a higher rate,
-// three pods against one. Every window also reports the machine's busy cores:
+// three pods (A and B materialize) against one. Every window also reports the machine's busy cores:
 // the machine is shared, so compare figures of runs made close together.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -114,11 +116,11 @@ export async function run(ctx) {
   }
 
   ctx.log('three pods: starting B and C, readers on B');
-  [b, c] = await Promise.all([startApi(ctx, { name: 'api-b', topic, env: podEnv }), startApi(ctx, { name: 'api-c', topic, env: podEnv })]);
+  [b, c] = await Promise.all([startApi(ctx, { name: 'api-b', topic, env: podEnv }), startApi(ctx, { name: 'api-c', topic, env: { ...podEnv, MATERIALIZER_ENABLED: 'false' } })]);
   readers = [startNode('readers', [join(benchDir, 'workers', 'waiters.mjs')], { logFile: join(ctx.scratch, 'pods-readers.log') })];
   await readers[0].request('open', { url: b.url, accounts: accounts.map(({ id, token }) => ({ id, credential: token })), longPolls: LONG_POLLS, streams: STREAMS });
   await waitOpen(ctx, readers.map((child) => ({ child })), READ_ACCOUNTS * STREAMS);
-  ctx.log('three pods: warming up (the materializer group rebalances over three members)');
+  ctx.log('three pods: warming up (the materializer group rebalances over A and B)');
   await ingest(RATE, 3, BATCH);
   await sleep(DORMANT_MS + 1000);
   const three = [];
@@ -146,7 +148,7 @@ export async function run(ctx) {
       { id: 'pods.one.a', label: `7 API CPU, 1 pod (takes the ingest) @ ${RATE} ev/s`, value: oneA, unit, reference: machineRef(one), ratio: null },
       { id: 'pods.three.a', label: '7 API CPU, 3 pods: A (takes the ingest)', value: med(three, 'api-a'), unit, reference: machineRef(three), ratio: null },
       { id: 'pods.three.b', label: `7 API CPU, 3 pods: B (${READ_ACCOUNTS * (LONG_POLLS + STREAMS)} readers)`, value: med(three, 'api-b'), unit, reference: null, ratio: null },
-      { id: 'pods.three.c', label: '7 API CPU, 3 pods: C (no readers; with its materializer share)', value: med(three, 'api-c'), unit, reference: null, ratio: null },
+      { id: 'pods.three.c', label: '7 API CPU, 3 pods: C (no readers, MATERIALIZER_ENABLED=false)', value: med(three, 'api-c'), unit, reference: null, ratio: null },
       {
         id: 'pods.three.c.slope',
         label: '7 API CPU of C above its floor at rest (what the ingest costs a pod without readers)',
@@ -160,7 +162,7 @@ export async function run(ctx) {
       { id: 'pods.live.p99', label: '7 live p99 of B\'s readers, 3 pods', value: liveP99, unit: 'ms', reference: null, ratio: null, target: { valueAtMost: 25, unit: 'ms' } },
       {
         id: 'pods.lag',
-        label: `7 materializer backlog after ${lagSeconds} s at ${lagRate} ev/s, 3 pods`,
+        label: `7 materializer backlog after ${lagSeconds} s at ${lagRate} ev/s, 3 pods (A and B materialize)`,
         value: backlog3,
         unit: 'events',
         reference: { label: 'same, 1 pod', value: backlog1, unit: 'events' },

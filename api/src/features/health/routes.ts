@@ -58,7 +58,7 @@ export function healthRoutes(deps: ApiDeps): Router {
       ...(kafka ? [{ path: 'kafka', message: kafka }] : []),
     ];
     // A consumer silent past its bound is dead until the watchdog has replaced it: this process serves stale or no events meanwhile.
-    for (const consumer of [deps.events.materializer.health(), deps.events.fanout.health()]) {
+    for (const consumer of [...(deps.events.materializerEnabled ? [deps.events.materializer.health()] : []), deps.events.fanout.health()]) {
       if (!consumer.alive) failed.push({ path: consumer.name, message: 'consumer not running' });
     }
     if (deps.lifecycle.isStopping) failed.push({ path: 'process', message: 'shutting down' });
