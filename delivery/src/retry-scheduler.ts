@@ -50,6 +50,7 @@ import type { DeliveryDoc, DueEntry } from '#shared/mongo/index.js';
 import { bucketOf, dueAt, DUE_BUCKET_MS, FIFO_POKE_PREFIX, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
+import { storeJob } from './jobs.js';
 import { FifoQueues } from './fifo.js';
 
 interface SchedulerDeps {
@@ -232,7 +233,7 @@ export class RetryScheduler {
           const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
           if (!held) return; // another process took it first
           won++;
-          if (dispatcher.enqueue({ delivery: held }) === 'full') full.push(held._id);
+          if (dispatcher.enqueue(storeJob(held)) === 'full') full.push(held._id);
         }),
       );
     }
