@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { DeliveryDoc } from '#shared/mongo/index.js';
 import { releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
-import { recordStateOf } from './recorder.js';
+import { recordStateOf } from './attempt-docs.js';
 
 type Doc = Record<string, unknown>;
 

@@ -6,7 +6,8 @@ import { encodeEnvelope } from '#shared/eventlog/envelope.js';
 import type { EachBatchPayload, KafkaMessage } from '#shared/eventlog/kafka.js';
 import { eachBatchHandler, matches } from './consumer.js';
 import type { DeliveryCollections } from './deliveries.js';
-import type { Dispatcher, Job } from './dispatch.js';
+import type { Dispatcher } from './dispatch.js';
+import type { Job } from './jobs.js';
 import { PartitionProgress } from './offsets.js';
 
 const sub = (extra: Partial<WebhookDoc> = {}): WebhookDoc =>
@@ -51,7 +52,7 @@ describe('the delivery consumer\'s offsets', () => {
       isSlowed: () => false,
       isThrottled: () => false,
       isStalled: () => false,
-      enqueue: (job: Job) => (finishers.push(() => job.fresh!.done()), 'queued'),
+      enqueue: (job: Job) => (finishers.push(() => (job.source === 'log' ? job.done() : undefined)), 'queued'),
       storeOverflow: () => undefined,
     } as unknown as Dispatcher;
     const progress = new PartitionProgress();

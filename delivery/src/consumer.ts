@@ -41,6 +41,7 @@ import type { DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
 import { deliveryId } from '#shared/mongo/delivery-queue.js';
 import { newDelivery, takesEventType, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
+import { logJob } from './jobs.js';
 import { PartitionProgress } from './offsets.js';
 import type { SubscriptionTable } from './subscription-table.js';
 
@@ -233,7 +234,7 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
       continue;
     }
     if (await roomFor(deps, sub._id)) {
-      const res = deps.dispatcher.enqueue({ delivery: doc, rateLimit: sub.rate_limit ?? null, fresh: { done: () => progress.finish(offset, id) } });
+      const res = deps.dispatcher.enqueue(logJob(doc, () => progress.finish(offset, id), sub.rate_limit ?? null));
       if (res === 'queued') queued++;
       if (res === 'queued' || res === 'attached') continue;
     }
@@ -241,9 +242,9 @@ async function handOver(deps: ConsumerDeps, planned: Planned[], progress: Partit
   }
   // One insertMany for the step's overflow (a hung subscription's backlog), retried until it
   // lands, in the background: the partition's next events do not wait for the store.
-  if (overflow.length > 0) deps.dispatcher.storeOverflow(overflow.map((o) => ({ delivery: o.doc, fresh: { done: () => progress.finish(o.offset, o.doc._id) } })));
+  if (overflow.length > 0) deps.dispatcher.storeOverflow(overflow.map((o) => logJob(o.doc, () => progress.finish(o.offset, o.doc._id))));
   // Likewise, appended to their ordered queues in the background, one step after another.
-  if (ordered.length > 0) deps.dispatcher.storeFifo(ordered.map((o) => ({ delivery: o.doc, fresh: { done: () => progress.finish(o.offset, o.doc._id) } })));
+  if (ordered.length > 0) deps.dispatcher.storeFifo(ordered.map((o) => logJob(o.doc, () => progress.finish(o.offset, o.doc._id))));
   return queued + ordered.length;
 }
 

@@ -13,9 +13,9 @@
  * stale reader) and only swept once far older than any read can be.
  */
 import { isOperationalEventType, type EventType } from '#shared/eventlog/types.js';
+import type { Logger } from '#shared/log.js';
 import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
-
-import { deliveryId, scheduleDue } from '#shared/mongo/delivery-queue.js';
+import { deliveryId, insertDeliveries, scheduleDue } from '#shared/mongo/delivery-queue.js';
 
 export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims' | 'retryDue'> & {
   /**
@@ -252,4 +252,21 @@ export function newDelivery(args: {
     created_at: now,
     updated_at: now,
   };
+}
+
+/** Deliveries read from the log into the store, unleased and due now, retried until they land; those already there are left alone. */
+export async function storeUnleased(c: DeliveryCollections, docs: DeliveryDoc[], log?: Logger): Promise<void> {
+  if (docs.length === 0) return;
+  const unleased = docs.map((d) => ({ ...d, lease_owner: null, lease_until: null }));
+  // Until it lands: the consumer's offsets stay below these deliveries meanwhile, so giving
+  // up would only mean reading (and sending) the log again from there after a restart.
+  for (let tries = 1; ; tries++) {
+    try {
+      await insertDeliveries(c, unleased);
+      return;
+    } catch (err) {
+      if (tries === 1 || tries % 30 === 0) log?.warn({ err, deliveries: docs.length, tries }, 'could not hand deliveries to the retry store; trying again');
+      await new Promise((r) => setTimeout(r, Math.min(2000, 200 * tries)));
+    }
+  }
 }

@@ -7,7 +7,7 @@ import { DnsResolver } from '#shared/dns.js';
 import type { Resolver } from '#shared/url-safety.js';
 import { ATTEMPT_TIMEOUT_MS, type DeliveryConfig } from './config.js';
 import type { DeliveryCollections } from './deliveries.js';
-import type { DispatchHooks } from './dispatch.js';
+import type { DispatchHooks } from './run-job.js';
 import { EndpointHealth } from './endpoint-health.js';
 import { Notifications, type DisabledSubscription } from './notifications.js';
 import { EventLog } from '#shared/eventlog/event-log.js';

@@ -33,6 +33,7 @@ import { fifoPoke, readFifoHead, readFifoSlot, readFifoTail, saveFifoHead, sched
 import type { FifoSlotDoc } from '#shared/mongo/index.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
+import { storeJob } from './jobs.js';
 
 interface FifoDeps {
   log: Logger;
@@ -171,7 +172,7 @@ export class FifoQueues {
       if (!held) return; // another process took it first
       // Not taken (no room, or the dispatcher is stopping): handed back at once rather than left to its lease,
       // which would hold the whole queue that long. One already held here keeps its lease.
-      const taken = deps.dispatcher.enqueue({ delivery: held });
+      const taken = deps.dispatcher.enqueue(storeJob(held));
       if (taken === 'full' || (taken === 'duplicate' && !deps.dispatcher.holds(held._id))) await releaseLeases(c, [held._id], deps.owner, deps.clock());
       return;
     }

@@ -46,14 +46,13 @@
  * refresh that throws rejects send(): no request was written, so no attempt
  * is reported.
  */
-import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { isIP } from 'node:net';
-import { createSecureContext, rootCertificates } from 'node:tls';
-import { buildConnector, Client, Pool, type Dispatcher } from 'undici';
 import { LOOKUP_LIMIT } from '#shared/dns.js';
 import type { AttemptOutcome } from '#shared/mongo/index.js';
-import { checkResolved, precheckUrl, redactAddresses, type LookupContext, type Resolver, type SafetyPolicy } from '#shared/url-safety.js';
+import { precheckUrl, redactAddresses, type LookupContext, type Resolver, type SafetyPolicy } from '#shared/url-safety.js';
 import { parseRetryAfter } from './retry-policy.js';
+import { AttemptClock, round, type RoundRequest } from './send-round.js';
+import { remember, SenderPools } from './send-pools.js';
 
 export interface SendResult {
   status: number | null;
@@ -108,102 +107,10 @@ export interface Sender {
   close(): void;
 }
 
-/** Bytes of a response body we read (to keep the connection reusable) before hanging up. */
-const MAX_RESPONSE_BYTES = 64 * 1024;
-
-class BlockedAddressError extends Error {
-  readonly code = 'ERR_BLOCKED_ADDRESS';
-}
-
 class TimeoutError extends Error {
   override readonly name = 'TimeoutError';
   readonly code = 'ETIMEDOUT';
 }
-
-/** A request dropped unwritten because its gate was not ready. */
-const NOT_READY = new Error('the gate was not ready: dropped unwritten');
-
-/** A request withdrawn while it waited for a connection: given to none. */
-const WITHDRAWN = new Error('withdrawn while waiting for a connection');
-
-/** A pool nothing was sent through for this long is closed (its connections are closed by then: keepAliveMaxTimeout). */
-const IDLE_POOL_MS = 60_000;
-
-/**
- * Set on a request's dispatch options: called when its pool hands it to a
- * connection (one already up, or one about to dial). False: the request was
- * withdrawn meanwhile and is given to no connection.
- */
-const ON_CONNECTION = Symbol('on connection');
-type HookedOptions = Dispatcher.DispatchOptions & { [ON_CONNECTION]?: () => boolean };
-
-/** A pool's connection that tells each request when the pool hands it over (the end of its wait). */
-function hookedClient(origin: URL, options: object): Dispatcher {
-  const client = new Client(origin, options as Client.Options);
-  const dispatch = client.dispatch.bind(client);
-  client.dispatch = (o: HookedOptions, handler: Dispatcher.DispatchHandler): boolean => {
-    const taken = o[ON_CONNECTION];
-    if (taken && !taken()) {
-      // Not handed over: the connection stays free for the next one waiting.
-      handler.onError?.(WITHDRAWN);
-      return true;
-    }
-    return dispatch(o, handler);
-  };
-  return client;
-}
-
-/**
- * An attempt's time limit: a clock that runs while the attempt is the
- * receiver's business and stops while its request waits for a connection.
- */
-class AttemptClock {
-  private left: number;
-  private since = 0;
-  private timer: NodeJS.Timeout | null = null;
-  private ended = false;
-
-  constructor(
-    private readonly limitMs: number,
-    private readonly onOver: () => void,
-  ) {
-    this.left = limitMs;
-    this.run();
-  }
-
-  run(): void {
-    if (this.timer || this.ended) return;
-    this.since = performance.now();
-    this.timer = setTimeout(this.onOver, Math.max(0, this.left));
-  }
-
-  stop(): void {
-    if (!this.timer) return;
-    clearTimeout(this.timer);
-    this.timer = null;
-    this.left -= performance.now() - this.since;
-  }
-
-  end(): void {
-    this.stop();
-    this.ended = true;
-  }
-
-  /** Time counted so far. */
-  get spentMs(): number {
-    return this.limitMs - this.left + (this.timer ? performance.now() - this.since : 0);
-  }
-}
-
-/** One subscription's connections to one origin, and when it was last used. */
-interface PoolEntry {
-  pool: Pool;
-  /** Requests given to the pool whose handler has not finished yet. */
-  inFlight: number;
-  lastUsed: number;
-}
-
-type LookupCallback = (err: NodeJS.ErrnoException | null, address?: string | LookupAddress[], family?: number) => void;
 
 const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|EPROTO$|HOSTNAME_MISMATCH)/;
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'ENODATA', 'ESERVFAIL', 'EAI_NONAME', 'ENONAME', 'EAI_NODATA', 'ETIMEOUT', 'EREFUSED', 'ECANCELLED', LOOKUP_LIMIT]);
@@ -252,193 +159,13 @@ function targetOf(url: string, policy: SafetyPolicy): Target {
   return { origin: u.origin, path: `${u.pathname}${u.search}`, name: isIP(host) ? null : host };
 }
 
-const noAddress = (name: string): Error => Object.assign(new Error(`no address for ${name}`), { code: 'ENOTFOUND' });
-
-/** Why a name's addresses may not be dialled (one not allowed, or none at all); null when they may. */
-function refusalOf(name: string, addresses: string[], policy: SafetyPolicy): Error | null {
-  for (const address of addresses) {
-    const verdict = checkResolved(name, address, policy);
-    if (!verdict.ok) return new BlockedAddressError(verdict.message);
-  }
-  return addresses.length === 0 ? noAddress(name) : null;
-}
-
-/** Caches per URL or name stay bounded: emptied when full (they refill from the next sends). */
-function remember<K, V>(cache: Map<K, V>, key: K, value: V): V {
-  if (cache.size >= 10_000) cache.clear();
-  cache.set(key, value);
-  return value;
-}
-
-type Round = { kind: 'response'; status: number; headers: Record<string, string | string[] | undefined> } | { kind: 'error'; err: unknown } | { kind: 'not-ready' } | { kind: 'no-connection' };
-
 export function createSender(opts: SenderOptions): Sender {
-  // An extra CA goes into ONE secure context shared by every connection: built per
-  // connection, Node parsed the ~140 root certificates each time (60% of this process's
-  // CPU in the bench).
-  const secureContext = opts.caPem ? createSecureContext({ ca: [...rootCertificates, opts.caPem] }) : undefined;
-
-  // The addresses each name last resolved to for a send, every one of them allowed. A new
-  // connection dials these (checked again), so the connection's lookup is never the first
-  // query of a name, and its queries are the sending account's.
-  const checked = new Map<string, string[]>();
-  const dialLookup = (hostname: string, options: LookupOneOptions & { all?: boolean }, callback: LookupCallback): void => {
-    const known = checked.get(hostname);
-    const addresses = known ? Promise.resolve(known) : opts.resolve(hostname, {});
-    addresses.then(
-      (list) => {
-        const refused = refusalOf(hostname, list, opts.policy);
-        if (refused) return callback(refused);
-        const all: LookupAddress[] = list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })).filter((a) => !options.family || a.family === options.family);
-        const first = all[0];
-        if (!first) return callback(noAddress(hostname));
-        if (options.all) return callback(null, all);
-        callback(null, first.address, first.family);
-      },
-      (err: NodeJS.ErrnoException) => callback(err),
-    );
-  };
-  const connect = buildConnector({ ...(secureContext ? { secureContext } : {}), lookup: dialLookup, timeout: opts.timeoutMs } as buildConnector.BuildOptions);
-  const newPool = (origin: string): Pool =>
-    new Pool(origin, {
-      connect,
-      connections: opts.socketsPerOrigin ?? 128,
-      pipelining: 1,
-      // Idle connections are kept this long unless the receiver's Keep-Alive header says less.
-      keepAliveTimeout: 30_000,
-      keepAliveMaxTimeout: 60_000,
-      headersTimeout: opts.timeoutMs,
-      bodyTimeout: opts.timeoutMs,
-      factory: hookedClient,
-    });
-
-  // One pool per (subscription, origin); idle ones closed, so memory follows the pairs in use.
-  const pools = new Map<string, PoolEntry>();
-  const closeIdle = (idleMs: number): void => {
-    const now = performance.now();
-    for (const [key, entry] of pools) {
-      if (entry.inFlight > 0 || now - entry.lastUsed < idleMs) continue;
-      pools.delete(key);
-      entry.pool.destroy().catch(() => {});
-    }
-  };
-  const idlePoolMs = opts.idlePoolMs ?? IDLE_POOL_MS;
-  const sweeper = setInterval(() => closeIdle(idlePoolMs), idlePoolMs / 2);
-  sweeper.unref();
-  const poolFor = (subscription: string, origin: string): PoolEntry => {
-    const key = `${subscription}\n${origin}`;
-    let entry = pools.get(key);
-    if (!entry) {
-      if (pools.size >= 10_000) closeIdle(0);
-      entry = { pool: newPool(origin), inFlight: 0, lastUsed: 0 };
-      pools.set(key, entry);
-    }
-    entry.lastUsed = performance.now();
-    return entry;
-  };
-
+  const pools = new SenderPools(opts);
   const outOfTime = (): TimeoutError => new TimeoutError(`no answer within ${opts.timeoutMs} ms`);
   const targets = new Map<string, Target>();
   const targetOnce = (url: string): Target => {
     return targets.get(url) ?? remember(targets, url, targetOf(url, opts.policy));
   };
-
-  /** Resolves a name for `ctx.account` and checks every address; throws what the attempt fails with. */
-  async function checkName(name: string, ctx: SendContext): Promise<void> {
-    const { subscription: _subscription, ...lookup } = ctx;
-    const addresses = await opts.resolve(name, lookup);
-    const refused = refusalOf(name, addresses, opts.policy);
-    if (refused) throw refused;
-    remember(checked, name, addresses);
-  }
-
-  /**
-   * One request on one connection of `entry`'s pool; `over` aborts it (the attempt's time is up).
-   * The clock stops while the request waits for a connection; with `waitMs`, a request still
-   * waiting then is withdrawn ('no-connection': given to no connection, nothing written).
-   */
-  function round(
-    target: { origin: string; path: string },
-    body: string,
-    headers: Record<string, string>,
-    gate: SendGate | undefined,
-    over: { aborted: boolean; abort?: () => void },
-    clock: AttemptClock,
-    entry: PoolEntry,
-    waitMs: number | null,
-  ): Promise<Round> {
-    return new Promise<Round>((resolve) => {
-      let done = false;
-      let released = false;
-      let read = 0;
-      let waiting: NodeJS.Timeout | null = null;
-      const finish = (r: Round): void => {
-        if (done) return;
-        done = true;
-        over.abort = undefined;
-        if (waiting) clearTimeout(waiting);
-        resolve(r);
-      };
-      // The pool is done with the request (answered, failed, or let go after its withdrawal).
-      const letGo = (): void => {
-        if (released) return;
-        released = true;
-        entry.inFlight--;
-        entry.lastUsed = performance.now();
-      };
-      // The attempt's answer is the status, but the round ends with the body (read, up to a limit, so
-      // the connection is free for the next request the moment the round ends); a body cut short,
-      // over the limit or out of time leaves the status standing.
-      let answer: Round | null = null;
-      const handler: Dispatcher.DispatchHandler = {
-        onRequestStart(controller) {
-          over.abort = () => controller.abort(outOfTime());
-          if (over.aborted) return controller.abort(outOfTime());
-          // The connection is up: the last moment before the first byte.
-          if (gate && !gate.ready()) controller.abort(NOT_READY);
-        },
-        onResponseStart(_controller, statusCode, resHeaders) {
-          if (statusCode >= 200) answer = { kind: 'response', status: statusCode, headers: resHeaders }; // 1xx: still to come
-        },
-        onResponseData(controller, chunk) {
-          read += chunk.length;
-          if (read > MAX_RESPONSE_BYTES) controller.abort(new Error('response body over the limit'));
-        },
-        onResponseEnd() {
-          letGo();
-          if (answer) finish(answer);
-        },
-        onResponseError(_controller, err) {
-          letGo();
-          finish(answer ?? (err === NOT_READY ? { kind: 'not-ready' } : { kind: 'error', err }));
-        },
-      };
-      const options: HookedOptions = {
-        origin: target.origin,
-        path: target.path,
-        method: 'POST',
-        headers: { 'user-agent': opts.userAgent, 'content-type': 'application/json', ...headers },
-        body,
-        // Handed to a connection: the wait is over and the clock runs again (connect and handshake count).
-        [ON_CONNECTION]: () => {
-          if (done) return false;
-          if (waiting) clearTimeout(waiting);
-          waiting = null;
-          clock.run();
-          return true;
-        },
-      };
-      clock.stop();
-      if (waitMs !== null) waiting = setTimeout(() => finish({ kind: 'no-connection' }), waitMs);
-      entry.inFlight++;
-      try {
-        entry.pool.dispatch(options, handler);
-      } catch (err) {
-        letGo();
-        finish({ kind: 'error', err });
-      }
-    });
-  }
 
   async function send(url: string, body: string, headers: Record<string, string>, ctx: SendContext = {}, gate?: SendGate): Promise<SendResult | null> {
     // One limit for the whole attempt: lookup, connect, handshake, the gate's reads, the answer
@@ -460,13 +187,14 @@ export function createSender(opts: SenderOptions): Sender {
       const target = targetOnce(url);
       if ('blocked' in target) return { status: null, outcome: 'blocked_address', error: target.blocked, retryAfterMs: null, durationMs: elapsed() };
       if (target.name) {
-        const looked = await Promise.race([checkName(target.name, ctx).then(() => null, (err: unknown) => failed(err)), deadline]);
+        const looked = await Promise.race([pools.checkName(target.name, ctx).then(() => null, (err: unknown) => failed(err)), deadline]);
         if (looked === 'over') return timeout();
         if (looked) return looked;
       }
+      const req: RoundRequest = { target, body, headers, userAgent: opts.userAgent, gate, over, clock, outOfTime };
       for (;;) {
-        const entry = poolFor(ctx.subscription ?? '', target.origin);
-        const r = await Promise.race([round(target, body, headers, gate, over, clock, entry, gate ? opts.timeoutMs : null), deadline]);
+        const entry = pools.poolFor(ctx.subscription ?? '', target.origin);
+        const r = await Promise.race([round(req, entry, gate ? opts.timeoutMs : null), deadline]);
         if (r === 'over') return timeout();
         // Waited its whole limit for a connection: nothing was written, nothing is charged.
         if (r.kind === 'no-connection') return null;
@@ -489,10 +217,6 @@ export function createSender(opts: SenderOptions): Sender {
   return {
     send: send as Sender['send'],
     pools: () => pools.size,
-    close: () => {
-      clearInterval(sweeper);
-      for (const entry of pools.values()) entry.pool.destroy().catch(() => {});
-      pools.clear();
-    },
+    close: () => pools.close(),
   };
 }

@@ -1,7 +1,9 @@
 import { expect } from 'chai';
 import type { DeliveryDoc } from '#shared/mongo/index.js';
 import type { AttemptRecord } from './deliveries.js';
-import { AttemptRecorder, attemptDoc, deliveryUpdate, subscriptionUpdates } from './recorder.js';
+import { attemptDoc, deliveryUpdate } from './attempt-docs.js';
+import { AttemptRecorder } from './recorder.js';
+import { subscriptionUpdates } from './status-writer.js';
 
 function record(sub: string, atMs: number, status: number | null, extra: Partial<AttemptRecord> = {}): AttemptRecord {
   const delivery = { _id: `dlv_${sub}_${atMs}`, subscription_id: sub, claim_seq: 3, attempts: 0 } as unknown as DeliveryDoc;

@@ -14,13 +14,14 @@
  * would have after n separate writes). With little traffic a flush holds one
  * attempt and nothing waits.
  */
-import { MongoBulkWriteError, type Filter, type UpdateFilter } from 'mongodb';
+import { MongoBulkWriteError } from 'mongodb';
 import type { Logger } from '#shared/log.js';
-import type { AttemptDoc, DeliveryDoc, WebhookStatusDoc } from '#shared/mongo/index.js';
 import { insertDeliveries, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import { withTimeout } from '#shared/timeout.js';
-import { atomicWrites, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
-import type { EndpointHealth, FailingUpdate } from './endpoint-health.js';
+import { attemptDoc, nextAttemptOf, recordStateOf, storedAfter } from './attempt-docs.js';
+import type { AttemptRecord, DeliveryCollections } from './deliveries.js';
+import type { EndpointHealth } from './endpoint-health.js';
+import { StatusWriter } from './status-writer.js';
 
 interface Pending {
   record: AttemptRecord;
@@ -29,9 +30,6 @@ interface Pending {
   fresh: boolean;
   settle: { resolve(): void; reject(err: unknown): void };
 }
-
-/** A subscription's last_* fields are written at most once per this long (the latest attempt wins). */
-const STATUS_COALESCE_MS = 250;
 
 /** How long a flush waits for more attempts to join it (see flushNext). */
 const RECORD_LINGER_MS = 20;
@@ -205,225 +203,5 @@ export class AttemptRecorder {
     // in 60 s), and one writer at a time also spares SQLite its lock contention.
     for (const p of batch) if (!p.fresh) await recordStateOf(this.c, p.record);
     // The subscriptions' last_* follow (offerStatus), after the records are settled.
-  }
-}
-
-/**
- * Coalesces the subscriptions' last_* writes: a subscription not written in
- * the last STATUS_COALESCE_MS is written at once (with little traffic the
- * status is there as soon as the attempt is); otherwise its latest attempt
- * waits for the end of that window and is written then, once.
- */
-/** A flush waits for its status writes when there are at most this many (see write). */
-const AWAITED_STATUS_WRITES = 4;
-
-class StatusWriter {
-  private readonly lastWrite = new Map<string, number>();
-  private readonly waiting = new Map<string, AttemptRecord>();
-  private timer: NodeJS.Timeout | null = null;
-  private writing: Promise<void> = Promise.resolve();
-
-  constructor(
-    private readonly c: DeliveryCollections,
-    private readonly log?: Logger,
-    /** Its failing_since goes with each write (endpoint-health.ts). */
-    private readonly health?: EndpointHealth,
-  ) {}
-
-  offer(records: AttemptRecord[]): Promise<void> {
-    const now = Date.now();
-    if (this.health) for (const r of records) this.health.note(r);
-    const due: AttemptRecord[] = [];
-    for (const r of latestPerSubscription(records)) {
-      const id = r.delivery.subscription_id;
-      const seen = this.waiting.get(id);
-      const latest = seen && seen.at.getTime() > r.at.getTime() ? seen : r;
-      if (now - (this.lastWrite.get(id) ?? 0) >= STATUS_COALESCE_MS && !this.waiting.has(id)) {
-        this.lastWrite.set(id, now);
-        due.push(latest);
-      } else {
-        this.waiting.set(id, latest);
-        this.arm();
-      }
-    }
-    if (due.length === 0) return Promise.resolve();
-    const written = this.write(due);
-    if (due.length <= AWAITED_STATUS_WRITES) return written;
-    written.catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
-    return Promise.resolve();
-  }
-
-  flushAll(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    const all = [...this.waiting.values()];
-    this.waiting.clear();
-    return all.length > 0 ? this.write(all).then(() => this.writing) : this.writing;
-  }
-
-  private arm(): void {
-    if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      const now = Date.now();
-      const due: AttemptRecord[] = [];
-      for (const [id, r] of this.waiting) {
-        if (now - (this.lastWrite.get(id) ?? 0) < STATUS_COALESCE_MS) continue;
-        this.waiting.delete(id);
-        this.lastWrite.set(id, now);
-        due.push(r);
-      }
-      if (this.waiting.size > 0) this.arm();
-      this.write(due).catch((err: unknown) => this.log?.warn({ err }, 'could not write subscriptions\' last delivery status'));
-    }, STATUS_COALESCE_MS);
-    this.timer.unref();
-    if (this.lastWrite.size > 10_000) this.forgetOld();
-  }
-
-  private forgetOld(): void {
-    const cutoff = Date.now() - STATUS_COALESCE_MS;
-    for (const [id, at] of this.lastWrite) if (at < cutoff) this.lastWrite.delete(id);
-  }
-
-  /** One writer at a time, in order. */
-  private write(records: AttemptRecord[]): Promise<void> {
-    const run = this.writing.then(async () => {
-      for (const r of latestPerSubscription(records)) {
-        const [filter, update] = subscriptionUpdate(r);
-        const failing = this.health?.statusUpdate(filter._id) ?? {};
-        await writeStatus(this.c, filter, { ...update, ...failing, $set: { ...update.$set, ...failing.$set } });
-        this.health?.written(filter._id, r);
-      }
-    });
-    this.writing = run.catch(() => undefined);
-    return run;
-  }
-}
-
-function latestPerSubscription(records: AttemptRecord[]): AttemptRecord[] {
-  const latest = new Map<string, AttemptRecord>();
-  for (const r of records) {
-    const seen = latest.get(r.delivery.subscription_id);
-    if (!seen || seen.at.getTime() <= r.at.getTime()) latest.set(r.delivery.subscription_id, r);
-  }
-  return [...latest.values()];
-}
-
-/** The stored document of a fresh delivery after a failed attempt: due for its retry, or failed for good. */
-function storedAfter(r: AttemptRecord): DeliveryDoc {
-  return { ...r.delivery, ...stateAfter(r) };
-}
-
-/** A delivery's fields after an attempt: succeeded, pending its retry (unleased), or failed for good. */
-function stateAfter(r: AttemptRecord): Pick<DeliveryDoc, 'state' | 'attempts' | 'next_attempt_at' | 'lease_owner' | 'lease_until' | 'last_status' | 'last_outcome' | 'updated_at'> {
-  const next = nextAttemptOf(r);
-  return {
-    state: r.outcome === 'ok' ? 'succeeded' : next ? 'pending' : 'failed',
-    attempts: r.attempt,
-    next_attempt_at: next,
-    lease_owner: null,
-    lease_until: null,
-    last_status: r.status,
-    last_outcome: r.outcome,
-    updated_at: new Date(r.at.getTime() + r.durationMs),
-  };
-}
-
-/**
- * Writes the delivery's new state if we still hold the claim we sent under:
- * our claim number, or a later one of our own process (the lease keeper's
- * extension may have landed on the delivery a moment before our copy learnt
- * its number; this process never claims a delivery it still holds, so a
- * later claim of ours is that extension). Where conditional updates are
- * atomic (MongoDB), that is one update filtered on `{_id, claim_seq}` (and
- * the owner), served by the `_id` index. On FerretDB the claim is checked by
- * a read, then the write is by `_id` alone: `_id` equality is the only
- * filter FerretDB answers from an index (the combined filter read and
- * decoded the whole deliveries collection for every attempt, the delivery
- * benchmark's bottleneck), and its conditional update is a read then a write
- * anyway. The price there is a gap of one round trip in which a holder whose
- * lease already ran out could still write; the worst it can do is what an
- * unfenced write does: put a delivery that another holder just finished
- * back to pending (sent once more) or label it with its own outcome.
- * Nothing is lost either way.
- */
-export async function recordStateOf(c: DeliveryCollections, r: AttemptRecord): Promise<void> {
-  // r.delivery is the dispatcher's held copy: its claim_seq is the latest extension of our lease.
-  const [fence, update] = deliveryUpdate(r);
-  const owner = r.delivery.lease_owner;
-  if (await atomicWrites(c)) {
-    const ours = owner === null ? fence : { _id: fence._id, $or: [{ claim_seq: fence.claim_seq }, { lease_owner: owner, claim_seq: { $gt: fence.claim_seq } }] };
-    await c.deliveries.updateOne(ours, update);
-    return;
-  }
-  const current = await c.deliveries.findOne({ _id: fence._id }, { projection: { claim_seq: 1, lease_owner: 1 } });
-  if (!current) return; // gone (its subscription was deleted)
-  const ours = current.claim_seq === fence.claim_seq || (owner !== null && current.lease_owner === owner && current.claim_seq > fence.claim_seq);
-  if (!ours) return; // claimed by another since: theirs to record
-  await c.deliveries.updateOne({ _id: fence._id }, update);
-}
-
-function nextAttemptOf(r: AttemptRecord): Date | null {
-  return r.outcome === 'ok' ? null : r.nextAttemptAt;
-}
-
-export function attemptDoc(r: AttemptRecord, attemptId: string): AttemptDoc {
-  const d = r.delivery;
-  const doc: AttemptDoc = {
-    _id: attemptId,
-    delivery_id: d._id,
-    subscription_id: d.subscription_id,
-    account_id: d.account_id,
-    event_id: d.event_id,
-    event_type: d.event_type,
-    attempt: r.attempt,
-    status: r.status,
-    outcome: r.outcome,
-    error: r.error,
-    duration_ms: r.durationMs,
-    at: r.at,
-    next_attempt_at: nextAttemptOf(r),
-  };
-  // Only the API's operations set a trigger; the delivery process's own deliveries read as `event`.
-  if (d.trigger !== undefined && d.trigger !== 'event') doc.trigger = d.trigger;
-  return doc;
-}
-
-/** The delivery's new state, only while we still hold it (its claim_seq unchanged): [filter, update]. */
-export function deliveryUpdate(r: AttemptRecord): [{ _id: string; claim_seq: number }, UpdateFilter<DeliveryDoc>] {
-  return [{ _id: r.delivery._id, claim_seq: r.delivery.claim_seq }, { $set: stateAfter(r) }];
-}
-
-/**
- * One write per subscription: its attempt that started last. Attempts of one
- * subscription run concurrently, so the stored last_delivery_at guards against
- * an earlier-started attempt overwriting a later one from another flush.
- */
-export function subscriptionUpdates(records: AttemptRecord[]): [Filter<WebhookStatusDoc> & { _id: string }, StatusUpdate][] {
-  return latestPerSubscription(records).map(subscriptionUpdate);
-}
-
-type StatusUpdate = { $set: Omit<WebhookStatusDoc, '_id'> } & Omit<FailingUpdate, '$set'>;
-
-function subscriptionUpdate(r: AttemptRecord): [Filter<WebhookStatusDoc> & { _id: string }, StatusUpdate] {
-  return [
-    { _id: r.delivery.subscription_id, last_delivery_at: { $lte: r.at } },
-    { $set: { last_status: r.status, last_delivery_at: r.at, last_error: r.status === null ? r.outcome : null } },
-  ];
-}
-
-/**
- * The guarded update; when it matches nothing, the status document may not
- * exist yet: insert it. A concurrent insert wins the _id: then the guarded
- * update is tried once more (it applies only if ours is the later attempt).
- */
-async function writeStatus(c: DeliveryCollections, filter: Filter<WebhookStatusDoc> & { _id: string }, update: StatusUpdate): Promise<void> {
-  const res = await c.webhookStatus.updateOne(filter, update);
-  if (res.matchedCount > 0) return;
-  try {
-    await c.webhookStatus.insertOne({ _id: filter._id, ...update.$set, ...update.$min });
-  } catch (err) {
-    if ((err as { code?: number }).code !== DUPLICATE_KEY) throw err;
-    await c.webhookStatus.updateOne(filter, update);
   }
 }

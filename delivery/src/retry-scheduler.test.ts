@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { bucketOf, DUE_BUCKET_MS } from '#shared/mongo/delivery-queue.js';
 import type { DeliveryDoc } from '#shared/mongo/index.js';
 import type { DeliveryCollections } from './deliveries.js';
-import type { Job } from './dispatch.js';
+import type { Job } from './jobs.js';
 import { RetryScheduler } from './retry-scheduler.js';
 
 type Doc = { _id: string } & Record<string, unknown>;

@@ -50,6 +50,7 @@ import type { DeliveryDoc, DueEntry } from '#shared/mongo/index.js';
 import { bucketOf, dueAt, DUE_BUCKET_MS, FIFO_POKE_PREFIX, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
+import { storeJob } from './jobs.js';
 import { FifoQueues } from './fifo.js';
 
 interface SchedulerDeps {
@@ -160,15 +161,33 @@ export class RetryScheduler {
   /** Hands out the next entries of an open bucket, as many as there is room for; returns the claims won. */
   private async handOut(open: OpenBucket, budget: number): Promise<number> {
     const { deps } = this;
-    const { dispatcher } = deps;
+    const sorted = this.sortEntries(open, Math.min(budget, deps.dispatcher.room));
+    const nowMs = deps.clock().getTime();
+    const docs = await readDeliveries(deps.collections, [...sorted.take, ...sorted.ours].map((e) => e.d));
+    /** Entries moved to a later bucket (each reading process writes its own; merged on read). */
+    const moves: DueEntry[] = sorted.defer.map((e) => ({ ...e, t: this.deferredTo(open, e.s, nowMs) }));
+    const { claimable, checks } = this.plan(docs, sorted.take.length, nowMs, moves, sorted.queues);
+    // Stored before any claim is tried and before the bucket moves past these entries.
+    if (checks.length + moves.length > 0) await scheduleDue(deps.collections.retryDue, [...checks, ...moves], nowMs);
+    // Before the bucket moves past their entries: a step that fails is tried again with them.
+    for (const subscriptionId of sorted.queues) await this.fifo.step(subscriptionId);
+    open.i = sorted.next;
+    return this.claimAll(claimable);
+  }
+
+  /**
+   * The open bucket's next entries, up to `limit` to take: those to claim,
+   * those held here (`ours`: never claimed here, never dropped unread),
+   * those of a subscription without room (`defer`), and the ordered queues
+   * to step (fifo.ts: poked, or named by one of their deliveries' entries).
+   */
+  private sortEntries(open: OpenBucket, limit: number): { take: DueEntry[]; ours: DueEntry[]; defer: DueEntry[]; queues: Set<string>; next: number } {
+    const { dispatcher } = this.deps;
     const take: DueEntry[] = [];
-    /** Held here (queued, sending, or its record being written): never claimed here, never dropped unread. */
     const ours: DueEntry[] = [];
     const defer: DueEntry[] = [];
-    /** Ordered queues to step (fifo.ts): poked, or named by the entry of one of their deliveries. */
     const queues = new Set<string>();
     const perSubscription = new Map<string, number>();
-    const limit = Math.min(budget, dispatcher.room);
     let i = open.i;
     for (; i < open.entries.length && take.length < limit; i++) {
       const e = open.entries[i] as DueEntry;
@@ -190,22 +209,26 @@ export class RetryScheduler {
       perSubscription.set(e.s, used + 1);
       take.push(e);
     }
-    const now = deps.clock();
-    const nowMs = now.getTime();
-    const docs = await readDeliveries(deps.collections, [...take, ...ours].map((e) => e.d));
+    return { take, ours, defer, queues, next: i };
+  }
+
+  /**
+   * What to do with each delivery read (the first `taken` were taken, the
+   * rest are held here): the claims to try and their lease checks; entries
+   * to move later are added to `moves`, ordered queues to `queues`.
+   */
+  private plan(docs: (DeliveryDoc | null)[], taken: number, nowMs: number, moves: DueEntry[], queues: Set<string>): { claimable: DeliveryDoc[]; checks: DueEntry[] } {
     const claimable: DeliveryDoc[] = [];
     /** Lease checks of the claims about to be tried: written by each claimer. */
     const checks: DueEntry[] = [];
-    /** Entries moved to a later bucket (each reading process writes its own; merged on read). */
-    const moves: DueEntry[] = defer.map((e) => ({ ...e, t: this.deferredTo(open, e.s, nowMs) }));
     for (const [k, doc] of docs.entries()) {
-      if (k < take.length && doc?.fifo) {
+      if (k < taken && doc?.fifo) {
         queues.add(doc.subscription_id);
         continue;
       }
       if (!doc || doc.state !== 'pending') continue;
       const lease = doc.lease_until?.getTime() ?? 0;
-      if (k >= take.length) {
+      if (k >= taken) {
         // Held here: back at its lease's end, DEFER_MS ahead at least (a fresh delivery has no lease).
         if (lease <= nowMs && doc.next_attempt_at && doc.next_attempt_at.getTime() > nowMs) continue; // due later: bucketed then
         moves.push({ d: doc._id, s: doc.subscription_id, t: Math.max(lease, nowMs + DEFER_MS) });
@@ -217,13 +240,14 @@ export class RetryScheduler {
       }
       if (!doc.next_attempt_at || doc.next_attempt_at.getTime() > nowMs) continue;
       claimable.push(doc);
-      checks.push({ d: doc._id, s: doc.subscription_id, t: nowMs + deps.leaseMs });
+      checks.push({ d: doc._id, s: doc.subscription_id, t: nowMs + this.deps.leaseMs });
     }
-    // Stored before any claim is tried and before the bucket moves past these entries.
-    if (checks.length + moves.length > 0) await scheduleDue(deps.collections.retryDue, [...checks, ...moves], nowMs);
-    // Before the bucket moves past their entries: a step that fails is tried again with them.
-    for (const subscriptionId of queues) await this.fifo.step(subscriptionId);
-    open.i = i;
+    return { claimable, checks };
+  }
+
+  /** Claims each delivery and hands the ones won to the dispatcher as store jobs; returns how many were won. */
+  private async claimAll(claimable: DeliveryDoc[]): Promise<number> {
+    const { deps } = this;
     let won = 0;
     const full: string[] = [];
     for (let k = 0; k < claimable.length; k += READS_AT_ONCE) {
@@ -232,7 +256,7 @@ export class RetryScheduler {
           const held = await claim(deps.collections, seen, deps.owner, deps.clock(), deps.leaseMs);
           if (!held) return; // another process took it first
           won++;
-          if (dispatcher.enqueue({ delivery: held }) === 'full') full.push(held._id);
+          if (deps.dispatcher.enqueue(storeJob(held)) === 'full') full.push(held._id);
         }),
       );
     }

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { WebhookDoc } from '#shared/mongo/index.js';
 import { SecretBox } from '#shared/secrets.js';
 import { newWebhookSecret } from '#shared/signing.js';
-import { OpenedSecrets, signingSecrets } from './dispatch.js';
+import { OpenedSecrets, signingSecrets } from './attempt.js';
 
 describe('the secrets an attempt is signed with', () => {
   const box = new SecretBox(Buffer.alloc(32, 3));

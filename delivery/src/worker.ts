@@ -86,7 +86,7 @@ const COMMIT_INTERVAL_MS = 200;
  */
 export async function startDelivery(config: DeliveryConfig, overrides: DeliveryOverrides = {}): Promise<RunningDelivery> {
   const deps = createDeps(config, overrides);
-  const { log, lifecycle, mongo, kafka, clock, table, metrics } = deps;
+  const { log, lifecycle, mongo, kafka, metrics } = deps;
   // Store operations, told to whoever listens (the bench's probe counts them per delivery);
   // the driver reports them only while its command monitor is on (MONGO_SLOW_MS > 0).
   mongo.client.on('commandStarted', (e) => {
@@ -105,11 +105,34 @@ export async function startDelivery(config: DeliveryConfig, overrides: DeliveryO
     await admin.disconnect();
   }
 
-  const wh = config.webhooks;
-  table.start();
-  const shared = { log, collections: deps.collections, owner: config.instanceId, leaseMs: wh.leaseMs, clock, table };
+  deps.table.start();
   await deps.eventLog.start();
   lifecycle.onStop('notifications producer', () => deps.eventLog.stop());
+  const { dispatcher, scheduler } = startPipeline(deps);
+  startSamplers(deps, dispatcher);
+  const consumer = await startIntake(deps, dispatcher);
+
+  let metricsUrl: string | null = null;
+  if (config.metrics.port !== 0) {
+    const server = await startMetricsServer({ registry: metrics.registry, host: config.metrics.host, port: config.metrics.port, token: config.metrics.token, log, ready: () => consumer.health().alive });
+    lifecycle.onStop('metrics server', () => server.close());
+    metricsUrl = server.url;
+  }
+  log.info({ group: config.groupId, concurrency: config.webhooks.concurrency, retries: config.webhooks.retrySchedule.length }, 'delivery worker started');
+  return { deps, log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop(STOP_STEP_MS, DELIVERY_SHUTDOWN_MS) };
+}
+
+/** What the dispatcher, the retry scheduler and the consumer share. */
+function sharedParts(deps: DeliveryDeps) {
+  const wh = deps.config.webhooks;
+  return { log: deps.log, collections: deps.collections, owner: deps.config.instanceId, leaseMs: wh.leaseMs, clock: deps.clock, table: deps.table };
+}
+
+/** The dispatcher (admission → attempt → record) and the retry scheduler that feeds it from the store. */
+function startPipeline(deps: DeliveryDeps): { dispatcher: Dispatcher; scheduler: RetryScheduler } {
+  const { lifecycle, metrics } = deps;
+  const wh = deps.config.webhooks;
+  const shared = sharedParts(deps);
   const onAttempt = (attempt: AttemptRecord): void => {
     countAttempt(metrics, attempt);
     traceAttempt(attempt);
@@ -127,7 +150,12 @@ export async function startDelivery(config: DeliveryConfig, overrides: DeliveryO
   dispatcher.onFifoReady = (subscriptionId) => scheduler.fifo.poke(subscriptionId);
   scheduler.start();
   lifecycle.onStop('retry-scheduler', () => scheduler.stop());
+  return { dispatcher, scheduler };
+}
 
+/** The in-flight gauge, the queue sampler and the retention sweeper. */
+function startSamplers(deps: DeliveryDeps, dispatcher: Dispatcher): void {
+  const { lifecycle, metrics, mongo, clock, log, config } = deps;
   metrics.watchInFlight(() => dispatcher.inFlight);
   const countAll = async () => {
     const [queue, disabled] = await Promise.all([countQueue(mongo.collections, clock()), countDisabled(mongo.collections)]);
@@ -136,9 +164,14 @@ export async function startDelivery(config: DeliveryConfig, overrides: DeliveryO
   const stopSampler = startQueueSampler(metrics, countAll, config.metrics.sampleIntervalMs, log);
   lifecycle.onStop('queue-sampler', stopSampler);
 
-  const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: wh.retentionMs, intervalMs: 10 * 60_000, clock });
+  const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: config.webhooks.retentionMs, intervalMs: 10 * 60_000, clock });
   lifecycle.onStop('retention-sweeper', stopSweeper);
+}
 
+/** Intake: the supervised consumer, its offsets (committed here, not by kafkajs) and the drain at shutdown. */
+async function startIntake(deps: DeliveryDeps, dispatcher: Dispatcher): Promise<SupervisedConsumer> {
+  const { config, log, lifecycle, mongo, metrics } = deps;
+  const shared = sharedParts(deps);
   // Offsets are committed here, not by kafkajs: up to each partition's lowest unfinished delivery.
   let current: { consumer: Consumer; offsets: OffsetTracker } | null = null;
   const progressStore = mongoProgressStore(mongo.collections.deliveryProgress);
@@ -197,13 +230,5 @@ export async function startDelivery(config: DeliveryConfig, overrides: DeliveryO
     await dispatcher.stop(ATTEMPT_TIMEOUT_MS + 1000);
     await commitNow().catch((err: unknown) => log.info({ err }, 'could not commit the last delivery offsets; the next owner sends them again'));
   });
-
-  let metricsUrl: string | null = null;
-  if (config.metrics.port !== 0) {
-    const server = await startMetricsServer({ registry: metrics.registry, host: config.metrics.host, port: config.metrics.port, token: config.metrics.token, log, ready: () => consumer.health().alive });
-    lifecycle.onStop('metrics server', () => server.close());
-    metricsUrl = server.url;
-  }
-  log.info({ group: config.groupId, concurrency: wh.concurrency, retries: wh.retrySchedule.length }, 'delivery worker started');
-  return { deps, log, mongo, consumer, dispatcher, scheduler, metrics, metricsUrl, close: () => lifecycle.stop(STOP_STEP_MS, DELIVERY_SHUTDOWN_MS) };
+  return consumer;
 }

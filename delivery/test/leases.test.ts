@@ -19,6 +19,7 @@ import { loadDeliveryConfig } from '../src/config.js';
 import { decodeMessage, scheduleBatch } from '../src/consumer.js';
 import { claim, type AttemptRecord } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';
+import { storeJob } from '../src/jobs.js';
 import { createSender } from '../src/http-sender.js';
 import { AttemptRecorder } from '../src/recorder.js';
 import { sweepOnce } from '../src/retention.js';
@@ -192,7 +193,7 @@ describe('delivery leases and safety', function () {
       // its lease is shorter than the margin, so run() re-claims it before sending.
       const held = await claim(mongo.collections, doc, 'proc-renew', new Date(), leaseMs);
       expect(held).to.not.equal(null);
-      expect(dispatcher.enqueue({ delivery: held! })).to.equal('queued');
+      expect(dispatcher.enqueue(storeJob(held!))).to.equal('queued');
       await receiver.waitFor('/renew', 1, 10_000);
       // The keeper extends it (less than half its length left) at least once after the re-claim.
       const extended = await db.until(async () => {

@@ -16,6 +16,7 @@ import { uniqueName } from '#test-support/env.js';
 import { atFileEnd } from '#test-support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { Dispatcher } from '../src/dispatch.js';
+import { logJob } from '../src/jobs.js';
 import { createSender } from '../src/http-sender.js';
 import { RetryScheduler } from '../src/retry-scheduler.js';
 import { startDelivery } from '../src/worker.js';
@@ -243,7 +244,7 @@ describe('retry store (due buckets)', function () {
     });
     scheduler.start();
     const delivery = newDelivery({ eventId: `evt_${uniqueName('hf')}`, eventType: 'call.started', accountId: sub.account_id, subscription: sub, body: '{"id":"x"}', owner: 'proc-heldfresh', now: new Date(), leaseMs: cfg.leaseMs });
-    expect(dispatcher.enqueue({ delivery, fresh: { done: () => undefined } })).to.equal('queued');
+    expect(dispatcher.enqueue(logJob(delivery, () => undefined))).to.equal('queued');
     const first = await firstRecorded;
     const due = first.nextAttemptAt!.getTime();
     // The scheduler has read the retry's bucket while the delivery was held here.

@@ -22,6 +22,7 @@ import { atFileEnd } from '#test-support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
 import { claim } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';
+import { logJob, storeJob } from '../src/jobs.js';
 import { createSender } from '../src/http-sender.js';
 import { SubscriptionTable } from '../src/subscription-table.js';
 import { deliveryTestEnv, newAccountId, TestDb } from './support/delivery.js';
@@ -118,7 +119,7 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
 
   /** Hands a fresh delivery to the dispatcher; resolves once it is finished (sent and recorded, or dropped). */
   function sendFresh(d: Dispatcher, doc: DeliveryDoc): Promise<void> {
-    return new Promise<void>((done) => expect(d.enqueue({ delivery: doc, fresh: { done } })).to.equal('queued'));
+    return new Promise<void>((done) => expect(d.enqueue(logJob(doc, done))).to.equal('queued'));
   }
 
   it('sends to a subscription missing from a table load that started before it was stored (read from the store, not taken as deleted)', async () => {
@@ -155,7 +156,7 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
     const d = dispatcher('proc-retry', await tableOf([current]));
     const held = await claim(mongo.collections, retry, 'proc-retry', new Date(), 15_000);
     expect(held).to.not.equal(null);
-    expect(d.enqueue({ delivery: held! })).to.equal('queued');
+    expect(d.enqueue(storeJob(held!))).to.equal('queued');
     const doc = await db.until(async () => {
       const x = await mongo.collections.deliveries.findOne({ _id: retry._id });
       return x?.state !== 'pending' && x;

@@ -17,6 +17,7 @@ import { Receiver } from '#test-support/receiver.js';
 import { uniqueName } from '#test-support/env.js';
 import { loadDeliveryConfig } from '../../../delivery/src/config.js';
 import { Dispatcher } from '../../../delivery/src/dispatch.js';
+import { storeJob } from '../../../delivery/src/jobs.js';
 import { createSender } from '../../../delivery/src/http-sender.js';
 import { deliveryTestEnv, envelope, newAccountId, startTestDelivery, TestDb, TestLog, waitForGroup } from '../../../delivery/test/support/delivery.js';
 import { recordFigures } from './support/figures.js';
@@ -159,7 +160,7 @@ describe('fault: the store freezes while delivery attempts are being recorded', 
     await mongo.collections.deliveries.insertOne(delivery);
     // A slow receiver (3 s); the store freezes just before the answer, so the record waits for the thaw.
     receiver.on('/flush', () => ({ status: 200, delayMs: 3000 }));
-    dispatcher.enqueue({ delivery });
+    dispatcher.enqueue(storeJob(delivery));
     await receiver.waitFor('/flush', 1, 10_000);
     const freezing = sleep(2600).then(freeze).then(() => sleep(4000)).then(thaw);
     // SIGTERM now: the attempt in flight finishes (3 s), then its record is written (after the thaw).
