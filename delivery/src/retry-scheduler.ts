@@ -158,7 +158,7 @@ export class RetryScheduler {
     const moves: DueEntry[] = sorted.defer.map((e) => ({ ...e, t: this.deferredTo(open, e.s, nowMs) }));
     const { claimable, checks } = planDue(docs, sorted.take.length, nowMs, deps.leaseMs, moves, sorted.queues);
     // Stored before any claim is tried and before the bucket moves past these entries.
-    if (checks.length + moves.length > 0) await scheduleDue(deps.collections.retryDue, [...checks, ...moves], nowMs);
+    if (checks.length + moves.length > 0) await scheduleDue(deps.collections, [...checks, ...moves], nowMs);
     // Before the bucket moves past their entries: a step that fails is tried again with them.
     for (const subscriptionId of sorted.queues) await this.fifo.step(subscriptionId);
     open.i = sorted.next;
@@ -247,12 +247,12 @@ async function bucketStoredDeliveries(c: DeliveryCollections, now: Date): Promis
   for await (const d of cursor) {
     batch.push({ d: d._id, s: d.subscription_id, t: dueAt(d) });
     if (batch.length >= 1000) {
-      await scheduleDue(c.retryDue, batch, now.getTime());
+      await scheduleDue(c, batch, now.getTime());
       n += batch.length;
       batch = [];
     }
   }
-  if (batch.length > 0) await scheduleDue(c.retryDue, batch, now.getTime());
+  if (batch.length > 0) await scheduleDue(c, batch, now.getTime());
   return n + batch.length;
 }
 
