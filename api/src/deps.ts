@@ -2,6 +2,7 @@ import { createKafka, type Kafka } from '#shared/eventlog/kafka.js';
 import { Lifecycle } from '#shared/lifecycle.js';
 import { createLogger, type Logger } from '#shared/log.js';
 import { createMongo, type Mongo } from '#shared/mongo/index.js';
+import { DueWriteOrder } from '#shared/mongo/delivery-queue.js';
 import { SecretBox } from '#shared/secrets.js';
 import { DnsResolver } from '#shared/dns.js';
 import type { Resolver } from '#shared/url-safety.js';
@@ -47,6 +48,8 @@ export interface ApiDeps {
   keyCache: KeyCache;
   /** User lookups in flight: concurrent lookups of one user share one read. */
   userReads: UserReads;
+  /** This process's write order into the due store (delivery-queue.ts): one for the whole process. */
+  dueWrites: DueWriteOrder;
   /** Held long-polls and streams: their deadlines, the per-account long-poll cap, parking (live/held.ts). */
   held: HeldReaders;
 }
@@ -109,6 +112,7 @@ export function createDeps(config: ApiConfig, overrides: { log?: Logger; kafka?:
     metrics,
     keyCache,
     userReads: new UserReads(mongo.collections.users),
+    dueWrites: new DueWriteOrder(),
     held: new HeldReaders({ deadlineResolutionMs: DEADLINE_RESOLUTION_MS, maxLongPollsPerAccount: config.events.maxLongPollsPerAccount }),
     passwords: new PasswordHasher({ ...SCRYPT_PARAMS, N: config.auth.scryptN }, config.auth.hashConcurrency, config.auth.hashQueue),
   };

@@ -10,7 +10,7 @@ import { MongoClient } from 'mongodb';
 import { atFileEnd } from '#test-support/cleanup.js';
 import { baseTestEnv } from '#test-support/env.js';
 import { Receiver, status } from '#test-support/receiver.js';
-import { deliveryId } from '#shared/mongo/delivery-queue.js';
+import { deliveryId, DueWriteOrder } from '#shared/mongo/delivery-queue.js';
 import { AttemptRecorder } from '../../delivery/src/recorder.js';
 import type { DeliveryDoc } from '#shared/mongo/index.js';
 import { deliveryTestEnv, startTestDelivery, waitForGroup } from '../../delivery/test/support/delivery.js';
@@ -186,7 +186,7 @@ describe('PATCH /api/v1/webhooks/{id}', () => {
     this.timeout(90_000);
     const acct = await createAccount(api.url);
     const { body } = await hooks(acct, 'POST', '', { url: 'https://127.0.0.1/race', events: ['*'] });
-    const recorder = new AttemptRecorder(api.deps.mongo.collections);
+    const recorder = new AttemptRecorder({ ...api.deps.mongo.collections, dueWrites: new DueWriteOrder() });
     const base = Date.now();
     // A status written into the subscription's document loses about 1 PATCH in 7 of these pairs.
     for (let i = 1; i <= 30; i++) {

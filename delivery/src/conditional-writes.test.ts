@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { DueWriteOrder } from '#shared/mongo/delivery-queue.js';
 import type { DeliveryDoc } from '#shared/mongo/index.js';
 import { releaseLeases, type AttemptRecord, type DeliveryCollections } from './deliveries.js';
 import { recordStateOf } from './attempt-docs.js';
@@ -36,7 +37,7 @@ function fakeStore(stored: Doc, atomic: boolean) {
     },
   };
   const retryDue = { insertOne: async () => (calls.push('insertOne due'), { acknowledged: true }) };
-  const c = { deliveries, retryDue, conditionalWritesAreAtomic: async () => atomic } as unknown as DeliveryCollections;
+  const c = { deliveries, retryDue, dueWrites: new DueWriteOrder(), conditionalWritesAreAtomic: async () => atomic } as unknown as DeliveryCollections;
   return { c, calls, stored };
 }
 

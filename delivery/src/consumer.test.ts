@@ -4,11 +4,12 @@ import type { WebhookDoc } from '#shared/mongo/index.js';
 import { pino } from 'pino';
 import { encodeEnvelope } from '#shared/eventlog/envelope.js';
 import type { EachBatchPayload, KafkaMessage } from '#shared/eventlog/kafka.js';
-import { eachBatchHandler, matches } from './consumer.js';
+import { eachBatchHandler } from './consumer.js';
+import { matches } from './event-match.js';
 import type { DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
 import type { Job } from './jobs.js';
-import { PartitionProgress } from './offsets.js';
+import { PartitionProgress } from './partition-progress.js';
 
 const sub = (extra: Partial<WebhookDoc> = {}): WebhookDoc =>
   ({ _id: 'wh_1', account_id: 'acct_1', events: ['*'], created_at: new Date('2026-01-01T00:00:00Z'), ...extra }) as WebhookDoc;

@@ -15,9 +15,11 @@
 import { isOperationalEventType, type EventType } from '#shared/eventlog/types.js';
 import type { Logger } from '#shared/log.js';
 import type { AttemptDoc, Collections, DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
-import { deliveryId, insertDeliveries, scheduleDue } from '#shared/mongo/delivery-queue.js';
+import { deliveryId, insertDeliveries, scheduleDue, type DueWriteOrder } from '#shared/mongo/delivery-queue.js';
 
 export type DeliveryCollections = Pick<Collections, 'deliveries' | 'attempts' | 'webhooks' | 'webhookStatus' | 'claims' | 'retryDue'> & {
+  /** This process's write order into the due store: one for the whole process (delivery-queue.ts). */
+  dueWrites: DueWriteOrder;
   /**
    * Whether a conditional update is atomic on this server
    * (conditionalWritesAreAtomic: MongoDB yes, FerretDB no). Absent or
@@ -88,7 +90,7 @@ export async function renewClaim(c: DeliveryCollections, seen: DeliveryDoc, owne
 
 /** The lease checks of leases about to be taken at `now` (one slot per bucket for all): call before the claims. */
 export async function bucketLeaseChecks(c: DeliveryCollections, docs: DeliveryDoc[], now: Date, leaseMs: number): Promise<void> {
-  await scheduleDue(c.retryDue, docs.map((d) => ({ d: d._id, s: d.subscription_id, t: now.getTime() + leaseMs })), now.getTime());
+  await scheduleDue(c, docs.map((d) => ({ d: d._id, s: d.subscription_id, t: now.getTime() + leaseMs })), now.getTime());
 }
 
 async function insertClaim(c: DeliveryCollections, deliveryId: string, seq: number, owner: string, now: Date): Promise<boolean> {
@@ -139,7 +141,7 @@ export async function releaseLeases(c: DeliveryCollections, ids: string[], owner
     await c.deliveries.updateOne({ _id: id }, unleased);
     released.push({ d: id, s: current.subscription_id, t: now.getTime() });
   }
-  if (released.length > 0) await scheduleDue(c.retryDue, released, now.getTime());
+  if (released.length > 0) await scheduleDue(c, released, now.getTime());
 }
 
 export interface AttemptRecord {

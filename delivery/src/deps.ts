@@ -2,6 +2,7 @@ import { createConsumer, createKafka, topicCatalog, type Consumer, type Kafka } 
 import { Lifecycle } from '#shared/lifecycle.js';
 import { createLogger, type Logger } from '#shared/log.js';
 import { conditionalWritesAreAtomic, createMongo, type Mongo } from '#shared/mongo/index.js';
+import { DueWriteOrder } from '#shared/mongo/delivery-queue.js';
 import { SecretBox } from '#shared/secrets.js';
 import { DnsResolver } from '#shared/dns.js';
 import type { Resolver } from '#shared/url-safety.js';
@@ -107,7 +108,7 @@ export function createDeps(config: DeliveryConfig, overrides: DeliveryOverrides 
     lifecycle,
     mongo,
     // Check-then-writes on deliveries are one conditional update where the server makes that atomic (deliveries.ts).
-    collections: { ...mongo.collections, conditionalWritesAreAtomic: () => conditionalWritesAreAtomic(mongo.db) },
+    collections: { ...mongo.collections, dueWrites: new DueWriteOrder(), conditionalWritesAreAtomic: () => conditionalWritesAreAtomic(mongo.db) },
     kafka,
     newConsumer: () => newConsumer(kafka, config.groupId),
     clock,

@@ -67,7 +67,7 @@ export class FifoQueues {
     if (this.stopped) return;
     this.step(subscriptionId).catch((err: unknown) => {
       this.deps.log.warn({ err, subscription: subscriptionId }, 'could not step an ordered queue; looking at it again shortly');
-      scheduleDue(this.deps.collections.retryDue, [fifoPoke(subscriptionId, Date.now() + NO_ROOM_MS)]).catch((e: unknown) =>
+      scheduleDue(this.deps.collections, [fifoPoke(subscriptionId, Date.now() + NO_ROOM_MS)]).catch((e: unknown) =>
         this.deps.log.warn({ err: e, subscription: subscriptionId }, 'could not schedule a look at an ordered queue; its next entry or lease check will'),
       );
     });
@@ -122,7 +122,7 @@ export class FifoQueues {
     for (let walked = 0; ; ) {
       if (walked >= MAX_WALK) {
         await save();
-        await scheduleDue(c.retryDue, [fifoPoke(subscriptionId, Date.now())]);
+        await scheduleDue(c, [fifoPoke(subscriptionId, Date.now())]);
         return;
       }
       const slot = await this.slot(subscriptionId, n);
@@ -157,17 +157,17 @@ export class FifoQueues {
       const lease = doc.lease_until?.getTime() ?? 0;
       if (lease > nowMs) {
         // Another process holds it: looked at again when its lease ends (or is extended).
-        await scheduleDue(c.retryDue, [fifoPoke(subscriptionId, lease)], nowMs);
+        await scheduleDue(c, [fifoPoke(subscriptionId, lease)], nowMs);
         return;
       }
       // Waiting for its next attempt: its own entry (bucketed with the retry) steps the queue then.
       if (!doc.next_attempt_at || doc.next_attempt_at.getTime() > nowMs) return;
       if (deps.dispatcher.room <= 0 || deps.dispatcher.roomFor(subscriptionId) <= 0) {
-        await scheduleDue(c.retryDue, [fifoPoke(subscriptionId, nowMs + NO_ROOM_MS)], nowMs);
+        await scheduleDue(c, [fifoPoke(subscriptionId, nowMs + NO_ROOM_MS)], nowMs);
         return;
       }
       // Stored before the claim: a claimer that dies holding it is looked at again at the lease's end.
-      await scheduleDue(c.retryDue, [fifoPoke(subscriptionId, nowMs + deps.leaseMs)], nowMs);
+      await scheduleDue(c, [fifoPoke(subscriptionId, nowMs + deps.leaseMs)], nowMs);
       const held = await claim(c, doc, deps.owner, now, deps.leaseMs);
       if (!held) return; // another process took it first
       // Not taken (no room, or the dispatcher is stopping): handed back at once rather than left to its lease,

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { DeliveryProgressDoc } from '#shared/mongo/index.js';
-import { OffsetTracker, PartitionProgress, Resume, type ProgressStore } from './offsets.js';
+import { OffsetTracker, type ProgressStore } from './offsets.js';
+import { PartitionProgress, Resume } from './partition-progress.js';
 
 /** Offsets 10..14, two deliveries each (`a` fast, `b` slow). */
 function partition(): PartitionProgress {

@@ -197,7 +197,7 @@ export class AttemptRecorder {
     // per bucket for the whole batch): a crash between the two leaves the delivery leased, and
     // the lease check its claim bucketed picks it up.
     const retries = batch.filter((p) => !p.fresh && nextAttemptOf(p.record) !== null).map((p) => ({ d: p.record.delivery._id, s: p.record.delivery.subscription_id, t: (nextAttemptOf(p.record) as Date).getTime() }));
-    if (retries.length > 0) await scheduleDue(this.c.retryDue, retries);
+    if (retries.length > 0) await scheduleDue(this.c, retries);
     // One update after another, not a bulkWrite: FerretDB 1.24 stalls for minutes on an
     // update command of a few hundred statements (measured: 2 fine, 200 never returned
     // in 60 s), and one writer at a time also spares SQLite its lock contention.

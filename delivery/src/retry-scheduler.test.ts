@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { bucketOf, DUE_BUCKET_MS } from '#shared/mongo/delivery-queue.js';
+import { bucketOf, DUE_BUCKET_MS, DueWriteOrder } from '#shared/mongo/delivery-queue.js';
 import type { DeliveryDoc } from '#shared/mongo/index.js';
 import type { DeliveryCollections } from './deliveries.js';
 import type { Job } from './jobs.js';
@@ -82,7 +82,7 @@ type Filters = { collection: string; op: string; filter: unknown }[];
 /** An in-memory store; `retryDue` shared when given (two schedulers over one store). */
 function store(filters: Filters = [], shared?: RecordingCollection) {
   const coll = (name: string) => new RecordingCollection(name, filters);
-  return { deliveries: coll('deliveries'), attempts: coll('attempts'), webhooks: coll('webhooks'), webhookStatus: coll('webhook_status'), claims: coll('claims'), retryDue: shared ?? coll(`due_${Date.now()}_${Math.random()}`) };
+  return { deliveries: coll('deliveries'), attempts: coll('attempts'), webhooks: coll('webhooks'), webhookStatus: coll('webhook_status'), claims: coll('claims'), retryDue: shared ?? coll(`due_${Date.now()}_${Math.random()}`), dueWrites: new DueWriteOrder() };
 }
 
 /** Every entry written into a bucket other than `b` (slot documents only). */
@@ -135,7 +135,8 @@ describe('retry scheduler', () => {
     const schedulerOf = (owner: string) =>
       new RetryScheduler({
         log: pino({ level: 'silent' }),
-        collections: c as unknown as DeliveryCollections,
+        // Each scheduler is a process of its own: its own write order into the due store.
+        collections: { ...c, dueWrites: new DueWriteOrder() } as unknown as DeliveryCollections,
         dispatcher: { room: 500, holds: () => false, roomFor: (s: string) => (s === 'wh_slow' ? 0 : 10), paceOf: () => pace, enqueue: () => 'queued' as const },
         owner,
         leaseMs: 30_000,
@@ -174,7 +175,7 @@ describe('retry scheduler', () => {
   it('finds and claims due retries through _id-equality reads and inserts only', async () => {
     const filters: { collection: string; op: string; filter: unknown }[] = [];
     const coll = (name: string) => new RecordingCollection(name, filters);
-    const c = { deliveries: coll('deliveries'), attempts: coll('attempts'), webhooks: coll('webhooks'), webhookStatus: coll('webhook_status'), claims: coll('claims'), retryDue: coll(`due_${Date.now()}`) };
+    const c = { deliveries: coll('deliveries'), attempts: coll('attempts'), webhooks: coll('webhooks'), webhookStatus: coll('webhook_status'), claims: coll('claims'), retryDue: coll(`due_${Date.now()}`), dueWrites: new DueWriteOrder() };
     const now = Date.now();
     const b = bucketOf(now) - 3;
     // A scheduler ran before: the cursor is stored, a few buckets back.

@@ -47,9 +47,10 @@
  */
 import type { Logger } from '#shared/log.js';
 import type { DeliveryDoc, DueEntry } from '#shared/mongo/index.js';
-import { bucketOf, dueAt, DUE_BUCKET_MS, FIFO_POKE_PREFIX, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
+import { bucketOf, dueAt, DUE_BUCKET_MS, readBucket, readDueCursor, saveDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import { claim, releaseLeases, type DeliveryCollections } from './deliveries.js';
 import type { Dispatcher } from './dispatch.js';
+import { DEFER_MS, distinct, planDue, shuffle, sortEntries, type OpenBucket } from './due-plan.js';
 import { storeJob } from './jobs.js';
 import { FifoQueues } from './fifo.js';
 
@@ -67,23 +68,12 @@ interface SchedulerDeps {
 const MAX_CLAIMS_PER_TICK = 200;
 /** Buckets read per tick at most (a process catching up after downtime reads many empty ones). */
 const MAX_BUCKETS_PER_TICK = 1000;
-/** An entry whose subscription has no room here is looked at again this much later. */
-const DEFER_MS = 1000;
 /** A first scheduler (no cursor stored yet) starts this far back: writers' in-flight batches land there. */
 const FIRST_START_MS = 60_000;
 /** The cursor is stored at most this often (and at stop). */
 const SAVE_CURSOR_MS = 1000;
 /** Deliveries read (and claimed) by `_id` at once. */
 const READS_AT_ONCE = 8;
-
-interface OpenBucket {
-  b: number;
-  entries: DueEntry[];
-  /** Entries before this one are handed out. */
-  i: number;
-  /** Entries deferred per subscription so far from this bucket (their spread). */
-  deferred: Map<string, number>;
-}
 
 export class RetryScheduler {
   private timer: NodeJS.Timeout | null = null;
@@ -161,88 +151,18 @@ export class RetryScheduler {
   /** Hands out the next entries of an open bucket, as many as there is room for; returns the claims won. */
   private async handOut(open: OpenBucket, budget: number): Promise<number> {
     const { deps } = this;
-    const sorted = this.sortEntries(open, Math.min(budget, deps.dispatcher.room));
+    const sorted = sortEntries(open, Math.min(budget, deps.dispatcher.room), deps.dispatcher);
     const nowMs = deps.clock().getTime();
     const docs = await readDeliveries(deps.collections, [...sorted.take, ...sorted.ours].map((e) => e.d));
     /** Entries moved to a later bucket (each reading process writes its own; merged on read). */
     const moves: DueEntry[] = sorted.defer.map((e) => ({ ...e, t: this.deferredTo(open, e.s, nowMs) }));
-    const { claimable, checks } = this.plan(docs, sorted.take.length, nowMs, moves, sorted.queues);
+    const { claimable, checks } = planDue(docs, sorted.take.length, nowMs, deps.leaseMs, moves, sorted.queues);
     // Stored before any claim is tried and before the bucket moves past these entries.
-    if (checks.length + moves.length > 0) await scheduleDue(deps.collections.retryDue, [...checks, ...moves], nowMs);
+    if (checks.length + moves.length > 0) await scheduleDue(deps.collections, [...checks, ...moves], nowMs);
     // Before the bucket moves past their entries: a step that fails is tried again with them.
     for (const subscriptionId of sorted.queues) await this.fifo.step(subscriptionId);
     open.i = sorted.next;
     return this.claimAll(claimable);
-  }
-
-  /**
-   * The open bucket's next entries, up to `limit` to take: those to claim,
-   * those held here (`ours`: never claimed here, never dropped unread),
-   * those of a subscription without room (`defer`), and the ordered queues
-   * to step (fifo.ts: poked, or named by one of their deliveries' entries).
-   */
-  private sortEntries(open: OpenBucket, limit: number): { take: DueEntry[]; ours: DueEntry[]; defer: DueEntry[]; queues: Set<string>; next: number } {
-    const { dispatcher } = this.deps;
-    const take: DueEntry[] = [];
-    const ours: DueEntry[] = [];
-    const defer: DueEntry[] = [];
-    const queues = new Set<string>();
-    const perSubscription = new Map<string, number>();
-    let i = open.i;
-    for (; i < open.entries.length && take.length < limit; i++) {
-      const e = open.entries[i] as DueEntry;
-      if (e.d.startsWith(FIFO_POKE_PREFIX)) {
-        queues.add(e.s);
-        continue;
-      }
-      // Ours already: looked at again later (its record, still being written, may be all that
-      // bucketed it: a fresh delivery's first retry, or a lease this process renewed).
-      if (dispatcher.holds(e.d)) {
-        ours.push(e);
-        continue;
-      }
-      const used = perSubscription.get(e.s) ?? 0;
-      if (dispatcher.roomFor(e.s) - used <= 0) {
-        defer.push(e);
-        continue;
-      }
-      perSubscription.set(e.s, used + 1);
-      take.push(e);
-    }
-    return { take, ours, defer, queues, next: i };
-  }
-
-  /**
-   * What to do with each delivery read (the first `taken` were taken, the
-   * rest are held here): the claims to try and their lease checks; entries
-   * to move later are added to `moves`, ordered queues to `queues`.
-   */
-  private plan(docs: (DeliveryDoc | null)[], taken: number, nowMs: number, moves: DueEntry[], queues: Set<string>): { claimable: DeliveryDoc[]; checks: DueEntry[] } {
-    const claimable: DeliveryDoc[] = [];
-    /** Lease checks of the claims about to be tried: written by each claimer. */
-    const checks: DueEntry[] = [];
-    for (const [k, doc] of docs.entries()) {
-      if (k < taken && doc?.fifo) {
-        queues.add(doc.subscription_id);
-        continue;
-      }
-      if (!doc || doc.state !== 'pending') continue;
-      const lease = doc.lease_until?.getTime() ?? 0;
-      if (k >= taken) {
-        // Held here: back at its lease's end, DEFER_MS ahead at least (a fresh delivery has no lease).
-        if (lease <= nowMs && doc.next_attempt_at && doc.next_attempt_at.getTime() > nowMs) continue; // due later: bucketed then
-        moves.push({ d: doc._id, s: doc.subscription_id, t: Math.max(lease, nowMs + DEFER_MS) });
-        continue;
-      }
-      if (lease > nowMs) {
-        moves.push({ d: doc._id, s: doc.subscription_id, t: lease });
-        continue;
-      }
-      if (!doc.next_attempt_at || doc.next_attempt_at.getTime() > nowMs) continue;
-      claimable.push(doc);
-      checks.push({ d: doc._id, s: doc.subscription_id, t: nowMs + this.deps.leaseMs });
-    }
-    return { claimable, checks };
   }
 
   /** Claims each delivery and hands the ones won to the dispatcher as store jobs; returns how many were won. */
@@ -327,26 +247,12 @@ async function bucketStoredDeliveries(c: DeliveryCollections, now: Date): Promis
   for await (const d of cursor) {
     batch.push({ d: d._id, s: d.subscription_id, t: dueAt(d) });
     if (batch.length >= 1000) {
-      await scheduleDue(c.retryDue, batch, now.getTime());
+      await scheduleDue(c, batch, now.getTime());
       n += batch.length;
       batch = [];
     }
   }
-  if (batch.length > 0) await scheduleDue(c.retryDue, batch, now.getTime());
+  if (batch.length > 0) await scheduleDue(c, batch, now.getTime());
   return n + batch.length;
 }
 
-/** One entry per delivery (writers may have bucketed one delivery more than once). */
-function distinct(entries: DueEntry[]): DueEntry[] {
-  const seen = new Set<string>();
-  return entries.filter((e) => !seen.has(e.d) && seen.add(e.d));
-}
-
-/** Processes reading the same bucket try its entries in different orders, so they collide less. */
-function shuffle<T>(items: T[]): T[] {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [items[i], items[j]] = [items[j] as T, items[i] as T];
-  }
-  return items;
-}

@@ -155,16 +155,16 @@ function startPipeline(deps: DeliveryDeps): { dispatcher: Dispatcher; scheduler:
 
 /** The in-flight gauge, the queue sampler and the retention sweeper. */
 function startSamplers(deps: DeliveryDeps, dispatcher: Dispatcher): void {
-  const { lifecycle, metrics, mongo, clock, log, config } = deps;
+  const { lifecycle, metrics, collections, clock, log, config } = deps;
   metrics.watchInFlight(() => dispatcher.inFlight);
   const countAll = async () => {
-    const [queue, disabled] = await Promise.all([countQueue(mongo.collections, clock()), countDisabled(mongo.collections)]);
+    const [queue, disabled] = await Promise.all([countQueue(collections, clock()), countDisabled(collections)]);
     return { ...queue, disabled };
   };
   const stopSampler = startQueueSampler(metrics, countAll, config.metrics.sampleIntervalMs, log);
   lifecycle.onStop('queue-sampler', stopSampler);
 
-  const stopSweeper = startSweeper({ collections: mongo.collections, log, retentionMs: config.webhooks.retentionMs, intervalMs: 10 * 60_000, clock });
+  const stopSweeper = startSweeper({ collections, log, retentionMs: config.webhooks.retentionMs, intervalMs: 10 * 60_000, clock });
   lifecycle.onStop('retention-sweeper', stopSweeper);
 }
 

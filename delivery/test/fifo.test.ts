@@ -13,7 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { insertDeliveries, saveFifoHead, sweepFifoSlots } from '#shared/mongo/delivery-queue.js';
+import { DueWriteOrder, insertDeliveries, saveFifoHead, sweepFifoSlots } from '#shared/mongo/delivery-queue.js';
 import { createMongo, type DeliveryDoc } from '#shared/mongo/index.js';
 import { atFileEnd } from '#test-support/cleanup.js';
 import { ownDatabase, uniqueName } from '#test-support/env.js';
@@ -121,7 +121,8 @@ describe('ordered delivery (ordering: fifo)', function () {
     // A database of its own: no delivery process reads its due buckets (it would step the queue too).
     const mongo = createMongo(loadDeliveryConfig({ ...env, MONGO_DB: ownDatabase('fifosteps') }));
     atFileEnd(() => mongo.close());
-    const c = mongo.collections;
+    /** The test's own writes (the API appending to the queue): one process. */
+    const c = { ...mongo.collections, dueWrites: new DueWriteOrder() };
     const sub = 'wh_' + randomBytes(12).toString('hex');
     const now = new Date();
     const doc = (k: number): DeliveryDoc => ({
@@ -135,6 +136,8 @@ describe('ordered delivery (ordering: fifo)', function () {
     const handed: string[] = [];
     const process = (owner: string) =>
       new FifoQueues({
+        // One due-store write order for A and B (c's): with one each, their first upserts of the head
+        // hint can meet in a duplicate key (saveFifoHead), which this test is not about.
         log: pino({ level: 'silent' }), collections: c, owner, leaseMs: LEASE_MS, clock: () => new Date(),
         dispatcher: { room: 10, holds: () => false, roomFor: () => 10, enqueue: (job) => (handed.push(job.delivery._id), 'queued') },
       });

@@ -10,14 +10,15 @@ import { pino } from 'pino';
 import { loadWebhookConfig } from '#shared/config/webhooks.js';
 import type { DeliveryDoc } from '#shared/mongo/index.js';
 import { createMongo, ensureIndexes, type Mongo } from '#shared/mongo/index.js';
-import { bucketOf, insertDeliveries } from '#shared/mongo/delivery-queue.js';
+import { bucketOf, DueWriteOrder, insertDeliveries } from '#shared/mongo/delivery-queue.js';
 import { SecretBox } from '#shared/secrets.js';
 import { Receiver } from '#test-support/receiver.js';
 import { uniqueName } from '#test-support/env.js';
 import { atFileEnd } from '#test-support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
-import { decodeMessage, scheduleBatch } from '../src/consumer.js';
-import { claim, type AttemptRecord } from '../src/deliveries.js';
+import { scheduleBatch } from '../src/consumer.js';
+import { decodeMessage } from '../src/event-match.js';
+import { claim, type AttemptRecord, type DeliveryCollections } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';
 import { storeJob } from '../src/jobs.js';
 import { createSender } from '../src/http-sender.js';
@@ -33,12 +34,15 @@ describe('delivery leases and safety', function () {
   let receiver: Receiver;
   let env: Record<string, string>;
   let mongo: Mongo;
+  /** The test's own writes to the store: one more process beside the delivery processes it starts. */
+  let own: DeliveryCollections;
   let db: TestDb;
 
   before(async () => {
     receiver = await Receiver.start();
     env = deliveryTestEnv(receiver.caFile, { MONGO_DB: `${deliveryTestEnv('x').MONGO_DB}_leases` });
     mongo = createMongo(loadDeliveryConfig(env));
+    own = { ...mongo.collections, dueWrites: new DueWriteOrder() };
     atFileEnd(() => mongo.close());
     await ensureIndexes(mongo, silent);
     db = new TestDb(env);
@@ -46,10 +50,11 @@ describe('delivery leases and safety', function () {
   after(() => receiver.close());
 
   /** A dispatcher + retry scheduler pair as one delivery process runs them, without Kafka. */
-  function deliveryProcess(owner: string): { dispatcher: Dispatcher; scheduler: RetryScheduler } {
+  function deliveryProcess(owner: string): { dispatcher: Dispatcher; scheduler: RetryScheduler; collections: DeliveryCollections } {
     const cfg = loadDeliveryConfig(env).webhooks;
     const sender = createSender({ policy: { allowPrivate: true }, resolve: async () => ['127.0.0.1'], caPem: readFileSync(receiver.caFile, 'utf8'), timeoutMs: 4000, userAgent: 't' });
-    const shared = { log: silent, collections: mongo.collections, owner, leaseMs: cfg.leaseMs, clock: () => new Date() };
+    const collections: DeliveryCollections = { ...mongo.collections, dueWrites: new DueWriteOrder() };
+    const shared = { log: silent, collections, owner, leaseMs: cfg.leaseMs, clock: () => new Date() };
     const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(cfg.secretKey), retrySchedule: cfg.retrySchedule }, { concurrency: 16, perSubscription: 16 });
     const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: 50 });
     atFileEnd(async () => {
@@ -57,7 +62,7 @@ describe('delivery leases and safety', function () {
       await dispatcher.stop(5000);
       sender.close();
     });
-    return { dispatcher, scheduler };
+    return { dispatcher, scheduler, collections };
   }
 
   function pending(id: string, sub: { _id: string; account_id: string }, over: Partial<DeliveryDoc> = {}): DeliveryDoc {
@@ -94,7 +99,7 @@ describe('delivery leases and safety', function () {
     });
     const sub = await db.subscribe(newAccountId(), receiver.url('/race'), ['*']);
     const ids = Array.from({ length: 60 }, (_, i) => `dlv_race_${i}_${uniqueName('x')}`);
-    await insertDeliveries(mongo.collections, ids.map((id) => pending(id, sub)));
+    await insertDeliveries(own, ids.map((id) => pending(id, sub)));
     for (const owner of ['proc-a', 'proc-b', 'proc-c']) deliveryProcess(owner).scheduler.start();
     await receiver.waitFor('/race', 120, 40_000);
     await db.until(async () => (await mongo.collections.deliveries.countDocuments({ subscription_id: sub._id, state: 'succeeded' })) === 60, 10_000, 'all succeeded');
@@ -114,7 +119,7 @@ describe('delivery leases and safety', function () {
     const sub = await db.subscribe(newAccountId(), receiver.url('/takeover'), ['*']);
     // The live lease ends 8 s from now: the expired one is sent before that even on a loaded machine (3 s was not).
     const future = new Date(Date.now() + 8000);
-    await insertDeliveries(mongo.collections, [
+    await insertDeliveries(own, [
       pending('dlv_dead_expired_' + uniqueName('x'), sub, { lease_owner: 'dead', lease_until: new Date(Date.now() - 1000) }),
       pending('dlv_dead_live_' + uniqueName('x'), sub, { lease_owner: 'dead', lease_until: future }),
     ]);
@@ -140,7 +145,7 @@ describe('delivery leases and safety', function () {
       { _id: `${orphan}:2`, delivery_id: orphan, owner: 'dead', at: new Date(Date.now() - leaseMs - 1000) },
       { _id: `${fresh}:2`, delivery_id: fresh, owner: 'dying', at: new Date() }, // its lease is not over yet
     ]);
-    await insertDeliveries(mongo.collections, [pending(orphan, sub, { lease_owner: 'dead', lease_until: expired }), pending(fresh, sub, { lease_owner: 'dead', lease_until: expired })]);
+    await insertDeliveries(own, [pending(orphan, sub, { lease_owner: 'dead', lease_until: expired }), pending(fresh, sub, { lease_owner: 'dead', lease_until: expired })]);
     const { scheduler } = deliveryProcess('proc-d');
     scheduler.start();
     const [first] = await receiver.waitFor('/orphan', 1, 10_000);
@@ -153,7 +158,7 @@ describe('delivery leases and safety', function () {
 
   it('records an attempt on the delivery only while the claim it was sent under is still the current one', async () => {
     const sub = { _id: `wh_${uniqueName('fence')}`, account_id: newAccountId() };
-    const recorder = new AttemptRecorder(mongo.collections);
+    const recorder = new AttemptRecorder(own);
     const outcome = (delivery: DeliveryDoc, status: number): AttemptRecord => ({ delivery, attempt: 1, status, outcome: status === 200 ? 'ok' : 'http_5xx', error: null, durationMs: 5, at: new Date(), nextAttemptAt: new Date(Date.now() + 60_000) });
 
     // Leased far ahead, so the dispatchers of the tests above leave them alone.
@@ -182,7 +187,7 @@ describe('delivery leases and safety', function () {
     const leaseMs = 2000;
     // The record waits (a slow store): the delivery stays held here while its lease is extended.
     const dispatcher = new Dispatcher(
-      { log: silent, collections: mongo.collections, sender, box: new SecretBox(cfg.secretKey), owner: 'proc-renew', leaseMs, retrySchedule: cfg.retrySchedule, clock: () => new Date(), hooks: { beforeRecord: () => recordHeld } },
+      { log: silent, collections: own, sender, box: new SecretBox(cfg.secretKey), owner: 'proc-renew', leaseMs, retrySchedule: cfg.retrySchedule, clock: () => new Date(), hooks: { beforeRecord: () => recordHeld } },
       { concurrency: 4, perSubscription: 4 },
     );
     try {
@@ -191,7 +196,7 @@ describe('delivery leases and safety', function () {
       await mongo.collections.deliveries.insertOne(doc);
       // Taken from the store (its own lease check is not what this test is about), then queued:
       // its lease is shorter than the margin, so run() re-claims it before sending.
-      const held = await claim(mongo.collections, doc, 'proc-renew', new Date(), leaseMs);
+      const held = await claim(own, doc, 'proc-renew', new Date(), leaseMs);
       expect(held).to.not.equal(null);
       expect(dispatcher.enqueue(storeJob(held!))).to.equal('queued');
       await receiver.waitFor('/renew', 1, 10_000);
@@ -223,10 +228,10 @@ describe('delivery leases and safety', function () {
   it('creates no second delivery when a batch is consumed again', async () => {
     const account = newAccountId();
     await db.subscribe(account, receiver.url('/again'), ['*']);
-    const { dispatcher } = deliveryProcess('proc-d');
+    const { dispatcher, collections } = deliveryProcess('proc-d');
     const msg = (offset: string, ev: object) => ({ key: null, value: Buffer.from(JSON.stringify(ev)), offset, timestamp: '0', attributes: 0, headers: {} }) as never;
     const events = [envelope(account, 'call.started'), envelope(account, 'call.ended')].map((e, i) => decodeMessage(msg(String(i), e), 0, silent)!);
-    const deps = { log: silent, collections: mongo.collections, dispatcher, owner: 'proc-d', leaseMs: 8000, clock: () => new Date() };
+    const deps = { log: silent, collections, dispatcher, owner: 'proc-d', leaseMs: 8000, clock: () => new Date() };
     expect(await scheduleBatch(deps, events)).to.equal(2);
     expect(await scheduleBatch(deps, events)).to.equal(0);
     await receiver.waitFor('/again', 2);
@@ -239,7 +244,7 @@ describe('delivery leases and safety', function () {
     const now = new Date();
     const old = new Date(now.getTime() - 31 * 24 * 3600 * 1000);
     const tag = uniqueName('sweep');
-    const c = mongo.collections;
+    const c = own;
     await c.deliveries.insertMany([
       pending(`dlv_${tag}_old_done`, sub, { state: 'succeeded', updated_at: old, next_attempt_at: null }),
       pending(`dlv_${tag}_old_pending`, sub, { updated_at: old, next_attempt_at: new Date(now.getTime() + 3_600_000) }),

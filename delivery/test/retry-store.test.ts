@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { bucketOf, DUE_BUCKET_MS, dueStoreHooks, insertDeliveries, readBucket, readDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
+import { bucketOf, DUE_BUCKET_MS, DueWriteOrder, dueStoreHooks, insertDeliveries, readBucket, readDueCursor, scheduleDue } from '#shared/mongo/delivery-queue.js';
 import { createMongo, ensureIndexes, type DeliveryDoc, type Mongo } from '#shared/mongo/index.js';
 import { SecretBox } from '#shared/secrets.js';
 import { Receiver } from '#test-support/receiver.js';
@@ -52,7 +52,7 @@ describe('retry store (due buckets)', function () {
   function deliveryProcess(mongo: Mongo, owner: string): RetryScheduler {
     const cfg = loadDeliveryConfig(env).webhooks;
     const sender = createSender({ policy: { allowPrivate: true }, resolve: async () => ['127.0.0.1'], caPem: readFileSync(receiver.caFile, 'utf8'), timeoutMs: 4000, userAgent: 't' });
-    const shared = { log: silent, collections: mongo.collections, owner, leaseMs: cfg.leaseMs, clock: () => new Date() };
+    const shared = { log: silent, collections: { ...mongo.collections, dueWrites: new DueWriteOrder() }, owner, leaseMs: cfg.leaseMs, clock: () => new Date() };
     const dispatcher = new Dispatcher({ ...shared, sender, box: new SecretBox(cfg.secretKey), retrySchedule: cfg.retrySchedule }, { concurrency: 16, perSubscription: 8 });
     const scheduler = new RetryScheduler({ ...shared, dispatcher, intervalMs: 50 });
     atFileEnd(async () => {
@@ -74,6 +74,8 @@ describe('retry store (due buckets)', function () {
   it('a writer whose bucket is sealed under it puts its entries in a later bucket: nothing is lost', async () => {
     const { mongo } = await freshStore('seal');
     const coll = mongo.collections.retryDue;
+    /** This test's writer: one process. */
+    const q = { retryDue: coll, dueWrites: new DueWriteOrder() };
     const now = Date.now();
     const b = bucketOf(now);
     let reached!: () => void;
@@ -89,7 +91,7 @@ describe('retry store (due buckets)', function () {
     };
     try {
       // The writer has picked bucket b and its slot, and stops right before the insert...
-      const writing = scheduleDue(coll, [{ d: 'dlv_late_writer', s: 'wh_x', t: now }], now);
+      const writing = scheduleDue(q, [{ d: 'dlv_late_writer', s: 'wh_x', t: now }], now);
       await atInsert;
       // ...while bucket b ends and a reader reads it (finding it empty) and seals it.
       await untilOver(b);
@@ -112,6 +114,8 @@ describe('retry store (due buckets)', function () {
   it('a writer never leaves a hole below a slot: two batches into one bucket, the first held up, both found', async () => {
     const { mongo } = await freshStore('hole');
     const coll = mongo.collections.retryDue;
+    /** This test's writer: one process. */
+    const q = { retryDue: coll, dueWrites: new DueWriteOrder() };
     const now = Date.now();
     const b = bucketOf(now);
     let reached!: () => void;
@@ -128,9 +132,9 @@ describe('retry store (due buckets)', function () {
     try {
       // The first batch holds slot 0 of bucket b; the second must not land in slot 1 meanwhile,
       // or a reader that finds slot 0 empty would seal the bucket there and never see slot 1.
-      const first = scheduleDue(coll, [{ d: 'dlv_first', s: 'wh_x', t: now }], now);
+      const first = scheduleDue(q, [{ d: 'dlv_first', s: 'wh_x', t: now }], now);
       await atInsert;
-      const second = scheduleDue(coll, [{ d: 'dlv_second', s: 'wh_x', t: now }], now);
+      const second = scheduleDue(q, [{ d: 'dlv_second', s: 'wh_x', t: now }], now);
       await untilOver(b);
       const sealedWith = (await readBucket(coll, b)).map((e) => e.d);
       release();
@@ -155,7 +159,7 @@ describe('retry store (due buckets)', function () {
     }));
     const tag = uniqueName('x');
     const docs = Array.from({ length: 200 }, (_, i) => pending(`dlv_two_${i}_${tag}`, subs[i % 4]!));
-    await insertDeliveries(mongo.collections, docs);
+    await insertDeliveries({ ...mongo.collections, dueWrites: new DueWriteOrder() }, docs);
     deliveryProcess(mongo, 'proc-1').start();
     deliveryProcess(mongo, 'proc-2').start();
     const paths = ['/two-a', '/two-b', '/two-c', '/two-d'];
@@ -224,7 +228,7 @@ describe('retry store (due buckets)', function () {
     const flushDone = new Promise<void>((r) => (release = r));
     let recorded!: (a: AttemptRecord) => void;
     const firstRecorded = new Promise<AttemptRecord>((r) => (recorded = r));
-    const shared = { log: silent, collections: mongo.collections, owner: 'proc-heldfresh', leaseMs: cfg.leaseMs, clock: () => new Date() };
+    const shared = { log: silent, collections: { ...mongo.collections, dueWrites: new DueWriteOrder() }, owner: 'proc-heldfresh', leaseMs: cfg.leaseMs, clock: () => new Date() };
     // The flush that stored the failed delivery (and its due entry) goes on with slow writes: the
     // delivery stays held here until its retry's bucket is over and read.
     const hooks = {

@@ -15,12 +15,12 @@ import { expect } from 'chai';
 import { pino } from 'pino';
 import type { DeliveryDoc, WebhookDoc } from '#shared/mongo/index.js';
 import { createMongo, ensureIndexes, type Mongo } from '#shared/mongo/index.js';
-import { deliveryId, insertDeliveries } from '#shared/mongo/delivery-queue.js';
+import { deliveryId, DueWriteOrder, insertDeliveries } from '#shared/mongo/delivery-queue.js';
 import { SecretBox } from '#shared/secrets.js';
 import { Receiver } from '#test-support/receiver.js';
 import { atFileEnd } from '#test-support/cleanup.js';
 import { loadDeliveryConfig } from '../src/config.js';
-import { claim } from '../src/deliveries.js';
+import { claim, type DeliveryCollections } from '../src/deliveries.js';
 import { Dispatcher } from '../src/dispatch.js';
 import { logJob, storeJob } from '../src/jobs.js';
 import { createSender } from '../src/http-sender.js';
@@ -35,6 +35,8 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
   let receiver: Receiver;
   let env: Record<string, string>;
   let mongo: Mongo;
+  /** The store as this file's writers use it: one process (one write order into the due store). */
+  let own: DeliveryCollections;
   let db: TestDb;
   /** Host names whose lookup waits until the test releases it (a send connecting). */
   const heldLookups = new Map<string, { reached: () => void; release: Promise<void> }>();
@@ -43,6 +45,7 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
     receiver = await Receiver.start();
     env = deliveryTestEnv(receiver.caFile, { MONGO_DB: `${deliveryTestEnv('x').MONGO_DB}_subchanges` });
     mongo = createMongo(loadDeliveryConfig(env));
+    own = { ...mongo.collections, dueWrites: new DueWriteOrder() };
     atFileEnd(() => mongo.close());
     await ensureIndexes(mongo, silent);
     db = new TestDb(env);
@@ -76,7 +79,7 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
       userAgent: 't',
     });
     const d = new Dispatcher(
-      { log: silent, collections: mongo.collections, sender, box: new SecretBox(cfg.secretKey), owner, leaseMs: cfg.leaseMs, retrySchedule: cfg.retrySchedule, clock: () => new Date(), table },
+      { log: silent, collections: own, sender, box: new SecretBox(cfg.secretKey), owner, leaseMs: cfg.leaseMs, retrySchedule: cfg.retrySchedule, clock: () => new Date(), table },
       { concurrency: 8, perSubscription: 8 },
     );
     atFileEnd(async () => {
@@ -149,12 +152,12 @@ describe('the read before a send: table answers and re-enabled subscriptions', f
     const sub = await db.subscribe(newAccountId(), receiver.url(path), ['*']);
     // Its first attempt failed while enabled; the retry is due only after the re-enable.
     const retry = delivery(sub, new Date(), true);
-    await insertDeliveries(mongo.collections, [retry]);
+    await insertDeliveries(own, [retry]);
     await db.change(sub._id, { enabled: false });
     await db.reenable(sub._id);
     const current = (await mongo.collections.webhooks.findOne({ _id: sub._id }))!;
     const d = dispatcher('proc-retry', await tableOf([current]));
-    const held = await claim(mongo.collections, retry, 'proc-retry', new Date(), 15_000);
+    const held = await claim(own, retry, 'proc-retry', new Date(), 15_000);
     expect(held).to.not.equal(null);
     expect(d.enqueue(storeJob(held!))).to.equal('queued');
     const doc = await db.until(async () => {

@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { createMongo, ensureIndexes } from '#shared/mongo/index.js';
+import { DueWriteOrder } from '#shared/mongo/delivery-queue.js';
 import { SecretBox } from '#shared/secrets.js';
 import { Receiver } from '#test-support/receiver.js';
 import { uniqueName } from '#test-support/env.js';
@@ -147,7 +148,7 @@ describe('fault: the store freezes while delivery attempts are being recorded', 
     const sender = createSender({ policy: { allowPrivate: true }, resolve: async () => ['127.0.0.1'], caPem: readFileSync(receiver.caFile, 'utf8'), timeoutMs: 4000, userAgent: 't' });
     const owner = uniqueName('flush');
     const dispatcher = new Dispatcher(
-      { log: silent, collections: mongo.collections, sender, box: new SecretBox(cfg.webhooks.secretKey), owner, leaseMs: 60_000, retrySchedule: [1000], clock: () => new Date() },
+      { log: silent, collections: { ...mongo.collections, dueWrites: new DueWriteOrder() }, sender, box: new SecretBox(cfg.webhooks.secretKey), owner, leaseMs: 60_000, retrySchedule: [1000], clock: () => new Date() },
       { concurrency: 4, perSubscription: 4 },
     );
     const now = new Date();

@@ -13,7 +13,7 @@
  * (an `_id` range or `$in` reads the whole collection), so both sides use
  * nothing else:
  * - a writer inserts its batch at the first free n (a duplicate key: n + 1),
- *   never above a slot it has not seen taken (no holes: see nextSlot);
+ *   never above a slot it has not seen taken (no holes: see DueWriteOrder);
  * - a reader of a bucket that is wholly in the past reads n = 0, 1, ... by
  *   `_id` until one is missing and inserts a seal there. A duplicate key on
  *   the seal means a writer got that n first: read it and go on. Once sealed
@@ -45,9 +45,8 @@ const INSERT_CHUNK = 1000;
 export const DUE_BUCKET_MS = 1000;
 
 type DueCollection = Collection<DueSlotDoc | DueCursorDoc | FifoSlotDoc | FifoHintDoc>;
-interface QueueCollections {
+interface QueueCollections extends DueQueue {
   deliveries: Collection<DeliveryDoc>;
-  retryDue: DueCollection;
 }
 
 export function bucketOf(ms: number): number {
@@ -58,28 +57,42 @@ export function bucketOf(ms: number): number {
 export const dueStoreHooks: { beforeSlotInsert?: (bucket: number, n: number) => Promise<void> } = {};
 
 /**
- * Per bucket and collection, this process's next n to try, and its writes in
- * order: a process inserts slot n only after it saw slots 0..n-1 taken (its
- * own insert, or a duplicate key), so no writer leaves a hole below a slot it
+ * This process's write order into the due store: one per process, shared by
+ * every writer of the process (built by the process's deps.ts; a test that
+ * builds its own acts as one more process).
+ *
+ * Per bucket and collection, the next n to try, and the writes in order: a
+ * process inserts slot n only after it saw slots 0..n-1 taken (its own
+ * insert, or a duplicate key), so no writer leaves a hole below a slot it
  * wrote. That is what lets a reader stop (and seal) at the first missing n: a
- * slot above a hole would be missed by every reader.
+ * slot above a hole would be missed by every reader. Per ordered queue, the
+ * next slot to try (a hint: a taken one costs a duplicate key).
  */
-const nextSlot = new Map<string, number>();
-const writing = new Map<string, Promise<unknown>>();
+export class DueWriteOrder {
+  readonly nextSlot = new Map<string, number>();
+  readonly fifoTail = new Map<string, number>();
+  private readonly writing = new Map<string, Promise<unknown>>();
+
+  /** One write per key (a bucket, or the ordered-queue appends) at a time in this process. */
+  inOrder<T>(key: string, write: () => Promise<T>): Promise<T> {
+    const run = (this.writing.get(key) ?? Promise.resolve()).then(write, write);
+    const tail = run.catch(() => undefined);
+    this.writing.set(key, tail);
+    void tail.then(() => {
+      if (this.writing.get(key) === tail) this.writing.delete(key);
+    });
+    return run;
+  }
+}
+
+/** The due store and this process's write order into it. */
+interface DueQueue {
+  retryDue: DueCollection;
+  dueWrites: DueWriteOrder;
+}
 
 function slotKey(coll: DueCollection, b: number): string {
   return `${coll.dbName}.${coll.collectionName}:${b}`;
-}
-
-/** One write per bucket at a time in this process. */
-function inOrder<T>(key: string, write: () => Promise<T>): Promise<T> {
-  const run = (writing.get(key) ?? Promise.resolve()).then(write, write);
-  const tail = run.catch(() => undefined);
-  writing.set(key, tail);
-  void tail.then(() => {
-    if (writing.get(key) === tail) writing.delete(key);
-  });
-  return run;
 }
 
 function isDuplicate(err: unknown): boolean {
@@ -91,7 +104,7 @@ function isDuplicate(err: unknown): boolean {
  * before the current bucket goes into the current one. Resolves once every
  * entry is stored.
  */
-export async function scheduleDue(coll: DueCollection, entries: DueEntry[], nowMs = Date.now()): Promise<void> {
+export async function scheduleDue(q: DueQueue, entries: DueEntry[], nowMs = Date.now()): Promise<void> {
   const byBucket = new Map<number, DueEntry[]>();
   const current = bucketOf(nowMs);
   for (const e of entries) {
@@ -100,22 +113,24 @@ export async function scheduleDue(coll: DueCollection, entries: DueEntry[], nowM
     list.push(e);
     byBucket.set(b, list);
   }
-  await Promise.all([...byBucket].map(([b, list]) => writeSlot(coll, b, list)));
+  await Promise.all([...byBucket].map(([b, list]) => writeSlot(q, b, list)));
 }
 
 /** Largest batch in one slot document (a document stays far below the 16 MB limit). */
 const SLOT_ENTRIES = 5000;
 
-async function writeSlot(coll: DueCollection, bucket: number, entries: DueEntry[]): Promise<void> {
+async function writeSlot(q: DueQueue, bucket: number, entries: DueEntry[]): Promise<void> {
   for (let i = 0; i < entries.length; i += SLOT_ENTRIES) {
     const chunk = entries.slice(i, i + SLOT_ENTRIES);
     // Sealed: the bucket is read already. Into one that is not due yet (readers only seal past buckets).
-    for (let b = bucket; !(await inOrder(slotKey(coll, b), () => insertSlot(coll, b, chunk))); ) b = Math.max(b + 1, bucketOf(Date.now()) + 1);
+    for (let b = bucket; !(await q.dueWrites.inOrder(slotKey(q.retryDue, b), () => insertSlot(q, b, chunk))); ) b = Math.max(b + 1, bucketOf(Date.now()) + 1);
   }
 }
 
 /** Inserts at the first free slot of bucket b; false when the bucket is sealed. */
-async function insertSlot(coll: DueCollection, b: number, entries: DueEntry[]): Promise<boolean> {
+async function insertSlot(q: DueQueue, b: number, entries: DueEntry[]): Promise<boolean> {
+  const { retryDue: coll, dueWrites } = q;
+  const { nextSlot } = dueWrites;
   const key = slotKey(coll, b);
   for (let n = nextSlot.get(key) ?? 0; ; n++) {
     const _id = `due:${b}:${n}`;
@@ -217,7 +232,7 @@ export const insertHooks: { safetyMs: number; afterInsert?: (docs: DeliveryDoc[]
 export async function insertDeliveries(c: QueueCollections, docs: DeliveryDoc[]): Promise<Set<string>> {
   if (!docs.some((d) => d.fifo)) return insertChunks(c, docs);
   // Ordered queues are appended in call order: this process's calls that carry any run one at a time.
-  return inOrder(`${c.retryDue.dbName}.${c.retryDue.collectionName}:fifo-appends`, () => insertChunks(c, docs));
+  return c.dueWrites.inOrder(`${c.retryDue.dbName}.${c.retryDue.collectionName}:fifo-appends`, () => insertChunks(c, docs));
 }
 
 /**
@@ -244,7 +259,7 @@ async function insertChunks(c: QueueCollections, docs: DeliveryDoc[]): Promise<S
     const chunk = docs.slice(i, i + INSERT_CHUNK);
     const pending = chunk.filter((d) => d.state === 'pending');
     const safeFrom = Date.now() + insertHooks.safetyMs;
-    if (pending.length > 0) await scheduleDue(c.retryDue, dueEntries(pending, (d) => Math.max(dueAt(d), safeFrom)));
+    if (pending.length > 0) await scheduleDue(c, dueEntries(pending, (d) => Math.max(dueAt(d), safeFrom)));
     try {
       await c.deliveries.insertMany(chunk, { ordered: false });
       for (const d of chunk) inserted.add(d._id);
@@ -260,12 +275,12 @@ async function insertChunks(c: QueueCollections, docs: DeliveryDoc[]): Promise<S
     await insertHooks.afterInsert?.(chunk);
     // After the deliveries (a queue's reader always finds the ones it lists), before their pokes.
     // One already there (a repeat) is listed again: a later copy finds it finished and is passed over.
-    for (const [subscriptionId, ids] of fifoBySubscription(pending)) await appendFifo(c.retryDue, subscriptionId, ids);
+    for (const [subscriptionId, ids] of fifoBySubscription(pending)) await appendFifo(c, subscriptionId, ids);
     const due = dueEntries(
       pending.filter((d) => dueAt(d) < safeFrom),
       (d) => dueAt(d),
     );
-    if (due.length > 0) await scheduleDue(c.retryDue, due);
+    if (due.length > 0) await scheduleDue(c, due);
   }
   return inserted;
 }
@@ -301,12 +316,11 @@ const fifoSlotId = (subscriptionId: string, n: number): string => `fifo:${subscr
 const fifoHeadId = (subscriptionId: string): string => `fifoh:${subscriptionId}`;
 const fifoTailId = (subscriptionId: string): string => `fifot:${subscriptionId}`;
 
-/** Per queue, this process's next slot to try (a hint: a taken one costs a duplicate key). */
-const fifoTail = new Map<string, number>();
-
 /** Appends `ids`, in this order, as one slot at the queue's tail. */
-async function appendFifo(coll: DueCollection, subscriptionId: string, ids: string[]): Promise<void> {
+async function appendFifo(q: DueQueue, subscriptionId: string, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
+  const { retryDue: coll, dueWrites } = q;
+  const { fifoTail } = dueWrites;
   const key = `${coll.dbName}.${coll.collectionName}:${subscriptionId}`;
   let n = fifoTail.get(key) ?? (((await coll.findOne({ _id: fifoTailId(subscriptionId) })) as FifoHintDoc | null)?.n ?? 0);
   for (; ; n++) {

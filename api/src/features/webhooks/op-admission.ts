@@ -16,6 +16,7 @@ import type { Collection } from 'mongodb';
 import { AppError } from '#shared/errors/index.js';
 import { insertDeliveries } from '#shared/mongo/delivery-queue.js';
 import type { DeliveryDoc, DeliveryTrigger } from '#shared/mongo/index.js';
+import type { ApiDeps } from '../../deps.js';
 import type { WebhookDeps } from './service.js';
 import { isDuplicateKey } from '#shared/mongo/index.js';
 
@@ -90,7 +91,7 @@ async function lock(deps: WebhookDeps, accountId: string): Promise<() => Promise
  * allow all of them, else none: 429. Answers the ids stored (an id already
  * there is not stored again: insertDeliveries).
  */
-export async function admitAndInsert(deps: WebhookDeps, accountId: string, docs: DeliveryDoc[]): Promise<Set<string>> {
+export async function admitAndInsert(deps: WebhookDeps & Pick<ApiDeps, 'dueWrites'>, accountId: string, docs: DeliveryDoc[]): Promise<Set<string>> {
   if (docs.length === 0) return new Set();
   const { maxPending, perMinute } = operationLimits;
   if (docs.length > maxPending) throw tooMany(`This call would queue ${docs.length} deliveries: more than the ${maxPending} pending operation deliveries an account may have`, `at most ${maxPending} pending resend, recover and replay deliveries per account`, 60);
@@ -119,7 +120,8 @@ export async function admitAndInsert(deps: WebhookDeps, accountId: string, docs:
     }
     // Charged before the insert, under the lock: a window is written by one admission at a time.
     await windows.updateOne({ _id: windowId }, { $set: { queued: used + docs.length, expires_at: new Date(start + 2 * WINDOW_MS) } }, { upsert: true });
-    return await insertDeliveries(deps.mongo.collections, docs);
+    const { deliveries, retryDue } = deps.mongo.collections;
+    return await insertDeliveries({ deliveries, retryDue, dueWrites: deps.dueWrites }, docs);
   } finally {
     await release();
   }

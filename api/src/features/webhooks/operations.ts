@@ -35,7 +35,8 @@ import { DELIVERY_ID, MAX_RECOVER_AGE_MS, MAX_RECOVER_DELIVERIES, MAX_REPLAY_EVE
 import { admitAndInsert } from './op-admission.js';
 import { findOwned, type WebhookDeps } from './service.js';
 
-type OperationDeps = WebhookDeps;
+/** The due store's write order: operations queue deliveries (insertDeliveries). */
+type OperationDeps = WebhookDeps & Pick<ApiDeps, 'dueWrites'>;
 
 /** A delivery id of an operation: `dlv_` + 24 hex, from the request's seed and what it sends. */
 export function operationDeliveryId(seed: string, trigger: DeliveryTrigger, of: string): string {
