@@ -117,6 +117,18 @@ describe('ordered delivery (ordering: fifo)', function () {
     expect(stoppedAfter, 'requests before the restart').to.be.below(seq.length - 4);
   });
 
+  it('two processes writing a queue\'s first head hint at the same moment both succeed (an upsert that meets the other\'s insert is applied again)', async () => {
+    const mongo = createMongo(loadDeliveryConfig({ ...env, MONGO_DB: ownDatabase('fifohints') }));
+    atFileEnd(() => mongo.close());
+    for (let round = 0; round < 20; round++) {
+      const sub = 'wh_' + randomBytes(12).toString('hex');
+      const writes = [0, 1, 2, 3].map((i) => saveFifoHead(mongo.collections.retryDue, sub, { n: i, i: 0 }));
+      const failed = (await Promise.allSettled(writes)).filter((r) => r.status === 'rejected');
+      expect(failed.map((r) => String((r as PromiseRejectedResult).reason)), `round ${round}`).to.deep.equal([]);
+      expect(await mongo.collections.retryDue.findOne({ _id: `fifoh:${sub}` })).to.not.equal(null);
+    }
+  });
+
   it('two processes stepping one queue at once, from a stale head hint, claim each head once (again only after its lease ran out) and never one behind a pending delivery; the sweep removes only slots behind the head', async () => {
     // A database of its own: no delivery process reads its due buckets (it would step the queue too).
     const mongo = createMongo(loadDeliveryConfig({ ...env, MONGO_DB: ownDatabase('fifosteps') }));
@@ -136,9 +148,8 @@ describe('ordered delivery (ordering: fifo)', function () {
     const handed: string[] = [];
     const process = (owner: string) =>
       new FifoQueues({
-        // One due-store write order for A and B (c's): with one each, their first upserts of the head
-        // hint can meet in a duplicate key (saveFifoHead), which this test is not about.
-        log: pino({ level: 'silent' }), collections: c, owner, leaseMs: LEASE_MS, clock: () => new Date(),
+        // Each its own due-store write order, as two processes have (their first upserts of the head hint meet).
+        log: pino({ level: 'silent' }), collections: { ...mongo.collections, dueWrites: new DueWriteOrder() }, owner, leaseMs: LEASE_MS, clock: () => new Date(),
         dispatcher: { room: 10, holds: () => false, roomFor: () => 10, enqueue: (job) => (handed.push(job.delivery._id), 'queued') },
       });
     const [a, b] = [process('A'), process('B')];

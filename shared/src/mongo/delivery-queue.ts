@@ -100,6 +100,21 @@ function isDuplicate(err: unknown): boolean {
 }
 
 /**
+ * Sets fields of a hint document by `_id`, creating it when missing. Two
+ * processes upserting a missing document at once may both try the insert, and
+ * the loser's fails as a duplicate key (FerretDB always; MongoDB retries such an
+ * upsert itself): the document exists then, so the same update is sent again.
+ */
+async function upsertHint(coll: DueCollection, id: string, set: Record<string, unknown>): Promise<void> {
+  try {
+    await coll.updateOne({ _id: id }, { $set: set }, { upsert: true });
+  } catch (err) {
+    if (!isDuplicate(err)) throw err;
+    await coll.updateOne({ _id: id }, { $set: set }, { upsert: true });
+  }
+}
+
+/**
  * Writes entries into their buckets, one slot insert per bucket. An entry due
  * before the current bucket goes into the current one. Resolves once every
  * entry is stored.
@@ -187,7 +202,7 @@ export async function readDueCursor(coll: DueCollection): Promise<number | null>
  * again; neither ever writes a bucket it has not handled itself.
  */
 export async function saveDueCursor(coll: DueCollection, next: number): Promise<void> {
-  await coll.updateOne({ _id: 'cursor' }, { $set: { next, at: new Date() } }, { upsert: true });
+  await upsertHint(coll, 'cursor', { next, at: new Date() });
 }
 
 /** When a stored delivery is next to be looked at: its next attempt, or when its holder's lease runs out. */
@@ -333,7 +348,7 @@ async function appendFifo(q: DueQueue, subscriptionId: string, ids: string[]): P
   }
   if (fifoTail.size > 10_000) fifoTail.clear();
   fifoTail.set(key, n + 1);
-  await coll.updateOne({ _id: fifoTailId(subscriptionId) }, { $set: { n: n + 1, at: new Date() } }, { upsert: true });
+  await upsertHint(coll, fifoTailId(subscriptionId), { n: n + 1, at: new Date() });
 }
 
 /** Slot n of the subscription's queue; null when nothing was appended there yet. */
@@ -381,5 +396,5 @@ export async function readFifoHead(coll: DueCollection, subscriptionId: string):
 
 /** Write only a position every entry before which is finished (a lagging writer only moves it back). */
 export async function saveFifoHead(coll: DueCollection, subscriptionId: string, at: { n: number; i: number }): Promise<void> {
-  await coll.updateOne({ _id: fifoHeadId(subscriptionId) }, { $set: { n: at.n, i: at.i, at: new Date() } }, { upsert: true });
+  await upsertHint(coll, fifoHeadId(subscriptionId), { n: at.n, i: at.i, at: new Date() });
 }
