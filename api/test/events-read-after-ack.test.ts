@@ -6,6 +6,7 @@ import { baseTestEnv } from '#test-support/env.js';
 import type { EventsRuntimeOverrides } from '../src/live/runtime.js';
 import type { RunningApi } from '../src/server.js';
 import { createAccount, type TestAccount } from './support/accounts.js';
+import { ActivityDb } from './support/activity.js';
 import { call } from './support/api.js';
 import { startHeldApi, type MaterializerGate } from './support/held-api.js';
 import { eventually, ingest, sleep, type IngestedEvent } from './support/events.js';
@@ -176,10 +177,7 @@ describe('a read includes every event acknowledged before it started', function 
     const hook = await call(a.url, 'POST', '/api/v1/webhooks', { headers: { 'x-api-key': acct.apiKey }, body: { url: 'https://127.0.0.1/held', events: ['*'] } });
     expect(hook.status, JSON.stringify(hook.body)).to.equal(201);
     const deliveryId = `dlv_${'a'.repeat(24)}`;
-    await a.deps.mongo.collections.attempts.insertOne({
-      _id: `att_${'a'.repeat(24)}`, delivery_id: deliveryId, subscription_id: hook.body.id, account_id: acct.userId, event_id: event!.id, event_type: 'call.completed',
-      attempt: 1, status: 200, outcome: 'ok', error: null, duration_ms: 5, at: new Date(), next_attempt_at: null,
-    });
+    await new ActivityDb(a.deps.mongo.db).attempt({ subscription: hook.body.id, account: acct.userId, event: event!.id, delivery: deliveryId, at: new Date(), outcome: 'ok', status: 200, ms: 5 });
     const resend = await call(b.url, 'POST', `/api/v1/webhooks/${hook.body.id}/deliveries/${deliveryId}/resend`, { headers: { 'x-api-key': acct.apiKey } });
     expect(resend.status, `resend of an attempt whose event is not yet in MongoDB: ${JSON.stringify(resend.body)}`).to.equal(202);
     expect(resend.body.event_id).to.equal(event!.id);

@@ -27,6 +27,7 @@
 import { createHash } from 'node:crypto';
 import { MongoBulkWriteError, type Collection } from 'mongodb';
 import type { DeliveryDoc, DueCursorDoc, DueEntry, DueSlotDoc, FifoHintDoc, FifoSlotDoc } from './documents.js';
+import { isDuplicateKey } from './errors.js';
 
 /** Deterministic, so consuming the same event twice finds the existing delivery. */
 export function deliveryId(eventId: string, subscriptionId: string): string {
@@ -95,10 +96,6 @@ function slotKey(coll: DueCollection, b: number): string {
   return `${coll.dbName}.${coll.collectionName}:${b}`;
 }
 
-function isDuplicate(err: unknown): boolean {
-  return (err as { code?: number }).code === DUPLICATE_KEY;
-}
-
 /**
  * Sets fields of a hint document by `_id`, creating it when missing. Two
  * processes upserting a missing document at once may both try the insert, and
@@ -109,7 +106,7 @@ async function upsertHint(coll: DueCollection, id: string, set: Record<string, u
   try {
     await coll.updateOne({ _id: id }, { $set: set }, { upsert: true });
   } catch (err) {
-    if (!isDuplicate(err)) throw err;
+    if (!isDuplicateKey(err)) throw err;
     await coll.updateOne({ _id: id }, { $set: set }, { upsert: true });
   }
 }
@@ -156,7 +153,7 @@ async function insertSlot(q: DueQueue, b: number, entries: DueEntry[]): Promise<
       if (nextSlot.size > 10_000) nextSlot.clear(); // hints only: a lost one costs a duplicate key
       return true;
     } catch (err) {
-      if (!isDuplicate(err)) throw err;
+      if (!isDuplicateKey(err)) throw err;
     }
     const taken = (await coll.findOne({ _id })) as DueSlotDoc | null;
     if (taken?.sealed) return false;
@@ -178,7 +175,7 @@ export async function readBucket(coll: DueCollection, b: number): Promise<DueEnt
         await coll.insertOne({ _id, b, sealed: true, at: new Date() });
         return out;
       } catch (err) {
-        if (!isDuplicate(err)) throw err;
+        if (!isDuplicateKey(err)) throw err;
       }
       // A writer (or another reader's seal) got there first.
       slot = (await coll.findOne({ _id })) as DueSlotDoc | null;
@@ -343,7 +340,7 @@ async function appendFifo(q: DueQueue, subscriptionId: string, ids: string[]): P
       await coll.insertOne({ _id: fifoSlotId(subscriptionId, n), s: subscriptionId, entries: ids, appended_at: new Date() });
       break;
     } catch (err) {
-      if (!isDuplicate(err)) throw err;
+      if (!isDuplicateKey(err)) throw err;
     }
   }
   if (fifoTail.size > 10_000) fifoTail.clear();

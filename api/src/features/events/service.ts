@@ -106,11 +106,12 @@ export async function findEvent(deps: EventReadDeps, accountId: string, eventId:
   void fanout.awake().catch((err: unknown) => deps.log.warn({ err }, 'the fan-out could not wake'));
   const head = await headOf(deps, partition, deadline);
   for (;;) {
-    const through = await watermarks.current(partition);
-    const stored = await lookup(); // after W: holds every event through W
+    // Shared with the process's other waiting reads (at most one store read per poll interval).
+    const through = await watermarks.recent(partition, CATCH_UP_POLL_MS * 2, CATCH_UP_POLL_MS, Math.max(0, deadline - Date.now()));
+    const stored = await lookup(); // after W was read: holds every event through W
     if (stored) return stored;
     if (through >= head - 1n) return null;
-    if (fanout.tailUsable() && fanout.position(partition) >= head && tail.covers(partition, through)) {
+    if (windowAtHead(deps.events, partition, head) && tail.covers(partition, through)) {
       const recent = readTail(deps.events, { accountId, partition, after: through, before: null, types: null, limit: Number.MAX_SAFE_INTEGER });
       if (recent) return recent.find((e) => e.record.id === eventId)?.record ?? null;
     }
@@ -155,9 +156,8 @@ async function headOf(deps: EventReadDeps, partition: number, deadline: number):
 async function readThrough(deps: ApiDeps, q: PageRead, head: bigint, again: boolean): Promise<EventRecord[] | null> {
   const { events } = deps;
   const { partition } = q;
-  const windowAtHead = (): boolean => events.fanout.tailUsable() && events.fanout.position(partition) >= head;
   const fromWindow = (after: bigint, limit: number): EventRecord[] | null => {
-    if (!windowAtHead()) return null;
+    if (!windowAtHead(events, partition, head)) return null;
     return readTail(events, { accountId: q.accountId, partition, after, before: null, types: q.types, limit })?.map((e) => e.record) ?? null;
   };
   // Near the head: the window alone (no MongoDB), when it covers the cursor and the fan-out reached H.
@@ -182,7 +182,7 @@ async function readThrough(deps: ApiDeps, q: PageRead, head: bigint, again: bool
  * (`once`: only one poll interval). False at `deadline`.
  */
 async function caughtUp(deps: ApiDeps, q: PageRead, head: bigint, deadline: number, once: boolean): Promise<boolean> {
-  const { fanout, watermarks, tail } = deps.events;
+  const { watermarks, tail } = deps.events;
   const { partition } = q;
   for (;;) {
     const left = deadline - Date.now();
@@ -192,8 +192,13 @@ async function caughtUp(deps: ApiDeps, q: PageRead, head: bigint, deadline: numb
     // Re-read from MongoDB at most every CATCH_UP_POLL_MS, one read shared by every waiting read of the process.
     const watermark = await watermarks.recent(partition, CATCH_UP_POLL_MS * 2, CATCH_UP_POLL_MS, Math.max(0, deadline - Date.now()));
     if (watermark >= head - 1n) return true;
-    if (fanout.tailUsable() && fanout.position(partition) >= head && (tail.covers(partition, q.after) || tail.covers(partition, watermark))) return true;
+    if (windowAtHead(deps.events, partition, head) && (tail.covers(partition, q.after) || tail.covers(partition, watermark))) return true;
   }
+}
+
+/** This process's fan-out has dispatched the partition up to `head` and its window can be read. */
+function windowAtHead(events: Pick<ApiDeps['events'], 'fanout'>, partition: number, head: bigint): boolean {
+  return events.fanout.tailUsable() && events.fanout.position(partition) >= head;
 }
 
 /** How often a read waiting for the fan-out or the materializer looks again. */
