@@ -40,7 +40,7 @@ KAFKA_POM="$INFRA_DIR/kafka-pom.xml"
 # Our patches to FerretDB's source (scripts/infra/ferretdb-patches/*.patch); bump the level
 # with every change there so the cached binary is rebuilt.
 FERRETDB_PATCHES="$INFRA_DIR/ferretdb-patches"
-FERRETDB_PATCH_LEVEL=p1
+FERRETDB_PATCH_LEVEL=p2
 FERRETDB_HOME="$INFRA_CACHE/ferretdb-$FERRETDB_VERSION-$FERRETDB_PATCH_LEVEL"
 FERRETDB_BIN="$FERRETDB_HOME/ferretdb"
 

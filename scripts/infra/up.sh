@@ -234,7 +234,7 @@ start_ferretdb() { # PORT
   [[ -f "$RUN/ferretdb.log" ]] && mv -f "$RUN/ferretdb.log" "$RUN/ferretdb.prev.log"
   launch "$FDB_PIDFILE" "$RUN/ferretdb.log" \
     "$FERRETDB_BIN" --handler=sqlite "--sqlite-url=$FDB_URL" "--listen-addr=127.0.0.1:$1" \
-    --state-dir=- --debug-addr=- --telemetry=disable --log-level=warn
+    --state-dir=- "--debug-addr=${FERRETDB_DEBUG_ADDR:--}" --telemetry=disable --log-level=warn
 }
 
 wait_ferretdb() { # PORT
