@@ -51,6 +51,9 @@ describe('api config', () => {
     expect(c.events.materializerChunkEvents, 'events the materializer writes as one chunk').to.equal(500);
     expect(loadApiConfig({ MATERIALIZER_CHUNK_EVENTS: '2000' }).events.materializerChunkEvents).to.equal(2000);
     expect(() => loadApiConfig({ MATERIALIZER_CHUNK_EVENTS: '0' })).to.throw(/MATERIALIZER_CHUNK_EVENTS must be between 1 and 100000/);
+    expect(c.events.materializerFetchWaitMs, 'how long a materializer fetch may wait to fill').to.equal(250);
+    expect(loadApiConfig({ MATERIALIZER_FETCH_WAIT_MS: '0' }).events.materializerFetchWaitMs).to.equal(0);
+    expect(() => loadApiConfig({ MATERIALIZER_FETCH_WAIT_MS: '6000' })).to.throw(/MATERIALIZER_FETCH_WAIT_MS must be between 0 and 5000/);
     expect(c.streams).to.include({ durationMs: 50_000, heartbeatMs: 15_000, retryMs: 3000, tokenTtlSeconds: 120, maxPerAccount: 6 });
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '60000' })).to.throw(/LONG_POLL_MAX_MS must be between 1000 and 55000/);
     expect(() => loadApiConfig({ LONG_POLL_MAX_MS: '20000' })).to.throw(/LONG_POLL_DEFAULT_MS must not exceed LONG_POLL_MAX_MS/);

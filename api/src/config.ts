@@ -96,6 +96,8 @@ export interface ApiConfig extends BaseConfig {
     materializerEnabled: boolean;
     /** Most events the materializer writes as one chunk (MATERIALIZER_CHUNK_EVENTS, default 500): bigger chunks drain a backlog faster, at a cost to others writing to the same store. */
     materializerChunkEvents: number;
+    /** How long a materializer fetch may wait to fill (MATERIALIZER_FETCH_WAIT_MS; 0: answered as soon as anything is there). Fewer, bigger chunks cost the store less per event, for at most this much more lag of history. */
+    materializerFetchWaitMs: number;
     /** Each process's fan-out group is this prefix + instance id + a random suffix. */
     fanoutGroupPrefix: string;
     /** The tail window kept by each process, per partition: most events and bytes (0 turns it off). */
@@ -190,6 +192,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       materializerGroupId: `${base.kafka.eventsTopic}.materializer.${base.mongo.dbName}`,
       materializerEnabled: read.bool(env, 'MATERIALIZER_ENABLED', true),
       materializerChunkEvents: read.int(env, 'MATERIALIZER_CHUNK_EVENTS', 500, 1, 100_000), // why 500: DEFAULT_CHUNK_EVENTS in event-store/materializer.ts
+      materializerFetchWaitMs: read.int(env, 'MATERIALIZER_FETCH_WAIT_MS', 250, 0, 5_000), // why 250: docs/performance.md, "Fuller fetches for the materializer"
       fanoutGroupPrefix: `${base.kafka.eventsTopic}.fanout`,
       tailWindowEvents: read.int(env, 'TAIL_WINDOW_EVENTS', 10_000, 0, 1_000_000),
       tailWindowBytes: read.int(env, 'TAIL_WINDOW_BYTES', 2 * 1024 * 1024, 0, 1024 * 1024 * 1024),

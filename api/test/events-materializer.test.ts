@@ -289,6 +289,41 @@ describe('materializer crash safety', function () {
     expect(made).to.equal(m.replaced + 1);
     expect(await mongo.collections.events.countDocuments({ _id: { $in: envelopes.map((e) => e.id) } })).to.equal(20);
   });
+  it('with a fetch fill, writes events that arrive over a short time as one or two chunks rather than one each', async () => {
+    // A topic of its own (see the test above): only these events, so every chunk counted is of them.
+    const fillTopic = `${topic}-fill`;
+    const fillLog = new EventLog(kafka, { ...topicCatalog(config).events, name: fillTopic }, log);
+    await fillLog.start();
+    const chunks: [number, bigint, bigint][] = [];
+    const m = materializer(
+      (at, partition, firstOffset, lastOffset) => {
+        if (at === 'watermark') chunks.push([partition, firstOffset, lastOffset]);
+      },
+      `${config.events.materializerGroupId}-fill`,
+      { topic: fillTopic, chunkSize: 500, fetchFill: { minBytes: 1024 * 1024, maxWaitMs: 3000 } },
+    );
+    await m.start();
+    // One account (one partition). A first event, written once the group has joined, then ten 60 ms apart:
+    // fetches answered at once would see them one or two at a time.
+    const account = fakeAccountId();
+    const [primer] = await fillLog.publish([buildEnvelope({ account_id: account, type: 'call.started', data: { primer: true } }, new Date())]);
+    await eventually(async () => ((await watermarks(fillTopic)).get(primer!.partition) === Number(primer!.offset) ? true : undefined), 30_000);
+    const positions: Position[] = [];
+    try {
+      for (let i = 0; i < 10; i++) {
+        positions.push(...(await fillLog.publish([buildEnvelope({ account_id: account, type: 'call.started', data: { i } }, new Date())])));
+        await sleep(60);
+      }
+    } finally {
+      await fillLog.stop();
+    }
+    const partition = positions[0]!.partition;
+    await eventually(async () => ((await watermarks(fillTopic)).get(partition) === Number(positions.at(-1)!.offset) ? true : undefined), 30_000);
+    const ours = chunks.filter(([p, , last]) => p === partition && last >= positions[0]!.offset);
+    expect(ours.length, `chunks: ${JSON.stringify(ours.map(([, f, l]) => [Number(f), Number(l)]))}`).to.be.at.most(2);
+    expect(await mongo.collections.events.countDocuments({ account_id: account })).to.equal(11);
+  });
+
   describe('the same event id twice in the log (a keyed ingest retried after a lost reply)', () => {
     /**
      * Publishes `shape` (letters: one event each; a letter again is the same

@@ -12,7 +12,7 @@
  */
 import { BSON, MongoBulkWriteError, MongoInvalidArgumentError, MongoServerError, type Collection } from 'mongodb';
 import { decodeEnvelope, toEventDoc, unavailableEventDoc } from '#shared/eventlog/envelope.js';
-import { createConsumer, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage } from '#shared/eventlog/kafka.js';
+import { createConsumer, type Consumer, type EachBatchPayload, type FetchFill, type Kafka, type KafkaMessage } from '#shared/eventlog/kafka.js';
 import { SupervisedConsumer, type ConsumerHealth } from '#shared/eventlog/supervised-consumer.js';
 import type { Logger } from '#shared/log.js';
 import type { ConsumerLag } from '#shared/metrics.js';
@@ -65,6 +65,16 @@ export interface MaterializerOptions {
    */
   chunkSize?: number;
   /**
+   * How full a fetch must be before the broker answers (MATERIALIZER_FETCH_WAIT_MS
+   * and FETCH_FILL_BYTES); absent: as soon as anything is there. Every chunk
+   * costs the store a few commands whatever its size, and a caught-up
+   * partition's chunks are a handful of events, each account's a fragment of
+   * its own: waiting a bounded time for fuller fetches makes fewer, bigger
+   * chunks, for at most that much more lag of history (readers at the head
+   * are answered from the tail window meanwhile).
+   */
+  fetchFill?: FetchFill;
+  /**
    * Test hook, called after each write of a chunk (`events`, then `watermark`):
    * return 'crash' to act as if the process died right there.
    */
@@ -99,6 +109,8 @@ const DEFAULT_CHUNK_EVENTS = 500;
  */
 const INSERT_SLICE = 500;
 const DEFAULT_MAX_REFUSALS = 5;
+/** The bytes a materializer fetch waits for (at most MATERIALIZER_FETCH_WAIT_MS): about 3,000 events of ~350 B, over the partitions the member writes. */
+export const FETCH_FILL_BYTES = 1024 * 1024;
 
 export class Materializer {
   private crashed = false;
@@ -124,7 +136,7 @@ export class Materializer {
       groupId: opts.groupId,
       log: opts.log,
       stallMs: opts.stallMs,
-      newConsumer: () => (opts.newConsumer ?? createConsumer)(opts.kafka, opts.groupId),
+      newConsumer: () => (opts.newConsumer ? opts.newConsumer(opts.kafka, opts.groupId) : createConsumer(opts.kafka, opts.groupId, { fetch: opts.fetchFill })),
       run: (consumer) => this.runConsumer(consumer),
     });
   }

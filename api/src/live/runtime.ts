@@ -14,7 +14,7 @@ import type { ApiConfig } from '../config.js';
 import { FanOut, type FanOutOptions } from './fanout.js';
 import { KafkaHeadSource, LogHead } from './log-head.js';
 import type { FeedPorts } from './feed.js';
-import { Materializer, type MaterializerOptions } from '../event-store/materializer.js';
+import { FETCH_FILL_BYTES, Materializer, type MaterializerOptions } from '../event-store/materializer.js';
 import { readPartition, readRange } from '../event-store/store.js';
 import { EventTraces } from '#shared/telemetry.js';
 import { TailWindow, type TailRead } from './tail-window.js';
@@ -78,6 +78,7 @@ export function createEventsRuntime(
     topic,
     groupId: config.events.materializerGroupId,
     chunkSize: config.events.materializerChunkEvents,
+    ...(config.events.materializerFetchWaitMs > 0 ? { fetchFill: { minBytes: FETCH_FILL_BYTES, maxWaitMs: config.events.materializerFetchWaitMs } } : {}),
     log: logger.child({ component: 'materializer' }),
     onWatermark: (partition, offset) => watermarks.note(partition, offset),
     topicId: () => topicChecked,

@@ -96,14 +96,27 @@ export function createProducer(kafka: Kafka): Producer {
   });
 }
 
-export function createConsumer(kafka: Kafka, groupId: string, opts: { sessionTimeout?: number } = {}): Consumer {
+/**
+ * How full a fetch should be before the broker answers it: at least `minBytes`
+ * of messages, or whatever there is after `maxWaitMs`. The default (absent)
+ * answers as soon as one message is there, which is what live readers want; a
+ * writer that pays per batch (the materializer) trades a bounded wait for
+ * fewer, fuller batches.
+ */
+export interface FetchFill {
+  minBytes: number;
+  maxWaitMs: number;
+}
+
+export function createConsumer(kafka: Kafka, groupId: string, opts: { sessionTimeout?: number; fetch?: FetchFill } = {}): Consumer {
   return kafka.consumer({
     groupId,
     allowAutoTopicCreation: false,
     sessionTimeout: opts.sessionTimeout ?? 10000,
     heartbeatInterval: 1000,
     rebalanceTimeout: 15000,
-    maxWaitTimeInMs: 100,
+    maxWaitTimeInMs: opts.fetch?.maxWaitMs ?? 100,
+    ...(opts.fetch ? { minBytes: opts.fetch.minBytes } : {}),
     retry: { retries: 10, initialRetryTime: 200 },
   });
 }
