@@ -22,6 +22,7 @@ import type {
   FifoHintDoc,
   FifoSlotDoc,
   EventDoc,
+  StoredEventDoc,
   EventPageDirDoc,
   EventPageDoc,
   EventPageHeadDoc,
@@ -79,7 +80,7 @@ export interface Collections {
   apiKeyHashes: Collection<ApiKeyHashDoc>;
   keyEpoch: Collection<KeyEpochDoc>;
   apiPods: Collection<ApiPodDoc>;
-  events: Collection<EventDoc>;
+  events: Collection<StoredEventDoc>;
   eventPages: Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
   watermarks: Collection<WatermarkDoc>;
   eventTopics: Collection<EventTopicDoc>;
