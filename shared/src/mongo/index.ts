@@ -21,7 +21,6 @@ import type {
   DueSlotDoc,
   FifoHintDoc,
   FifoSlotDoc,
-  EventDoc,
   StoredEventDoc,
   EventPageDirDoc,
   EventPageDoc,
