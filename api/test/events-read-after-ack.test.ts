@@ -211,4 +211,25 @@ describe('a read includes every event acknowledged before it started', function 
     expect(res.body.event).to.include({ id: old.id, type: 'call.started' });
     expect(res.body.event.data).to.deep.equal({ old: true });
   });
+  it('an event whose id is stored but not yet its stream nor the watermark (the materializer between its two writes) is waited for as one not stored: the window answers it, a pod behind answers 503, and once the watermark passes it the stream does', async () => {
+    const [before] = await ingest(a, [{ account_id: acct.userId, type: 'message.received' }]);
+    await stored(before!);
+    await hold();
+    const [event] = await ingest(a, [{ account_id: acct.userId, type: 'call.completed', data: { call_id: 'between' } }]);
+    // What the materializer's first write of the chunk leaves: the id document, nothing in the stream, the watermark below it.
+    const at = decodeCursor(event!.cursor);
+    await a.deps.mongo.collections.events.insertOne({ _id: event!.id, account_id: acct.userId, partition: at.partition, offset: Number(at.offset) });
+    const deliveriesOf = (api: RunningApi) => call(api.url, 'GET', `/api/v1/events/${event!.id}/deliveries`, { headers: { 'x-api-key': acct.apiKey } });
+    const fromWindow = await deliveriesOf(a);
+    expect(fromWindow.status, JSON.stringify(fromWindow.body)).to.equal(200);
+    expect(fromWindow.body.event.data).to.deep.equal({ call_id: 'between' });
+    const behind = await deliveriesOf(deaf);
+    expect(behind.status, `a pod whose fan-out is behind: ${JSON.stringify(behind.body)}`).to.equal(503);
+    gate.held = false;
+    await stored(event!);
+    const fromStream = await deliveriesOf(deaf);
+    expect(fromStream.status, JSON.stringify(fromStream.body)).to.equal(200);
+    expect(fromStream.body.event).to.include({ id: event!.id, type: 'call.completed', cursor: event!.cursor });
+    expect(fromStream.body.event.data).to.deep.equal({ call_id: 'between' });
+  });
 });
