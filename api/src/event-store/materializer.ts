@@ -67,11 +67,11 @@ export interface MaterializerOptions {
    */
   chunkSize?: number;
   /**
-   * Test hook, called after each write of a chunk (`events`, then `watermark`):
+   * Test hook, called after each write of a chunk (`events`: the ids, `pages`, then `watermark`):
    * return 'crash' to act as if the process died right there.
    */
   afterWrite?: (stage: 'events' | 'pages' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
-  /** Most events per insert into `events` (default INSERT_SLICE; tests make it small). */
+  /** Most ids per insert into `events` (default INSERT_SLICE; tests make it small). */
   insertSlice?: number;
   /** A consumer showing no sign of life this long is replaced (default 60 s; see SupervisedConsumer). */
   stallMs?: number;
@@ -94,7 +94,7 @@ const MAX_BACKOFF_MS = 5000;
  */
 const DEFAULT_CHUNK_EVENTS = 500;
 /**
- * Most events per insert into `events` when a chunk is bigger. The page writes
+ * Most ids per insert into `events` when a chunk is bigger. The page writes
  * are what a bigger chunk saves; one insert of 2,000 documents holds FerretDB's
  * write lock long enough to stall the delivery process's writes to the same
  * database (docs/performance.md, "The materializer's chunk size").

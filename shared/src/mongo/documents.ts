@@ -193,8 +193,9 @@ export interface EventPageDirDoc {
 }
 
 /**
- * Highest offset of a partition that is fully written to `events`, in the life
- * of the topic whose Kafka id is `topic_id` (a recreated topic starts again).
+ * Highest offset of a partition that is fully written to `events` and the
+ * account streams, in the life of the topic whose Kafka id is `topic_id` (a
+ * recreated topic starts again).
  */
 export interface WatermarkDoc {
   _id: string; // `${topic}:${partition}`
