@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { MongoClient, MongoNetworkError, MongoServerError, MongoServerSelectionError } from 'mongodb';
-import { buildEnvelope, encodeEnvelope } from '#shared/eventlog/envelope.js';
+import { buildEnvelope, encodeEnvelope, toEventDoc } from '#shared/eventlog/envelope.js';
 import { createKafka, createProducer, partitionForKey } from '#shared/eventlog/kafka.js';
 import { createLogger } from '#shared/log.js';
 import { baseTestEnv, uniqueName } from '#test-support/env.js';
-import { isRefusal } from '../src/event-store/materializer.js';
+import { checkBody, isRefusal } from '../src/event-store/materializer.js';
 import { call, startTestApi } from './support/api.js';
 import { createAccount } from './support/accounts.js';
 import { eventually, ingest } from './support/events.js';
@@ -84,6 +84,24 @@ describe('a poison event on the log', function () {
 });
 
 describe('materializer failure classes', () => {
+  it('refuses a body its stream cannot store as BSON (a NUL byte in a key at any depth, over 16 MB), and takes any other JSON', () => {
+    const doc = (data: Record<string, unknown>) => toEventDoc(buildEnvelope({ account_id: 'acct_1', type: 'call.started', data }, new Date()), { partition: 0, offset: 1n });
+    const refused = (data: Record<string, unknown>): boolean => {
+      try {
+        checkBody(doc(data));
+        return false;
+      } catch (err) {
+        expect(isRefusal(err), String(err)).to.equal(true);
+        return true;
+      }
+    };
+    expect(refused({ 'bad\u0000key': 1 })).to.equal(true);
+    expect(refused({ list: [{ ok: 1 }, { deep: { 'a\u0000': true } }] })).to.equal(true);
+    expect(refused({ big: 'x'.repeat(17 * 1024 * 1024) })).to.equal(true);
+    expect(refused({ matrix: [[1, 2]], $dollar: 1, 'dotted.key': { 'nul in a value': 'a\u0000b' }, big: 'x'.repeat(1024 * 1024) })).to.equal(false);
+  });
+
+
   it('tells a refused document from an outage', () => {
     expect(isRefusal(new MongoServerError({ message: 'invalid value (nested arrays are not supported)', code: 2 }))).to.equal(true);
     expect(isRefusal(new MongoServerError({ message: 'duplicate key', code: 11000 }))).to.equal(false);
