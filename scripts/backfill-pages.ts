@@ -6,7 +6,7 @@
  */
 import { MongoClient } from 'mongodb';
 import { backfillPages } from '../api/src/event-store/backfill.js';
-import { COLLECTION_NAMES, type EventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc } from '#shared/mongo/index.js';
+import { COLLECTION_NAMES, type StoredEventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc } from '#shared/mongo/index.js';
 
 const [url, db, partitions] = process.argv.slice(2);
 if (!url || !db || !partitions) {
@@ -15,6 +15,6 @@ if (!url || !db || !partitions) {
 }
 const client = new MongoClient(url);
 const database = client.db(db);
-const total = await backfillPages(database.collection<EventDoc>(COLLECTION_NAMES.events), database.collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>(COLLECTION_NAMES.eventPages), Number(partitions), (p, n) => console.error(`partition ${p}: ${n} events so far`));
+const total = await backfillPages(database.collection<StoredEventDoc>(COLLECTION_NAMES.events), database.collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>(COLLECTION_NAMES.eventPages), Number(partitions), (p, n) => console.error(`partition ${p}: ${n} events so far`));
 console.log(JSON.stringify({ events: total }));
 await client.close();

@@ -1,15 +1,16 @@
 import { expect } from 'chai';
-import type { Position } from '#shared/cursor.js';
-import { buildEnvelope } from '#shared/eventlog/envelope.js';
+import { encodeCursor, type Position } from '#shared/cursor.js';
+import { buildEnvelope, docToRecord, toEventDoc } from '#shared/eventlog/envelope.js';
 import { EventLog } from '#shared/eventlog/event-log.js';
-import { createKafka, topicCatalog } from '#shared/eventlog/kafka.js';
+import { createKafka, partitionForKey, topicCatalog } from '#shared/eventlog/kafka.js';
 import type { EventType } from '#shared/eventlog/types.js';
 import { createLogger } from '#shared/log.js';
 import { createMongo, type Mongo } from '#shared/mongo/index.js';
 import { baseTestEnv } from '#test-support/env.js';
 import { Materializer, type MaterializerOptions } from '../src/event-store/materializer.js';
 import { PageCache } from '../src/event-store/page-cache.js';
-import { readAfter } from '../src/event-store/store.js';
+import { readAfter, readEventAt, readPartition } from '../src/event-store/store.js';
+import type { StoredEvent } from '../src/event-store/types.js';
 import { testApiConfig } from './support/api.js';
 import { eventually, fakeAccountId, sleep } from './support/events.js';
 
@@ -153,4 +154,48 @@ describe('history pages: the materializer\'s account streams on the real store',
       }
     });
   }
+  it('writes each event\'s body once, into its stream: the events collection holds ids and positions; an event by its offset and a partition\'s range read whole events from the streams, and whole documents written before are read as they are', async () => {
+    // Three accounts of one partition, their events interleaved (the range read groups them by account).
+    const partitions = config.kafka.eventsPartitions;
+    const accounts = [fakeAccountId()];
+    const partition = partitionForKey(accounts[0]!, partitions);
+    while (accounts.length < 3) {
+      const candidate = fakeAccountId();
+      if (partitionForKey(candidate, partitions) === partition) accounts.push(candidate);
+    }
+    const envelopes = Array.from({ length: 24 }, (_, i) => buildEnvelope({ account_id: accounts[i % 3]!, type: i % 4 === 0 ? 'call.started' : 'message.received', data: { i, text: `event ${i}` } }, new Date()));
+    const m = materializer();
+    await m.start();
+    const positions = await eventLog.publish(envelopes);
+    await materialized(positions);
+    const first = positions[0]!.offset;
+    const end = positions.at(-1)!.offset;
+    const expected = envelopes.map((e, i) => ({ id: e.id, type: e.type, data: e.data, cursor: encodeCursor(positions[i]!) }));
+
+    const stored = await mongo.collections.events.find({ _id: { $in: envelopes.map((e) => e.id) } }).toArray();
+    expect(stored).to.have.length(24);
+    for (const doc of stored) expect(Object.keys(doc).sort(), 'no body in the events collection').to.deep.equal(['_id', 'account_id', 'offset', 'partition']);
+
+    // One event by its offset (findEvent reads it so once the watermark reached it).
+    const third = await readEventAt(mongo.collections.eventPages, { accountId: accounts[2]!, partition, offset: Number(positions[2]!.offset) });
+    expect(third && docToRecord(third)).to.deep.include(expected[2]!);
+    expect(await readEventAt(mongo.collections.eventPages, { accountId: accounts[1]!, partition, offset: Number(positions[2]!.offset) }), "another account's offset").to.equal(null);
+
+    // The fan-out's gap fill: every account's events of a range, whole, in offset order; a limit cuts the range.
+    const mine = (got: StoredEvent[]) => got.filter((e) => accounts.includes(e.accountId));
+    const range = mine(await readPartition(mongo.collections.events, mongo.collections.eventPages, partition, first, end + 1n, 500, new PageCache(1 << 20)));
+    expect(range.map((e) => ({ id: e.record.id, type: e.record.type, data: e.record.data, cursor: e.record.cursor }))).to.deep.equal(expected);
+    expect(range.map((e) => e.accountId)).to.deep.equal(envelopes.map((e) => e.account_id));
+    expect(range.map((e) => e.position.offset)).to.deep.equal(positions.map((p) => p.offset));
+    const part = await readPartition(mongo.collections.events, mongo.collections.eventPages, partition, positions[5]!.offset, end + 1n, 4);
+    expect(part.map((e) => e.record.id)).to.deep.equal(envelopes.slice(5, 9).map((e) => e.id));
+
+    // A whole document written before the streams held the only copy: answered as it is.
+    const old = buildEnvelope({ account_id: accounts[0]!, type: 'call.ended', data: { old: true } }, new Date());
+    const oldAt = { partition, offset: end + 1000n };
+    await mongo.collections.events.insertOne(toEventDoc(old, oldAt));
+    const withOld = await readPartition(mongo.collections.events, mongo.collections.eventPages, partition, positions[20]!.offset, oldAt.offset + 1n, 500);
+    expect(mine(withOld).map((e) => e.record.id)).to.deep.equal([...envelopes.slice(20).map((e) => e.id), old.id]);
+    expect(withOld.at(-1)!.record).to.deep.include({ id: old.id, type: 'call.ended', data: { old: true }, cursor: encodeCursor(oldAt) });
+  });
 });

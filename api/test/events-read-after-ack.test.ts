@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { Consumer } from 'kafkajs';
 import { decodeCursor } from '#shared/cursor.js';
+import { buildEnvelope, toEventDoc } from '#shared/eventlog/envelope.js';
 import { createConsumer } from '#shared/eventlog/kafka.js';
 import { baseTestEnv } from '#test-support/env.js';
 import type { EventsRuntimeOverrides } from '../src/live/runtime.js';
@@ -183,5 +184,52 @@ describe('a read includes every event acknowledged before it started', function 
     expect(resend.body.event_id).to.equal(event!.id);
     const queued = await a.deps.mongo.collections.deliveries.findOne({ _id: resend.body.delivery_id });
     expect(JSON.parse(queued!.body)).to.include({ id: event!.id, cursor: event!.cursor });
+  });
+  it('an event looked up by id once stored is read from its account\'s stream (the events collection holds only its id), also on a pod whose fan-out never saw it; a whole document written before is answered as it is', async () => {
+    const [event] = await ingest(a, [{ account_id: acct.userId, type: 'call.completed', data: { call_id: 'stored', n: 7 } }]);
+    // More than the window holds after it: the pods' windows no longer cover it.
+    const [last] = (await ingest(a, Array.from({ length: WINDOW + 2 }, (_, i) => ({ account_id: acct.userId, type: 'message.received' as const, data: { i } })))).slice(-1);
+    await stored(last!);
+    const doc = await a.deps.mongo.collections.events.findOne({ _id: event!.id });
+    expect(Object.keys(doc ?? {}).sort(), 'no body in the events collection').to.deep.equal(['_id', 'account_id', 'offset', 'partition']);
+    const deliveriesOf = (api: RunningApi, id: string) => call(api.url, 'GET', `/api/v1/events/${id}/deliveries`, { headers: { 'x-api-key': acct.apiKey } });
+    for (const api of [a, b, deaf]) {
+      const res = await deliveriesOf(api, event!.id);
+      expect(res.status, JSON.stringify(res.body)).to.equal(200);
+      expect(res.body.event).to.include({ id: event!.id, type: 'call.completed', cursor: event!.cursor });
+      expect(res.body.event.data).to.deep.equal({ call_id: 'stored', n: 7 });
+    }
+    const other = await createAccount(a.url);
+    const foreign = await call(deaf.url, 'GET', `/api/v1/events/${event!.id}/deliveries`, { headers: { 'x-api-key': other.apiKey } });
+    expect(foreign.status, "another account's event").to.equal(404);
+
+    // A document of the layout before (the whole event in `events`), at a position no stream holds.
+    const old = buildEnvelope({ account_id: acct.userId, type: 'call.started', data: { old: true } }, new Date(Date.now() - 60_000));
+    await a.deps.mongo.collections.events.insertOne(toEventDoc(old, { partition: 0, offset: decodeCursor(last!.cursor).offset - 5n }));
+    const res = await deliveriesOf(deaf, old.id);
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    expect(res.body.event).to.include({ id: old.id, type: 'call.started' });
+    expect(res.body.event.data).to.deep.equal({ old: true });
+  });
+  it('an event whose id is stored but not yet its stream nor the watermark (the materializer between its two writes) is waited for as one not stored: the window answers it, a pod behind answers 503, and once the watermark passes it the stream does', async () => {
+    const [before] = await ingest(a, [{ account_id: acct.userId, type: 'message.received' }]);
+    await stored(before!);
+    await hold();
+    const [event] = await ingest(a, [{ account_id: acct.userId, type: 'call.completed', data: { call_id: 'between' } }]);
+    // What the materializer's first write of the chunk leaves: the id document, nothing in the stream, the watermark below it.
+    const at = decodeCursor(event!.cursor);
+    await a.deps.mongo.collections.events.insertOne({ _id: event!.id, account_id: acct.userId, partition: at.partition, offset: Number(at.offset) });
+    const deliveriesOf = (api: RunningApi) => call(api.url, 'GET', `/api/v1/events/${event!.id}/deliveries`, { headers: { 'x-api-key': acct.apiKey } });
+    const fromWindow = await deliveriesOf(a);
+    expect(fromWindow.status, JSON.stringify(fromWindow.body)).to.equal(200);
+    expect(fromWindow.body.event.data).to.deep.equal({ call_id: 'between' });
+    const behind = await deliveriesOf(deaf);
+    expect(behind.status, `a pod whose fan-out is behind: ${JSON.stringify(behind.body)}`).to.equal(503);
+    gate.held = false;
+    await stored(event!);
+    const fromStream = await deliveriesOf(deaf);
+    expect(fromStream.status, JSON.stringify(fromStream.body)).to.equal(200);
+    expect(fromStream.body.event).to.include({ id: event!.id, type: 'call.completed', cursor: event!.cursor });
+    expect(fromStream.body.event.data).to.deep.equal({ call_id: 'between' });
   });
 });

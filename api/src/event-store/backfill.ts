@@ -1,6 +1,10 @@
 /**
  * Builds the account streams (pages.ts) from the events collection, for a
- * store written before they existed. Run it while no materializer writes
+ * store written before they existed. Only documents that hold the whole
+ * event (EventDoc, the layout before the streams held the only copy) can be
+ * backfilled; an id document (EventIdDoc) holds no body, and its event is in
+ * its stream already (the materializer wrote it there), so it is skipped.
+ * Run it while no materializer writes
  * (stop the API processes, run it, start the new version): a stream extends
  * only forward, so events older than what a new materializer already
  * appended to a stream would be skipped. Idempotent: run again, it adds
@@ -8,10 +12,10 @@
  * events collection's index (a scan on FerretDB), never on a request's path.
  */
 import type { Collection } from 'mongodb';
-import type { EventDoc } from '#shared/mongo/documents.js';
+import { isWholeEventDoc, type EventDoc, type StoredEventDoc } from '#shared/mongo/documents.js';
 import { PageWriter, type PagesCollection } from './pages.js';
 
-export async function backfillPages(events: Collection<EventDoc>, pages: PagesCollection, partitions: number, onProgress?: (partition: number, written: number) => void): Promise<number> {
+export async function backfillPages(events: Collection<StoredEventDoc>, pages: PagesCollection, partitions: number, onProgress?: (partition: number, written: number) => void): Promise<number> {
   const writer = new PageWriter(pages);
   let total = 0;
   for (let partition = 0; partition < partitions; partition++) {
@@ -26,6 +30,7 @@ export async function backfillPages(events: Collection<EventDoc>, pages: PagesCo
       chunk = [];
     };
     for await (const doc of events.find({ partition }).sort({ offset: 1 })) {
+      if (!isWholeEventDoc(doc)) continue;
       chunk.push(doc);
       if (chunk.length >= 1000) await flush();
     }

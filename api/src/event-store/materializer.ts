@@ -1,10 +1,11 @@
 /**
  * Writes the event log into MongoDB. One consumer group over all API
  * processes, so each partition has one writer at a time. Per chunk of a batch,
- * in offset order: insert the events keyed by id (idempotent: an id already
- * stored is the same event, and is skipped), then append them to the account
- * streams the history is read from (pages.ts: new fragments, idempotent by
- * offset), then raise the partition's watermark with $max (never backwards),
+ * in offset order: insert each event's id and position into the events
+ * collection (EventIdDoc, no body: idempotent, an id already stored is the
+ * same event, and is skipped), then append the events to the account streams
+ * the history is read from (pages.ts: new fragments, idempotent by offset;
+ * the only copy of each event's body), then raise the partition's watermark with $max (never backwards),
  * then compact the streams that gathered enough fragments, then resolve and
  * commit the offsets. A crash anywhere in between makes the next owner rewrite a few
  * events identically; nothing is lost or doubled, and everything at or below
@@ -16,14 +17,15 @@ import { createConsumer, type Consumer, type EachBatchPayload, type FetchFill, t
 import { SupervisedConsumer, type ConsumerHealth } from '#shared/eventlog/supervised-consumer.js';
 import type { Logger } from '#shared/log.js';
 import type { ConsumerLag } from '#shared/metrics.js';
-import type { DeadEventDoc, EventDoc, WatermarkDoc } from '#shared/mongo/documents.js';
+import { eventIdDoc, type DeadEventDoc, type EventDoc, type EventIdDoc, type StoredEventDoc, type WatermarkDoc } from '#shared/mongo/documents.js';
 import { FencedError, PageWriter, type PagesCollection } from './pages.js';
 import { ensureFloor, sweepPartition, type SweepCounts } from './retention.js';
 import { watermarkId } from './watermarks.js';
 
 export interface MaterializerOptions {
   kafka: Kafka;
-  events: Collection<EventDoc>;
+  /** Each event's id and position (its body goes to the streams only). */
+  events: Collection<StoredEventDoc>;
   watermarks: Collection<WatermarkDoc>;
   /** The account streams history is read from (pages.ts); absent: not written (tests of other parts). */
   pages?: PagesCollection;
@@ -75,11 +77,11 @@ export interface MaterializerOptions {
    */
   fetchFill?: FetchFill;
   /**
-   * Test hook, called after each write of a chunk (`events`, then `watermark`):
+   * Test hook, called after each write of a chunk (`events`: the ids, `pages`, then `watermark`):
    * return 'crash' to act as if the process died right there.
    */
   afterWrite?: (stage: 'events' | 'pages' | 'watermark', partition: number, firstOffset: bigint, lastOffset: bigint) => 'crash' | void;
-  /** Most events per insert into `events` (default INSERT_SLICE; tests make it small). */
+  /** Most ids per insert into `events` (default INSERT_SLICE; tests make it small). */
   insertSlice?: number;
   /** A consumer showing no sign of life this long is replaced (default 60 s; see SupervisedConsumer). */
   stallMs?: number;
@@ -102,7 +104,7 @@ const MAX_BACKOFF_MS = 5000;
  */
 const DEFAULT_CHUNK_EVENTS = 500;
 /**
- * Most events per insert into `events` when a chunk is bigger. The page writes
+ * Most ids per insert into `events` when a chunk is bigger. The page writes
  * are what a bigger chunk saves; one insert of 2,000 documents holds FerretDB's
  * write lock long enough to stall the delivery process's writes to the same
  * database (docs/performance.md, "The materializer's chunk size").
@@ -344,19 +346,22 @@ export class Materializer {
   }
 
   /**
-   * Plain ordered inserts (an order of magnitude faster than upserts on the
-   * test server). Ids already stored, after a restart, fail as duplicates:
-   * then only the missing ones are inserted. When the store refuses a
-   * document, the chunk is written one event at a time to find which.
+   * Inserts the events' ids and positions (eventIdDoc). Plain ordered inserts (an
+   * order of magnitude faster than upserts on the test server). Ids already
+   * stored, after a restart, fail as duplicates: then only the missing ones
+   * are inserted. When the store refuses a document, or an event's body
+   * cannot be encoded as its stream stores it (checkBody), the chunk is
+   * written one event at a time to find which.
    * `standIns` gets the ids of events stored as stand-ins (dead-lettered),
    * `elsewhere` those of events whose id was stored before at another position.
    */
   private async insertNew(docs: EventDoc[], partition: number, standIns: Set<string>, elsewhere: Set<string>): Promise<void> {
     for (const d of docs) if (this.dead.has(d._id)) standIns.add(d._id);
     let pending = this.dead.size === 0 ? docs : docs.map((d) => (this.dead.has(d._id) ? unavailableEventDoc(d) : d));
+    if (pending.some((d) => !encodable(d))) return this.insertOneByOne(pending, partition, standIns, elsewhere);
     for (let attempt = 0; pending.length > 0; attempt += 1) {
       try {
-        await this.opts.events.insertMany(pending, { ordered: true });
+        await this.opts.events.insertMany(pending.map(eventIdDoc), { ordered: true });
         this.forgetRefusals(pending);
         return;
       } catch (err) {
@@ -379,7 +384,8 @@ export class Materializer {
   private async insertOneByOne(docs: EventDoc[], partition: number, standIns: Set<string>, elsewhere: Set<string>): Promise<void> {
     for (const doc of docs) {
       try {
-        await this.opts.events.insertOne(doc);
+        checkBody(doc);
+        await this.opts.events.insertOne(eventIdDoc(doc));
         this.refusals.delete(doc._id);
         this.dead.delete(doc._id);
       } catch (err) {
@@ -402,8 +408,9 @@ export class Materializer {
 
   /**
    * Keeps the refused event in dead_events with its error, and stores a
-   * stand-in at its position (id, type, times, `data_unavailable`) so readers
-   * see that an event was there instead of a silent gap.
+   * stand-in at its position (its id marked `data_unavailable` here; id,
+   * type, times and no data in its stream) so readers see that an event was
+   * there instead of a silent gap.
    */
   private async deadLetter(doc: EventDoc, partition: number, err: unknown, failures: number): Promise<void> {
     const error = err instanceof Error ? `${err.name}: ${err.message}`.slice(0, 2000) : String(err).slice(0, 2000);
@@ -421,7 +428,7 @@ export class Materializer {
     };
     await this.opts.deadEvents!.replaceOne({ _id: dead._id }, dead, { upsert: true });
     try {
-      await this.opts.events.insertOne(unavailableEventDoc(doc));
+      await this.opts.events.insertOne(eventIdDoc(unavailableEventDoc(doc)));
     } catch (insertErr) {
       if (!(insertErr instanceof MongoServerError && insertErr.code === 11000)) throw insertErr;
     }
@@ -534,13 +541,61 @@ const LOOKUPS_AT_ONCE = 16;
  * seconds without a heartbeat once history is large, which is what a chunk
  * written again after a rebalance or a restart sends.
  */
-async function storedCopies(events: Collection<EventDoc>, ids: string[]): Promise<Pick<EventDoc, '_id' | 'data_unavailable' | 'partition' | 'offset'>[]> {
-  const out: Pick<EventDoc, '_id' | 'data_unavailable' | 'partition' | 'offset'>[] = [];
+async function storedCopies(events: Collection<StoredEventDoc>, ids: string[]): Promise<Pick<EventIdDoc, '_id' | 'data_unavailable' | 'partition' | 'offset'>[]> {
+  const out: Pick<EventIdDoc, '_id' | 'data_unavailable' | 'partition' | 'offset'>[] = [];
   for (let at = 0; at < ids.length; at += LOOKUPS_AT_ONCE) {
     const got = await Promise.all(ids.slice(at, at + LOOKUPS_AT_ONCE).map((id) => events.findOne({ _id: id }, { projection: { _id: 1, data_unavailable: 1, partition: 1, offset: 1 } })));
     for (const d of got) if (d) out.push(d);
   }
   return out;
+}
+
+/** The most bytes a stream's document may hold (MongoDB's document limit, 16 MB, less room for the page around the event). */
+const MAX_EVENT_BSON = 16 * 1024 * 1024 - 16 * 1024;
+
+/**
+ * Throws (a BSONError: a refusal, see isRefusal) when the event's body cannot
+ * be stored in its stream, which holds it as BSON (pages.ts): a key BSON
+ * cannot encode (a NUL byte), or more than a document may hold. The same
+ * check on every store: the events collection no longer sees the body, and
+ * a stream's page holds it packed, so the store itself sees no field of it.
+ * The body comes from JSON.parse (decodeEnvelope), so those are the only
+ * values BSON cannot take; checked by a walk of the keys and BSON's size
+ * count, a few times cheaper than encoding it. A stand-in always passes.
+ */
+export function checkBody(doc: EventDoc): void {
+  if (doc.data_unavailable) return;
+  const key = nulKey(doc.data);
+  if (key !== null) throw new BSON.BSONError(`key ${JSON.stringify(key)} must not contain null bytes`);
+  const size = BSON.calculateObjectSize(doc);
+  if (size > MAX_EVENT_BSON) throw new BSON.BSONError(`the event's BSON is ${size} bytes, more than a stream's document may hold (${MAX_EVENT_BSON})`);
+}
+
+/** The first key holding a NUL byte in a parsed JSON value, or null. */
+function nulKey(value: unknown): string | null {
+  if (value === null || typeof value !== 'object') return null;
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const found = nulKey(item);
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  for (const [k, v] of Object.entries(value)) {
+    if (k.includes('\u0000')) return k;
+    const found = nulKey(v);
+    if (found !== null) return found;
+  }
+  return null;
+}
+
+function encodable(doc: EventDoc): boolean {
+  try {
+    checkBody(doc);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function isDuplicateKeyOnly(err: unknown): boolean {

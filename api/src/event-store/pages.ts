@@ -40,7 +40,8 @@
  * again and never deleted (a few documents per crash).
  *
  * Written by the materializer, the single writer of a partition, after the
- * events and before the watermark. Idempotent by offset: the writer knows
+ * events' ids (the events collection holds no body: a stream's entries are
+ * the only copy of each event) and before the watermark. Idempotent by offset: the writer knows
  * the last offset each stream holds and writes only entries above it, so a
  * batch delivered again after a crash or a rebalance adds nothing. A
  * fragment number already taken (another writer's insert) fails as a

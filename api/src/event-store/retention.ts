@@ -32,7 +32,7 @@
  * twice, which is harmless; the floor and the cursor only grow ($max).
  */
 import type { Collection } from 'mongodb';
-import type { EventDoc } from '#shared/mongo/documents.js';
+import type { StoredEventDoc } from '#shared/mongo/documents.js';
 import { dirId, journalContents, journalId, pageId, startedContents, startedId, type JournalDoc, type PagesCollection, type StartedDoc } from './pages.js';
 import { isDuplicateKey } from '#shared/mongo/index.js';
 
@@ -60,7 +60,7 @@ const FLOOR_CACHE_MS = 5000;
 
 interface SweepOptions {
   pages: PagesCollection;
-  events: Collection<EventDoc>;
+  events: Collection<StoredEventDoc>;
   topicId: string;
   retentionMs: number;
   /** How long a floor is published before what lies below it is deleted (default 30 s; > FLOOR_CACHE_MS). */

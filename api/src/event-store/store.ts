@@ -1,15 +1,19 @@
 /**
- * Reads of materialized events, never below the retention floor (retention.ts). An account's history is read from its
- * streams (pages.ts) by `_id` equality only; the one other read,
- * readPartition, fills a gap the broker no longer holds for the fan-out (not
- * a request's read: it runs only after the broker dropped data the fan-out
- * had not dispatched) and uses the events collection's index.
+ * Reads of materialized events, never below the retention floor (retention.ts). An event is
+ * read from its account's stream (pages.ts) by `_id` equality only; the
+ * events collection holds where each event is (EventIdDoc), not the event,
+ * and is read for two things: one event by id (readEventAt after the id's
+ * lookup, features/events/service.ts) and readPartition, which fills a gap
+ * the broker no longer holds for the fan-out (not a request's read: it runs
+ * only after the broker dropped data the fan-out had not dispatched) and
+ * uses the events collection's index. A document written before the streams
+ * held the only copy holds the whole event and is answered as it is.
  */
 import type { Collection } from 'mongodb';
 import type { Position } from '#shared/cursor.js';
 import { docToRecord } from '#shared/eventlog/envelope.js';
 import type { EventType } from '#shared/eventlog/types.js';
-import type { EventDoc } from '#shared/mongo/documents.js';
+import { isWholeEventDoc, type EventDoc, type EventIdDoc, type StoredEventDoc } from '#shared/mongo/documents.js';
 import type { PageCache } from './page-cache.js';
 import { readStream, type PagesCollection } from './pages.js';
 import { floorCacheOf } from './retention.js';
@@ -61,12 +65,57 @@ export async function readRange(pages: PagesCollection, q: RangeQuery, cache?: P
   return docs.map((doc) => ({ position: { partition: doc.partition, offset: BigInt(doc.offset) }, record: docToRecord(doc) }));
 }
 
-/** Events of every account in [from, before) of one partition, oldest first: the fan-out filling a gap the broker no longer has. */
-export async function readPartition(events: Collection<EventDoc>, partition: number, from: bigint, before: bigint, limit: number): Promise<StoredEvent[]> {
+/**
+ * The event at `offset` of an account's partition, from its account stream
+ * (pages.ts): null when the stream does not hold it (expired, below the
+ * retention floor). Only for an offset at or below the partition's
+ * watermark: the stream may not hold an event above it yet.
+ */
+export async function readEventAt(pages: PagesCollection, q: { accountId: string; partition: number; offset: number }, cache?: PageCache): Promise<EventDoc | null> {
+  const [doc] = await readStreams(pages, { accountId: q.accountId, partition: q.partition, after: BigInt(q.offset) - 1n, upTo: BigInt(q.offset), types: null, limit: 1 }, cache);
+  return doc && doc.offset === q.offset ? doc : null;
+}
+
+/** Account streams read at once by readPartition. */
+const STREAMS_AT_ONCE = 8;
+
+/**
+ * Events of every account in [from, before) of one partition, oldest first:
+ * the fan-out filling a gap the broker no longer has, only below the
+ * partition's watermark (fanout.ts waits for it). The range's documents of
+ * the events collection (by the `position` index) say which accounts had
+ * events there; each account's events of the range are then read from its
+ * stream, one bounded read per account (STREAMS_AT_ONCE at a time). A whole
+ * event document (written before) is answered as it is; an event its stream
+ * no longer holds (expired) is left out.
+ */
+export async function readPartition(events: Collection<StoredEventDoc>, pages: PagesCollection, partition: number, from: bigint, before: bigint, limit: number, cache?: PageCache): Promise<StoredEvent[]> {
   const docs = await events
     .find({ partition, offset: { $gte: Number(from), $lt: Number(before) } })
     .sort(SORT)
     .limit(limit)
     .toArray();
-  return docs.map((doc) => ({ accountId: doc.account_id, position: { partition: doc.partition, offset: BigInt(doc.offset) }, record: docToRecord(doc) }));
+  const byAccount = new Map<string, EventIdDoc[]>();
+  for (const doc of docs) {
+    if (isWholeEventDoc(doc)) continue;
+    const mine = byAccount.get(doc.account_id);
+    if (mine) mine.push(doc);
+    else byAccount.set(doc.account_id, [doc]);
+  }
+  const bodies = new Map<number, EventDoc>();
+  const accounts = [...byAccount];
+  for (let at = 0; at < accounts.length; at += STREAMS_AT_ONCE) {
+    const runs = await Promise.all(
+      accounts.slice(at, at + STREAMS_AT_ONCE).map(([accountId, mine]) =>
+        readStreams(pages, { accountId, partition, after: BigInt((mine[0] as EventIdDoc).offset) - 1n, upTo: BigInt((mine.at(-1) as EventIdDoc).offset), types: null, limit: mine.length }, cache),
+      ),
+    );
+    for (const run of runs) for (const doc of run) bodies.set(doc.offset, doc);
+  }
+  const out: StoredEvent[] = [];
+  for (const doc of docs) {
+    const body = isWholeEventDoc(doc) ? doc : bodies.get(doc.offset);
+    if (body && body._id === doc._id) out.push({ accountId: doc.account_id, position: { partition: doc.partition, offset: BigInt(doc.offset) }, record: docToRecord(body) });
+  }
+  return out;
 }

@@ -103,7 +103,7 @@ export function createEventsRuntime(
     dormantAfterMs: config.events.fanoutDormantMs,
     history: {
       waitForWatermark: (partition, offset, timeoutMs) => watermarks.waitFor(partition, offset, timeoutMs),
-      readPartition: (partition, from, before, limit) => readPartition(mongo.collections.events, partition, from, before, limit),
+      readPartition: (partition, from, before, limit) => readPartition(mongo.collections.events, mongo.collections.eventPages, partition, from, before, limit, pageCache),
     },
     ...overrides.fanout,
   });

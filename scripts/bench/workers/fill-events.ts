@@ -1,8 +1,9 @@
 /**
  * Scenario 6's data: `count` events of one account at consecutive offsets of
  * its partition, starting at `first`, written straight into the store as the
- * materializer would store them: each event document built by the service's
- * own envelope code (buildEnvelope + toEventDoc) into `events`, and the
+ * materializer would store them: each event built by the service's own
+ * envelope code (buildEnvelope + toEventDoc), its id and position into
+ * `events` (eventIdDoc), and the
  * account's streams (event_pages) built by the materializer's own PageWriter
  * (into memory, then inserted with insertMany, which is much faster on
  * FerretDB than the writer's one replace per page); then the partition's
@@ -13,14 +14,14 @@
  */
 import { MongoClient, type Collection } from 'mongodb';
 import { buildEnvelope, toEventDoc } from '#shared/eventlog/envelope.js';
-import { COLLECTION_NAMES, type EventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc, type WatermarkDoc } from '#shared/mongo/index.js';
+import { COLLECTION_NAMES, eventIdDoc, type EventDoc, type StoredEventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc, type WatermarkDoc } from '#shared/mongo/index.js';
 import { headId, PageWriter, streamId, type PagesCollection } from '../../../api/src/event-store/pages.js';
 import { watermarkId } from '../../../api/src/event-store/watermarks.js';
 
 type PageLike = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
 const [url, db, topic, accountId, partition, first, count] = process.argv.slice(2);
 const client = new MongoClient(url as string);
-const events = client.db(db).collection<EventDoc>(COLLECTION_NAMES.events);
+const events = client.db(db).collection<StoredEventDoc>(COLLECTION_NAMES.events);
 const pages = client.db(db).collection<PageLike>(COLLECTION_NAMES.eventPages);
 const CHUNK = 5000;
 const start = Number(first);
@@ -54,7 +55,7 @@ for (let i = 0; i < total; i += CHUNK) {
     );
     docs.push(toEventDoc(envelope, { partition: Number(partition), offset: BigInt(start + j) }));
   }
-  await events.insertMany(docs, { ordered: false });
+  await events.insertMany(docs.map(eventIdDoc), { ordered: false });
   await writer.write(Number(partition), docs, BigInt(start + i), BigInt(start + i + docs.length - 1));
   // Full pages go now; the newest page of each stream and the heads wait for the end (they change again).
   const full = [...collected.values()].filter((d) => 'first' in d && (d.count ?? d.events?.length ?? 0) >= 100);

@@ -92,6 +92,40 @@ export interface EventDoc {
 }
 
 /**
+ * A document of the `events` collection as the materializer writes it: where
+ * an event is, not what it says. The event itself (type, data, times, cursor)
+ * is written once, into its account's stream (event_pages, pages.ts); this
+ * document keeps the id unique (a producer's retry the broker took twice is
+ * stored once, at its first position), finds the event by id (then read from
+ * the stream) and lists a partition's events by position (the `position`
+ * index). Documents written before the body lived in the streams only hold
+ * the whole event (EventDoc) and are read as they are.
+ */
+export interface EventIdDoc {
+  _id: string; // event id
+  account_id: string;
+  partition: number;
+  offset: number;
+  /** A stand-in for an event the store refused (its data is in dead_events). */
+  data_unavailable?: true;
+}
+
+/** What the `events` collection holds: ids (EventIdDoc), or whole events written before (EventDoc). */
+export type StoredEventDoc = EventIdDoc | EventDoc;
+
+/** The `events` collection's document of an event: its id, account and position (and `data_unavailable` on a stand-in), no body. */
+export function eventIdDoc(doc: EventDoc): EventIdDoc {
+  const out: EventIdDoc = { _id: doc._id, account_id: doc.account_id, partition: doc.partition, offset: doc.offset };
+  if (doc.data_unavailable) out.data_unavailable = true;
+  return out;
+}
+
+/** A document of the `events` collection that holds the whole event (written before the streams held the only copy). */
+export function isWholeEventDoc(doc: StoredEventDoc): doc is EventDoc {
+  return 'data' in doc && doc.data !== undefined;
+}
+
+/**
  * One page of an account's event stream on one partition (event-store/pages.ts):
  * a run of consecutive entries of the stream, oldest first. A stream is either
  * all the account's events or those of one type (whose entries are offsets
@@ -159,8 +193,9 @@ export interface EventPageDirDoc {
 }
 
 /**
- * Highest offset of a partition that is fully written to `events`, in the life
- * of the topic whose Kafka id is `topic_id` (a recreated topic starts again).
+ * Highest offset of a partition that is fully written to `events` and the
+ * account streams, in the life of the topic whose Kafka id is `topic_id` (a
+ * recreated topic starts again).
  */
 export interface WatermarkDoc {
   _id: string; // `${topic}:${partition}`

@@ -21,7 +21,7 @@ import type {
   DueSlotDoc,
   FifoHintDoc,
   FifoSlotDoc,
-  EventDoc,
+  StoredEventDoc,
   EventPageDirDoc,
   EventPageDoc,
   EventPageHeadDoc,
@@ -79,7 +79,7 @@ export interface Collections {
   apiKeyHashes: Collection<ApiKeyHashDoc>;
   keyEpoch: Collection<KeyEpochDoc>;
   apiPods: Collection<ApiPodDoc>;
-  events: Collection<EventDoc>;
+  events: Collection<StoredEventDoc>;
   eventPages: Collection<EventPageDoc | EventPageHeadDoc | EventPageDirDoc>;
   watermarks: Collection<WatermarkDoc>;
   eventTopics: Collection<EventTopicDoc>;
@@ -188,8 +188,8 @@ export const INDEXES: { readonly [K in keyof Collections]: IndexDescription[] } 
   apiKeyHashes: [],
   keyEpoch: [],
   apiPods: [],
-  // A partition's events in offset order: the fan-out filling a gap the broker no longer has
-  // (readPartition) and the page backfill. An account's history is read from its streams
+  // A partition's event ids in offset order: the fan-out filling a gap the broker no longer has
+  // (readPartition, then the bodies from the streams) and the page backfill. An account's history is read from its streams
   // (event_pages, by _id), so no index here starts with account_id (see RETIRED_INDEXES).
   events: [{ key: { partition: 1, offset: 1 }, name: 'position' }],
   eventPages: [],

@@ -11,7 +11,8 @@ import type { EventRecord, EventType } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { readTail } from '../../live/runtime.js';
 import { LIST_DEFAULT_LIMIT, listEventsQuery, type ListEventsInput } from './schemas.js';
-import { readAfter } from '../../event-store/store.js';
+import { readAfter, readEventAt } from '../../event-store/store.js';
+import { isWholeEventDoc } from '#shared/mongo/documents.js';
 import { floorCacheOf } from '../../event-store/retention.js';
 
 /** What a read of the event history needs. */
@@ -90,26 +91,38 @@ export async function listEvents(deps: ApiDeps, accountId: string, input: ListEv
  * listEvents (the store through the watermark W, read after W; the window
  * after W, once the fan-out reached the head H noted at the start). Null when
  * neither holds it (an unknown id, another account's, or expired); 503 when
- * neither source catches up within HANDOFF_TIMEOUT_MS. The common case (a
- * stored event) is one `_id` lookup.
+ * neither source catches up within HANDOFF_TIMEOUT_MS. In MongoDB the id's
+ * document (the events collection, by `_id`) says where the event is, and
+ * the event is read from the account's stream at that offset once W reached
+ * it (the stream may not hold it before); above W it is waited for as an
+ * event not stored yet. A document written before the streams held the only
+ * copy holds the whole event and is answered as it is.
  */
 export async function findEvent(deps: EventReadDeps, accountId: string, eventId: string): Promise<EventRecord | null> {
-  const lookup = async (): Promise<EventRecord | null> => {
-    const doc = await deps.mongo.collections.events.findOne({ _id: eventId, account_id: accountId });
-    return doc ? docToRecord(doc) : null;
-  };
-  const known = await lookup();
-  if (known) return known;
-  const { fanout, tail, watermarks } = deps.events;
+  const { fanout, tail, watermarks, pageCache } = deps.events;
   const partition = deps.events.producer.partitionOf(accountId);
+  /** The event when the store holds it (`reached`: the watermark is at or above its offset); its offset when only its id is stored, above the watermark; null when neither. */
+  const lookup = async (reached: (offset: bigint) => Promise<boolean>): Promise<EventRecord | number | null> => {
+    const doc = await deps.mongo.collections.events.findOne({ _id: eventId, account_id: accountId });
+    if (!doc) return null;
+    if (isWholeEventDoc(doc)) return docToRecord(doc);
+    if (!(await reached(BigInt(doc.offset)))) return doc.offset;
+    const body = await readEventAt(deps.mongo.collections.eventPages, { accountId, partition: doc.partition, offset: doc.offset }, pageCache);
+    return body && body._id === eventId ? docToRecord(body) : null;
+  };
+  // The watermark this process knows, else one read of it.
+  const known = await lookup(async (offset) => watermarks.cached(partition) >= offset || (await watermarks.current(partition)) >= offset);
+  if (known !== null && typeof known !== 'number') return known;
   const deadline = Date.now() + deps.config.events.handoffTimeoutMs;
   void fanout.awake().catch((err: unknown) => deps.log.warn({ err }, 'the fan-out could not wake'));
-  const head = await headOf(deps, partition, deadline);
+  let head = await headOf(deps, partition, deadline);
   for (;;) {
     // Shared with the process's other waiting reads (at most one store read per poll interval).
     const through = await watermarks.recent(partition, CATCH_UP_POLL_MS * 2, CATCH_UP_POLL_MS, Math.max(0, deadline - Date.now()));
-    const stored = await lookup(); // after W was read: holds every event through W
-    if (stored) return stored;
+    const stored = await lookup(async (offset) => through >= offset); // after W was read: holds every event through W
+    if (stored !== null && typeof stored !== 'number') return stored;
+    // Its id is stored above W: it is on the log, so the read waits until W or the window reaches it.
+    if (typeof stored === 'number' && BigInt(stored) >= head) head = BigInt(stored) + 1n;
     if (through >= head - 1n) return null;
     if (windowAtHead(deps.events, partition, head) && tail.covers(partition, through)) {
       const recent = readTail(deps.events, { accountId, partition, after: through, before: null, types: null, limit: Number.MAX_SAFE_INTEGER });
