@@ -67,14 +67,14 @@ function writeBytes(pid: number): number {
 
 function services(): { url: string; pid: number; down: () => void } {
   if (process.env.MONGO_URL && args.pid) return { url: process.env.MONGO_URL, pid: Number(args.pid), down: () => undefined };
-  const env: NodeJS.ProcessEnv = { ...process.env, INFRA_INSTANCE: INSTANCE };
+  const env: NodeJS.ProcessEnv = { ...process.env, INFRA_INSTANCE: args.instance ?? INSTANCE };
   delete env.KAFKA_BROKERS;
   delete env.MONGO_URL;
   const script = (name: string, a: string[] = []): string => execFileSync('bash', [join(root, 'scripts', 'infra', name), ...a], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   script('down.sh', ['--wipe']);
   const out = script('up.sh');
   const url = (/MONGO_URL=(\S+)/.exec(out) as RegExpExecArray)[1] as string;
-  const runDir = `${process.env.EVENT_PLATFORM_RUN ?? join(infraCache, 'run')}-${INSTANCE}`;
+  const runDir = `${process.env.EVENT_PLATFORM_RUN ?? join(infraCache, 'run')}-${args.instance ?? INSTANCE}`;
   const pid = Number(readFileSync(join(runDir, 'ferretdb.pid'), 'utf8').trim());
   return { url, pid, down: () => (args.keep ? undefined : void script('down.sh', ['--wipe'])) };
 }
@@ -136,6 +136,12 @@ async function main(): Promise<void> {
       const disk = writeBytes(svc.pid) - disk0;
       seen.on = false;
       const events = CHUNKS * size;
+      // What the store holds, per event written (warm-up and measured): the collection's data and indexes as FerretDB reports them.
+      const stats = (await db.command({ collStats: 'event_pages' })) as { size?: number; storageSize?: number; totalIndexSize?: number };
+      if (process.env.TRACE_STATS) console.error(JSON.stringify(stats));
+      const stored = (WARM + CHUNKS) * size;
+      const dataPer = Math.round((stats.size ?? 0) / stored);
+      const storePer = Math.round(((stats.storageSize ?? 0) + (stats.totalIndexSize ?? 0)) / stored);
       const commands = [...seen.commands.values()].reduce((a, b) => a + b, 0);
       const byName = [...seen.commands].map(([k, v]) => `${k} ${(v / CHUNKS).toFixed(1)}`).join(', ');
       // Reads after the writes: lookups per read (find commands), for the newest 10 events of an account, 100 from the middle of its history, its type's newest 10.
@@ -168,13 +174,13 @@ async function main(): Promise<void> {
       readRows.push(`| ${size} | ${reads.join('; ')} |`);
       console.error(readRows.at(-1));
       rows.push(
-        `| ${size} | ${(commands / CHUNKS).toFixed(1)} (${byName}) | ${Math.round(seen.bytes / events).toLocaleString('en-US')} B | ${Math.round(disk / events).toLocaleString('en-US')} B | ${Math.round((cpu * 1e6) / events).toLocaleString('en-US')} µs |`,
+        `| ${size} | ${(commands / CHUNKS).toFixed(1)} (${byName}) | ${Math.round(seen.bytes / events).toLocaleString('en-US')} B | ${Math.round(disk / events).toLocaleString('en-US')} B | ${Math.round((cpu * 1e6) / events).toLocaleString('en-US')} µs | ${dataPer.toLocaleString('en-US')} B | ${storePer.toLocaleString('en-US')} B |`,
       );
       console.error(rows.at(-1));
     }
     console.log(`writer: ${args.writer ?? 'api/src/event-store/pages.ts'}; ${ACCOUNTS} accounts on the partition, ${WARM} chunks of warm-up, ${CHUNKS} measured`);
-    console.log('| Events per chunk | Commands to event_pages per chunk | Bytes sent per event | Bytes FerretDB wrote to disk per event | FerretDB CPU per event |');
-    console.log('|---|---|---|---|---|');
+    console.log('| Events per chunk | Commands to event_pages per chunk | Bytes sent per event | Bytes FerretDB wrote to disk per event | FerretDB CPU per event | Stored data per event | Stored bytes per event (storage + indexes) |');
+    console.log('|---|---|---|---|---|---|---|');
     for (const r of rows) console.log(r);
     console.log('\n| Events per chunk | Lookups per stream read, first / again with a page cache (20 accounts each) |');
     console.log('|---|---|');
