@@ -19,7 +19,12 @@
 // Runs on a private FerretDB + Kafka (INFRA_INSTANCE=history-writes, wiped
 // before and after), or on MONGO_URL with --pid <ferretdb pid>.
 //
-//   nice -n 19 node --import tsx scripts/bench/history-writes.ts [--chunk 500,50] [--chunks 40] [--warm 40] [--accounts 83]
+// `--body varied`: each event a body of its own (random phone numbers and
+// words) instead of one body repeated, which deflate packs unrealistically well.
+// Also reports what the store holds per event written (warm-up included):
+// collStats `size` and `storageSize` + `totalIndexSize` of event_pages.
+//
+//   nice -n 19 node --import tsx scripts/bench/history-writes.ts [--chunk 500,50] [--chunks 40] [--warm 40] [--accounts 83] [--body varied] [--instance name]
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -41,6 +46,11 @@ const WARM = Number(args.warm ?? 40);
 const ACCOUNTS = Number(args.accounts ?? 83);
 const SIZES = String(args.chunk ?? '500,50').split(',').map(Number);
 const BODY = { from: '+14155550123', to: '+14155550199', channel: 'sms', text: 'Running about ten minutes late, see you at the usual place. Traffic on the bridge again.' };
+/** `--body varied`: each event's numbers and text its own (random words), as a real stream's are; the default repeats one body (compresses best). */
+const WORDS = 'the a to you at on in of and is it for running about ten minutes late see usual place traffic bridge again call me back when can we meet tomorrow morning after lunch office home order shipped arrived delayed invoice paid thanks ok sure no yes maybe later today soon please confirm code is ready'.split(' ');
+const pick = (): string => WORDS[Math.floor(Math.random() * WORDS.length)] as string;
+const phone = (): string => `+1${String(Math.floor(1e9 + Math.random() * 9e9))}`;
+const body = (): typeof BODY => (args.body === 'varied' ? { from: phone(), to: phone(), channel: 'sms', text: Array.from({ length: 16 }, pick).join(' ') } : BODY);
 
 function parseArgs(argv: string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -67,14 +77,14 @@ function writeBytes(pid: number): number {
 
 function services(): { url: string; pid: number; down: () => void } {
   if (process.env.MONGO_URL && args.pid) return { url: process.env.MONGO_URL, pid: Number(args.pid), down: () => undefined };
-  const env: NodeJS.ProcessEnv = { ...process.env, INFRA_INSTANCE: INSTANCE };
+  const env: NodeJS.ProcessEnv = { ...process.env, INFRA_INSTANCE: args.instance ?? INSTANCE };
   delete env.KAFKA_BROKERS;
   delete env.MONGO_URL;
   const script = (name: string, a: string[] = []): string => execFileSync('bash', [join(root, 'scripts', 'infra', name), ...a], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   script('down.sh', ['--wipe']);
   const out = script('up.sh');
   const url = (/MONGO_URL=(\S+)/.exec(out) as RegExpExecArray)[1] as string;
-  const runDir = `${process.env.EVENT_PLATFORM_RUN ?? join(infraCache, 'run')}-${INSTANCE}`;
+  const runDir = `${process.env.EVENT_PLATFORM_RUN ?? join(infraCache, 'run')}-${args.instance ?? INSTANCE}`;
   const pid = Number(readFileSync(join(runDir, 'ferretdb.pid'), 'utf8').trim());
   return { url, pid, down: () => (args.keep ? undefined : void script('down.sh', ['--wipe'])) };
 }
@@ -83,6 +93,9 @@ interface Writer {
   write(partition: number, docs: readonly EventDoc[], first: bigint, last: bigint): Promise<boolean>;
   compact?(partition: number, chunkFirst: bigint): Promise<number>;
 }
+
+/** The JSON size of each event written (what the log holds of it, without Kafka's record overhead). */
+const jsonBytes: number[] = [];
 
 async function main(): Promise<void> {
   const other = args.writer ? ((await import(pathToFileURL(args.writer).href)) as { PageWriter: typeof PageWriter; readStream: (pages: PagesCollection, stream: string, after: bigint | null, upTo: bigint, limit: number) => Promise<EventDoc[]> }) : null;
@@ -117,10 +130,11 @@ async function main(): Promise<void> {
         Array.from({ length: size }, () => {
           const o = offset++;
           const account = `acct_${Math.floor(Math.random() * ACCOUNTS)}`;
-          return { _id: `evt_${o}_${Math.random().toString(36).slice(2, 10)}`, account_id: account, type: 'message.received', data: { ...BODY, seq: o }, created_at: new Date(), partition: 0, offset: o, cursor: encodeCursor({ partition: 0, offset: BigInt(o) }) } as EventDoc;
+          return { _id: `evt_${o}_${Math.random().toString(36).slice(2, 10)}`, account_id: account, type: 'message.received', data: { ...body(), seq: o }, created_at: new Date(), partition: 0, offset: o, cursor: encodeCursor({ partition: 0, offset: BigInt(o) }) } as EventDoc;
         });
       const one = async (): Promise<void> => {
         const docs = chunk();
+        for (const d of docs) jsonBytes.push(Buffer.byteLength(JSON.stringify({ id: d._id, account_id: d.account_id, type: d.type, created_at: d.created_at, data: d.data })));
         const first = BigInt(docs[0]!.offset);
         await writer.write(0, docs, first, BigInt(docs.at(-1)!.offset));
         await writer.compact?.(0, first);
@@ -136,6 +150,12 @@ async function main(): Promise<void> {
       const disk = writeBytes(svc.pid) - disk0;
       seen.on = false;
       const events = CHUNKS * size;
+      // What the store holds, per event written (warm-up and measured): the collection's data and indexes as FerretDB reports them.
+      const stats = (await db.command({ collStats: 'event_pages' })) as { size?: number; storageSize?: number; totalIndexSize?: number };
+      if (process.env.TRACE_STATS) console.error(JSON.stringify(stats));
+      const stored = (WARM + CHUNKS) * size;
+      const dataPer = Math.round((stats.size ?? 0) / stored);
+      const storePer = Math.round(((stats.storageSize ?? 0) + (stats.totalIndexSize ?? 0)) / stored);
       const commands = [...seen.commands.values()].reduce((a, b) => a + b, 0);
       const byName = [...seen.commands].map(([k, v]) => `${k} ${(v / CHUNKS).toFixed(1)}`).join(', ');
       // Reads after the writes: lookups per read (find commands), for the newest 10 events of an account, 100 from the middle of its history, its type's newest 10.
@@ -168,13 +188,13 @@ async function main(): Promise<void> {
       readRows.push(`| ${size} | ${reads.join('; ')} |`);
       console.error(readRows.at(-1));
       rows.push(
-        `| ${size} | ${(commands / CHUNKS).toFixed(1)} (${byName}) | ${Math.round(seen.bytes / events).toLocaleString('en-US')} B | ${Math.round(disk / events).toLocaleString('en-US')} B | ${Math.round((cpu * 1e6) / events).toLocaleString('en-US')} µs |`,
+        `| ${size} | ${(commands / CHUNKS).toFixed(1)} (${byName}) | ${Math.round(seen.bytes / events).toLocaleString('en-US')} B | ${Math.round(disk / events).toLocaleString('en-US')} B | ${Math.round((cpu * 1e6) / events).toLocaleString('en-US')} µs | ${dataPer.toLocaleString('en-US')} B | ${storePer.toLocaleString('en-US')} B |`,
       );
       console.error(rows.at(-1));
     }
-    console.log(`writer: ${args.writer ?? 'api/src/event-store/pages.ts'}; ${ACCOUNTS} accounts on the partition, ${WARM} chunks of warm-up, ${CHUNKS} measured`);
-    console.log('| Events per chunk | Commands to event_pages per chunk | Bytes sent per event | Bytes FerretDB wrote to disk per event | FerretDB CPU per event |');
-    console.log('|---|---|---|---|---|');
+    console.log(`writer: ${args.writer ?? 'api/src/event-store/pages.ts'}; ${ACCOUNTS} accounts on the partition, ${WARM} chunks of warm-up, ${CHUNKS} measured; body ${args.body === 'varied' ? 'varied' : 'repeated'}, ${Math.round(jsonBytes.reduce((a, b) => a + b, 0) / jsonBytes.length)} B of JSON per event`);
+    console.log('| Events per chunk | Commands to event_pages per chunk | Bytes sent per event | Bytes FerretDB wrote to disk per event | FerretDB CPU per event | Stored data per event | Stored bytes per event (storage + indexes) |');
+    console.log('|---|---|---|---|---|---|---|');
     for (const r of rows) console.log(r);
     console.log('\n| Events per chunk | Lookups per stream read, first / again with a page cache (20 accounts each) |');
     console.log('|---|---|');

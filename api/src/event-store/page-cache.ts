@@ -6,16 +6,17 @@
  * exact for as long as the stream's topic lives. Keyed by `_id` and the
  * head's topic id (a topic deleted and created again rewrites its streams
  * from offset 0 under the same `_id`s). Least recently used first out,
- * bounded by bytes. A page is kept packed (the BSON of its events, as
- * stored): a third of the heap its decoded events take, and unpacked again
- * in ~0.3 ms for 100 events, against a lookup of several ms.
+ * bounded by bytes. A page is kept packed (the BSON of its events as
+ * stored, inflated when stored deflated): a third of the heap its decoded
+ * events take, and unpacked again in ~0.3 ms for 100 events, against a
+ * lookup of several ms.
  */
 
 /** What one cached document is charged besides its bytes. */
 const ENTRY_OVERHEAD = 256;
 
 interface CachedPage {
-  /** The BSON of `{events}`. */
+  /** The BSON of `{events}` (inflated; the events as stored, without what their stream implies: pages.ts restores it). */
   packed: Uint8Array;
 }
 

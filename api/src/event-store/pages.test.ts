@@ -6,7 +6,8 @@ import { dirId, fragmentId, headId, pageEvents, pageId, PageWriter, streamId, ty
 import { readAfter, readRange } from './store.js';
 import { backfillPages } from './backfill.js';
 import { PageCache } from './page-cache.js';
-import type { Collection } from 'mongodb';
+import { inflateRawSync } from 'node:zlib';
+import { Binary, BSON, type Collection } from 'mongodb';
 
 type Doc = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
 type Filter = Record<string, unknown>;
@@ -395,6 +396,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     const stream = streamId('acc_a', PARTITION, null);
     const stored = fake.docs.get(pageId(stream, 0)) as EventPageDoc;
     expect(stored.events, 'no nested events in a packed page').to.equal(undefined);
+    expect(stored.deflated, 'packed and deflated').to.not.equal(undefined);
     expect(stored).to.deep.include({ first: 0, last: 9, count: 10 });
     expect(pageEvents(stored)).to.deep.equal(docs.slice(0, 10));
     // The store as an earlier version wrote it: every page's events nested (a type stream's too, whole events), heads without `frag` and `through`.
@@ -405,7 +407,7 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
         fake.docs.set(id, head);
       }
       if (!('first' in doc)) continue;
-      const { packed: _packed, count: _count, ...rest } = doc;
+      const { deflated: _deflated, count: _count, ...rest } = doc;
       fake.docs.set(id, { ...rest, events: pageEvents(doc).map((e) => byOffset.get(e.offset)!) });
     }
     expect(await readAfter(fake.asCollection(), after(null))).to.deep.equal(docs.slice(0, 15));
@@ -419,6 +421,80 @@ describe('event store: account streams of pages, read by _id (pages.ts, store.ts
     expect(await readAfter(fake.asCollection(), after(null))).to.deep.equal(docs);
     expect(await readAfter(fake.asCollection(), after(null, { types: ['message.received'] }))).to.deep.equal(docs);
     expect(offsets(await readAfter(fake.asCollection(), after(12, { limit: 4, types: ['message.received'] })))).to.deep.equal([13, 14, 15, 16]);
+  });
+
+  it('stores entries deflated, without what the stream implies (account, partition, cursor), and reads back events identical to those written, with and without a cache', async () => {
+    const fake = new FakePages();
+    const body = { text: 'Running about ten minutes late, see you at the usual place.', to: '+14155550199' };
+    const docs = range(0, 24).map((o) => {
+      const doc = ev('acc/ü:1', o, o % 4 === 0 ? 'call.ended' : 'message.received', { ...body, n: o, at: new Date(o * 1000), nested: { list: [o, String(o), null] } });
+      if (o % 3 === 0) doc.occurred_at = new Date(o * 7);
+      if (o === 5) return { ...doc, data: {}, data_unavailable: true as const };
+      if (o === 6) return { ...doc, cursor: 'c1_not-derived' }; // not what the stream implies: stored as it is
+      return doc;
+    });
+    const writer = new PageWriter(fake.asCollection(), { pageEvents: 10, topicId: () => 'topic-1' });
+    await write(writer, docs.slice(0, 22));
+    await writer.write(PARTITION, docs.slice(22), 22n, 24n); // left as a fragment
+    const stream = streamId('acc/ü:1', PARTITION, null);
+    const fragment = fake.docs.get(fragmentId(stream, 1)) as EventPageDoc;
+    for (const [id, first, last] of [[pageId(stream, 0), 0, 9], [pageId(stream, 2), 20, 21], [fragmentId(stream, 1), 22, 24]] as const) {
+      const stored = fake.docs.get(id) as EventPageDoc;
+      expect(stored.packed, id).to.equal(undefined);
+      expect(stored.events, id).to.equal(undefined);
+      const bson = inflateRawSync(stored.deflated!.buffer.subarray(0, stored.deflated!.position));
+      expect(bson.byteLength, `${id}: bytes counts the whole events' BSON`).to.be.lessThan(stored.bytes);
+      expect(stored.bytes).to.equal(docs.slice(first, last + 1).reduce((n, d) => n + BSON.calculateObjectSize(d), 0));
+      expect(stored.deflated!.position, `${id}: deflated`).to.be.lessThan(bson.byteLength);
+      const raw = (BSON.deserialize(bson) as { events: Record<string, unknown>[] }).events;
+      for (const e of raw) {
+        const o = e.offset as number;
+        expect(Object.keys(e), `${id} offset ${o}`).to.not.include.members(['partition']);
+        if (o !== 6) expect(e, `offset ${o}`).to.not.have.property('cursor');
+        expect(e, `offset ${o}`).to.not.have.property('account_id');
+      }
+      expect(pageEvents(stored), id).to.deep.equal(docs.slice(first, last + 1));
+    }
+    expect(fragment.first).to.equal(22);
+    const cache = new PageCache(1 << 20);
+    for (const types of [undefined, ['call.ended'], ['message.received']] as (EventType[] | undefined)[]) {
+      const want = docs.filter((d) => !types || types.includes(d.type));
+      for (const c of [undefined, cache, cache]) {
+        const got = await readAfter(fake.asCollection(), after(null, { accountId: 'acc/ü:1', types }), c);
+        expect(got, `types ${String(types)}`).to.deep.equal(want);
+        for (const [i, d] of got.entries()) expect(Object.keys(d).sort()).to.deep.equal(Object.keys(want[i]!).sort());
+      }
+    }
+    expect(cache.stats.hits).to.be.greaterThan(0);
+  });
+
+  it('reads pages and fragments stored packed but not deflated (whole events, the layout before deflating), and appends deflated pages after them', async () => {
+    const fake = new FakePages();
+    const docs = range(0, 29).map((o) => ev('acc_a', o, o % 2 ? 'call.ended' : 'message.received', { n: o }));
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 10, topicId: () => 'topic-1' }), docs.slice(0, 15));
+    await new PageWriter(fake.asCollection(), { pageEvents: 10, topicId: () => 'topic-1' }).write(PARTITION, docs.slice(15, 18), 15n, 17n);
+    // As the version before wrote them: `packed`, the BSON of the whole entries, not deflated.
+    let rewritten = 0;
+    for (const [id, doc] of streamDocs(fake)) {
+      if (!('first' in doc) || !doc.deflated) continue;
+      const { deflated: _deflated, ...rest } = doc;
+      fake.docs.set(id, { ...rest, packed: new Binary(BSON.serialize({ events: pageEvents(doc) })) });
+      rewritten += 1;
+    }
+    expect(rewritten).to.be.greaterThan(2);
+    const stream = streamId('acc_a', PARTITION, null);
+    expect((fake.docs.get(fragmentId(stream, 1)) as EventPageDoc).packed).to.not.equal(undefined);
+    const cache = new PageCache(1 << 20);
+    for (const c of [undefined, cache, cache]) {
+      expect(await readAfter(fake.asCollection(), after(null), c)).to.deep.equal(docs.slice(0, 18));
+      expect(await readAfter(fake.asCollection(), after(null, { types: ['call.ended'] }), c)).to.deep.equal(docs.slice(0, 18).filter((d) => d.type === 'call.ended'));
+    }
+    // A writer (a fresh one: it reads the stream's state, the packed fragment too) appends deflated pages after them.
+    await write(new PageWriter(fake.asCollection(), { pageEvents: 10, topicId: () => 'topic-1' }), docs.slice(18));
+    expect((fake.docs.get(pageId(stream, 0)) as EventPageDoc).packed, 'a page is left as it is').to.not.equal(undefined);
+    expect((fake.docs.get(pageId(stream, 2)) as EventPageDoc).deflated).to.not.equal(undefined);
+    expect(await readAfter(fake.asCollection(), after(null), cache)).to.deep.equal(docs);
+    expect(await readAfter(fake.asCollection(), after(null, { types: ['message.received'] }))).to.deep.equal(docs.filter((d) => d.type === 'message.received'));
   });
 
   it('with a cache: pages (never rewritten) and full directories are read once, the head, the newest directory and the fragments every time; answers equal the uncached ones', async () => {

@@ -2,6 +2,7 @@
 // driver (the lookups the API's readAfter makes: the account stream's head,
 // its directory, then the page holding the cursor and the next one, each by _id, unpacked), at the
 // same concurrency: the storage ceiling under GET /api/v1/events.
+import { inflateRawSync } from 'node:zlib';
 import { BSON, MongoClient } from 'mongodb';
 import { serve } from './serve.mjs';
 
@@ -38,8 +39,9 @@ serve({
   },
 });
 
-/** A page's events: packed (the BSON of {events} in one binary field) or, written before that, nested. */
+/** A page's events: deflated BSON of {events}, packed (that BSON undeflated, written before), or nested (before that). */
 function eventsOf(page) {
+  if (page?.deflated) return BSON.deserialize(inflateRawSync(page.deflated.buffer.subarray(0, page.deflated.position))).events;
   if (page?.packed) return BSON.deserialize(page.packed.buffer.subarray(0, page.packed.position)).events;
   return page?.events ?? [];
 }

@@ -145,11 +145,18 @@ export interface EventPageDoc {
   count?: number;
   /**
    * The events, packed: the BSON of `{events: EventDoc[]}` as one binary value
-   * (as every page is written now; older pages may hold them nested). FerretDB converts every nested
+   * (pages written before `deflated`; older ones may hold them nested). FerretDB converts every nested
    * field of a document on each read (a page of 100 nested events cost ~13 ms
    * to fetch, packed ~3 ms); the reader unpacks it in ~0.3 ms.
    */
   packed?: Binary;
+  /**
+   * The events as written now: the BSON of `{events}`, deflated (raw
+   * deflate, node:zlib), each event without `account_id`, `partition` and
+   * `cursor` where the stream implies them (event-store/pages.ts restores
+   * them on read).
+   */
+  deflated?: Binary;
   /** The events as nested documents: pages written before `packed` (still read). */
   events?: EventDoc[];
   /** On a fragment (`<stream>:f<n>`): the Kafka id of the topic it was written from (see EventPageHeadDoc.topic_id). */
