@@ -121,6 +121,16 @@ const MATCHED_PER_COMMAND = 16;
 /** Streams due by their fragments that make a compaction run at once; fewer wait at most DUE_WAIT_MS (a read meanwhile looks up a few more fragments). */
 const DUE_PER_RUN = 8;
 const DUE_WAIT_MS = 1000;
+/**
+ * Most streams one compaction run takes, those with the most entries first:
+ * streams that fill at the same pace fall due together (every account of a
+ * partition at once, when the load is spread evenly), and one run of them all
+ * held the partition's next chunk for as long as it took. The rest wait for
+ * the next chunk's run (a read meanwhile looks up a few more fragments).
+ */
+const MOST_PER_RUN = 16;
+/** Fragments deleted per command. */
+const DELETES_PER_COMMAND = 500;
 /** Fragments a reader looks up at once. */
 const PROBE_BATCH = 4;
 
@@ -454,6 +464,10 @@ export class PageWriter {
       return 0;
     }
     this.dueSince.delete(partition);
+    if (due.length > MOST_PER_RUN) {
+      due.sort(([, a], [, b]) => b.pending.length - a.pending.length);
+      due.length = MOST_PER_RUN;
+    }
     try {
       const plans: { stream: string; state: StreamState; next: StreamState; writes: PageWrite[]; matched: number }[] = [];
       const started: [string, number, number][] = [];
@@ -514,9 +528,9 @@ export class PageWriter {
       // The fragments merged, in one command, once every head that moved past them is written.
       const gone: string[] = [];
       for (const plan of plans) for (let n = plan.state.frag; n < plan.state.next; n++) gone.push(fragmentId(plan.stream, n));
-      if (gone.length > 0) {
+      for (let at = 0; at < gone.length; at += DELETES_PER_COMMAND) {
         await this.pages.bulkWrite(
-          gone.map((id) => ({ deleteOne: { filter: { _id: id } } })),
+          gone.slice(at, at + DELETES_PER_COMMAND).map((id) => ({ deleteOne: { filter: { _id: id } } })),
           { ordered: true },
         );
       }
