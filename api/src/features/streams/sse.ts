@@ -11,6 +11,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { EventRecord } from '#shared/eventlog/types.js';
+import { liveStep, tracingLiveSteps } from '../../live/live-trace.js';
 
 const SSE_HEADERS = {
   'Content-Type': 'text/event-stream; charset=utf-8',
@@ -42,7 +43,9 @@ export class SseWriter {
   }
 
   event(record: EventRecord, deadline: number): Promise<void> {
-    return this.write(frameEvent(record), deadline);
+    const written = this.write(frameEvent(record), deadline);
+    if (tracingLiveSteps()) liveStep({ step: 'sse.written', data: record.data });
+    return written;
   }
 
   comment(text: string, deadline: number): Promise<void> {
