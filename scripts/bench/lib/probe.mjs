@@ -37,7 +37,11 @@ if (process.send) {
     if (typeof t !== 'number') return;
     (steps[msg.step] ??= []).push(msg.at - t);
     if (msg.kafkaTs) (steps['kafka.timestamp'] ??= []).push(msg.kafkaTs - t);
+    // Within this process (one clock, no other process's scheduling): ms since the fan-out had the record.
+    if (msg.step === 'fanout.batch') batchAt.set(t, msg.at);
+    else if (batchAt.has(t)) (steps[`+${msg.step}`] ??= []).push(msg.at - batchAt.get(t));
   };
+  const batchAt = new Map();
 
   const handlers = {
     stats({ reset }) {
@@ -67,6 +71,7 @@ if (process.send) {
       if (on && !steps) subscribe('event-platform.live.step', onStep);
       if (!on && steps) unsubscribe('event-platform.live.step', onStep);
       steps = on ? {} : null;
+      batchAt.clear();
       return out;
     },
     gc() {

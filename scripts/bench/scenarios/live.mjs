@@ -93,7 +93,8 @@ export async function run(ctx) {
 
 /**
  * Each step of a live event's path (--live-steps): ms from data.t (the ingest request sent) to the step,
- * p50/p99 over the window, in path order. The services' steps come from their probes (api/src/live/live-trace.ts).
+ * p50/p99 over the window, in path order. The services' steps come from their probes (api/src/live/live-trace.ts);
+ * a step marked + is timed within API process A from the fan-out having the record (one clock, one process).
  */
 async function liveSteps(ingest, readers, acks, lp, st) {
   const merged = {};
@@ -103,7 +104,7 @@ async function liveSteps(ingest, readers, acks, lp, st) {
   merged['ingest.answered'] = acks.map(([, sent, acked]) => acked - sent);
   merged['client.longpoll'] = lp;
   merged['client.sse'] = st;
-  const order = ['ingest.produce', 'kafka.timestamp', 'ingest.produced', 'ingest.answered', 'fanout.batch', 'fanout.dispatched', 'longpoll.written', 'client.longpoll', 'sse.written', 'client.sse'];
+  const order = ['ingest.produce', 'kafka.timestamp', 'ingest.produced', 'ingest.answered', 'fanout.batch', 'fanout.dispatched', 'longpoll.written', 'client.longpoll', 'sse.written', 'client.sse', '+fanout.dispatched', '+longpoll.written', '+sse.written'];
   return Object.entries(merged)
     .filter(([, v]) => v.length > 0)
     .sort(([x], [y]) => (order.indexOf(x) + 1 || 99) - (order.indexOf(y) + 1 || 99))
