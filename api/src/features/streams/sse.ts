@@ -66,9 +66,29 @@ export class SseWriter {
     if (!this.closed) this.res.end();
   }
 
+  /**
+   * Hands `chunk` to the socket now, in one write. Left to itself, Node corks
+   * the socket for a chunked write and uncorks it on process.nextTick, which
+   * runs only once the microtask queue has drained: a stream writes from a
+   * microtask (its pump), so the event would wait for the rest of the
+   * fan-out's turn (docs/performance.md, "Where a live event's time goes").
+   * Corked and uncorked here, the chunk's size line, data and CRLF go out
+   * together at once. False when the socket's buffer is full (wait for 'drain').
+   */
+  private send(chunk: string): boolean {
+    const socket = this.res.socket;
+    if (!socket) return this.res.write(chunk);
+    socket.cork();
+    try {
+      return this.res.write(chunk);
+    } finally {
+      socket.uncork();
+    }
+  }
+
   /** Waits for a full socket buffer to drain; a reader that never drains is cut off at the deadline. */
   private async write(chunk: string, deadline: number): Promise<void> {
-    if (this.closed || this.res.write(chunk)) return;
+    if (this.closed || this.send(chunk)) return;
     const drained = await new Promise<boolean>((resolve) => {
       const done = (ok: boolean) => () => {
         clearTimeout(timer);
