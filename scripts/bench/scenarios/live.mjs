@@ -4,7 +4,7 @@
 // sent (data.t) to the moment the reader has the event. Reference: Kafka's
 // own produce-to-consume latency on the same broker.
 import { join } from 'node:path';
-import { ensureAccounts, split } from '../lib/accounts.mjs';
+import { ensureAccounts } from '../lib/accounts.mjs';
 import { benchDir } from '../lib/paths.mjs';
 import { startNode } from '../lib/proc.mjs';
 import { kafkaEndToEnd } from '../lib/refs.mjs';
@@ -20,20 +20,27 @@ const STREAMS = 5; // per account: 500
 // long-poll comes back authenticated (two MongoDB operations); on the test
 // server (FerretDB/SQLite) much more than this saturates the store.
 const RATE = 10;
-const WORKERS = 2;
 
 export async function run(ctx) {
   const seconds = ctx.quick ? 5 : 6;
   const topic = ctx.topic('live');
   const [a, b] = await Promise.all([startApi(ctx, { name: 'api-a', topic }), startApi(ctx, { name: 'api-b', topic })]);
   const accounts = await ensureAccounts(ctx, b.url, ACCOUNTS);
-  const workers = split(accounts, WORKERS).map((group, i) => ({
-    group,
+  // The long-polls in one process, the streams in another: a process stands in for many clients and
+  // handles their answers one after another, so an SSE reader would otherwise wait for the bench to handle
+  // its account's ten long-poll answers (and ask again) before its own bytes are read.
+  const kinds = [
+    { longPolls: LONG_POLLS, streams: 0 },
+    { longPolls: 0, streams: STREAMS },
+  ];
+  const workers = kinds.map((kind, i) => ({
+    group: accounts,
+    ...kind,
     child: startNode(`waiters-${i}`, [join(benchDir, 'workers', 'waiters.mjs')], { logFile: join(ctx.scratch, `live-waiters-${i}.log`) }),
   }));
   const pacer = startNode('pacer', [join(benchDir, 'workers', 'pacer.mjs')], { logFile: join(ctx.scratch, 'live-pacer.log') });
 
-  await Promise.all(workers.map((w) => w.child.request('open', { url: a.url, accounts: w.group.map(({ id, token }) => ({ id, credential: token })), longPolls: LONG_POLLS, streams: STREAMS })));
+  await Promise.all(workers.map((w) => w.child.request('open', { url: a.url, accounts: w.group.map(({ id, token }) => ({ id, credential: token })), longPolls: w.longPolls, streams: w.streams })));
   await waitOpen(ctx, workers, ACCOUNTS * STREAMS);
   const ids = accounts.map((acc) => acc.id);
 
