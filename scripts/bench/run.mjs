@@ -13,6 +13,8 @@
 //   npm run bench -- --only waiter-bytes heap bytes per held long-poll and per stream
 //   npm run bench -- --runner dist     run the compiled dist/ (npm run build) instead of tsx
 //   npm run bench -- --node-args=--max-semi-space-size=4  node options (space-separated) for the measured service processes
+//   npm run bench -- --only live --quick --live-steps
+//                                      scenario 3 also reports each step of a live event's path (p50/p99, ms since sent)
 //   npm run bench -- --only sustained --rate 1000,5000 --seconds 120
 //                                      sustained ingest at each rate (default 5000/s for 600 s, --quick 60 s)
 import { spawnSync } from 'node:child_process';
@@ -43,6 +45,7 @@ const { values: opts } = parseArgs({
     runner: { type: 'string', default: 'tsx' },
     'node-args': { type: 'string', default: '' },
     'keep-data': { type: 'boolean', default: false },
+    'live-steps': { type: 'boolean', default: false },
     rate: { type: 'string' },
     seconds: { type: 'string' },
   },
@@ -80,6 +83,7 @@ const ctx = {
     rates: opts.rate ? opts.rate.split(',').map(Number) : undefined,
     seconds: opts.seconds ? Number(opts.seconds) : undefined,
     keepData: opts['keep-data'],
+    liveSteps: opts['live-steps'],
   },
   topic: (name) => `bench-${runId}-${name}`,
   log: (msg) => console.error(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s ${ctx.scenario ?? ''}] ${msg}`),

@@ -39,6 +39,7 @@ import { SupervisedConsumer, type ConsumerHealth } from '#shared/eventlog/superv
 import type { Logger } from '#shared/log.js';
 import type { ConsumerLag } from '#shared/metrics.js';
 import { tracingOn, type EventTraces } from '#shared/telemetry.js';
+import { liveStep, tracingLiveSteps } from './live-trace.js';
 import { RecentAccounts } from './recent-accounts.js';
 import { TailWindow } from './tail-window.js';
 import type { WaiterRegistry } from './waiters.js';
@@ -350,7 +351,10 @@ export class FanOut {
         if (!isRunning() || isStale()) return;
       }
       if (message.headers?.[TRACEPARENT_HEADER] && tracingOn()) this.noteTrace(message);
+      const traced = tracingLiveSteps();
+      if (traced) liveStep({ step: 'fanout.batch', value: message.value, kafkaTs: Number(message.timestamp) });
       this.woken += this.dispatch(partition, offset, message.key, message.value);
+      if (traced) liveStep({ step: 'fanout.dispatched', value: message.value });
       this.positions.set(partition, offset + 1n);
       resolveOffset(message.offset);
     }

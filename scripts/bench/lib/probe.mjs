@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { writeHeapSnapshot } from 'node:v8';
 import { Session } from 'node:inspector/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { subscribe } from 'node:diagnostics_channel';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 
 if (process.send) {
   const delay = monitorEventLoopDelay({ resolution: 10 });
@@ -21,6 +21,27 @@ if (process.send) {
   subscribe('event-platform.delivery.store-op', (msg) => {
     if (!/^(hello|ismaster|ping|endSessions)$/i.test(msg?.command ?? '')) storeOps++;
   });
+  // A live event's steps (api/src/live/live-trace.ts): ms since the event's data.t (its ingest request was sent).
+  // Subscribed only when the bench asks (liveSteps), so the service publishes nothing otherwise.
+  let steps = null;
+  const onStep = (msg) => {
+    let data = msg.data;
+    if (data === undefined && msg.value) {
+      try {
+        data = JSON.parse(msg.value.toString('utf8')).data;
+      } catch {
+        return;
+      }
+    }
+    const t = data?.t;
+    if (typeof t !== 'number') return;
+    (steps[msg.step] ??= []).push(msg.at - t);
+    if (msg.kafkaTs) (steps['kafka.timestamp'] ??= []).push(msg.kafkaTs - t);
+    // Within this process (one clock, no other process's scheduling): ms since the fan-out had the record.
+    if (msg.step === 'fanout.batch') batchAt.set(t, msg.at);
+    else if (batchAt.has(t)) (steps[`+${msg.step}`] ??= []).push(msg.at - batchAt.get(t));
+  };
+  const batchAt = new Map();
 
   const handlers = {
     stats({ reset }) {
@@ -42,6 +63,15 @@ if (process.send) {
         cpuMark = process.cpuUsage();
         timeMark = performance.now();
       }
+      return out;
+    },
+    /** on: start (or restart) collecting live steps; returns what was collected since the last call, by step. */
+    liveSteps({ on }) {
+      const out = steps ?? {};
+      if (on && !steps) subscribe('event-platform.live.step', onStep);
+      if (!on && steps) unsubscribe('event-platform.live.step', onStep);
+      steps = on ? {} : null;
+      batchAt.clear();
       return out;
     },
     gc() {

@@ -1,7 +1,7 @@
 // Live readers: long-poll loops (POST /api/v1/events/wait, looping with the
 // returned cursor as `since`) and SSE streams (stream token, then
 // GET /api/v1/events/stream, reconnecting with Last-Event-ID when a stream
-// ends). Records the latency of every event received (now - data.t) and
+// ends). Records the latency of every event received (its arrival - data.t) and
 // which probe each reader has seen. With `hold`, only opens requests that
 // never complete, against a bare server (scenario 4's reference).
 import http from 'node:http';
@@ -16,7 +16,10 @@ const counters = { errors: 0, lastError: '', reconnects: 0, timeouts: 0, tooMany
 
 function request(url, { method = 'GET', headers = {}, body } = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, agent, headers: body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } : headers }, resolve);
+    const req = http.request(url, { method, agent, headers: body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } : headers }, (res) => {
+      res.arrivedAt = now(); // the reader has its answer (a long-poll's body comes in the same packet as its head)
+      resolve(res);
+    });
     req.on('error', reject);
     req.end(body);
   });
@@ -29,9 +32,10 @@ async function readJson(res) {
   return text ? JSON.parse(text) : null;
 }
 
-function record(reader, rec) {
+/** `at`: when the event's bytes reached this reader, before this process handled them (see longPollLoop). */
+function record(reader, rec, at) {
   const t = rec.data?.t;
-  if (typeof t === 'number' && t > 0) latency[reader.kind].push(now() - t);
+  if (typeof t === 'number' && t > 0) latency[reader.kind].push(at - t);
   if (rec.data?.probe !== undefined) reader.probes.add(rec.data.probe);
   reader.events++;
 }
@@ -56,8 +60,11 @@ async function longPollLoop(base, account, reader, timeoutMs) {
         continue;
       }
       if (out.event) {
-        record(reader, out.event);
+        record(reader, out.event, res.arrivedAt);
         since = out.event.cursor;
+        // This process stands in for many clients: the other readers' answers that came in the same turn are
+        // noted before this one asks again, so a reader's latency does not include its neighbours' new requests.
+        await new Promise((r) => setImmediate(r));
       } else {
         counters.timeouts++;
         if (out.cursor) since = out.cursor;
@@ -90,6 +97,7 @@ async function streamOnce(base, account, reader) {
   res.setEncoding('utf8');
   let buf = '';
   for await (const chunk of res) {
+    const at = now();
     buf += chunk;
     let cut;
     while ((cut = buf.indexOf('\n\n')) >= 0) {
@@ -105,7 +113,7 @@ async function streamOnce(base, account, reader) {
       }
       if (resume && id) reader.lastId = id; // a resume point, not an event
       else if (data) {
-        record(reader, JSON.parse(data));
+        record(reader, JSON.parse(data), at);
         if (id) reader.lastId = id;
       }
     }

@@ -14,6 +14,7 @@ import type { EventRecord } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
 import { openFeed, type Feed } from '../../live/feed.js';
 import type { HeldReader } from '../../live/held.js';
+import { liveStep, tracingLiveSteps } from '../../live/live-trace.js';
 import type { WaiterListener } from '../../live/waiters.js';
 import { waitBody, type WaitInput } from './schemas.js';
 import { resolveSince, retainedAfter } from './service.js';
@@ -102,6 +103,7 @@ export class PendingWait implements WaiterListener, HeldReader {
     this.finish();
     try {
       to.answer(result);
+      if (result.event && tracingLiveSteps()) liveStep({ step: 'longpoll.written', data: result.event.data });
     } catch (err) {
       // Called from the fan-out's dispatch or a timer: an answer that fails must not stop either.
       this.deps.log.error({ err, account_id: this.accountId }, 'could not answer a long-poll');

@@ -3,6 +3,7 @@ import { unavailable, validationFailed } from '#shared/errors/index.js';
 import { buildEnvelope } from '#shared/eventlog/envelope.js';
 import type { EventEnvelope } from '#shared/eventlog/types.js';
 import type { ApiDeps } from '../../deps.js';
+import { liveStep, tracingLiveSteps } from '../../live/live-trace.js';
 import { bodyHash, IdempotencyKeys, keyId, type Claim } from './idempotency.js';
 import type { IngestEvent } from './schemas.js';
 
@@ -75,7 +76,10 @@ export async function ingestEvents(deps: ApiDeps, events: IngestEvent[], opts: I
 }
 
 async function produce(deps: ApiDeps, envelopes: EventEnvelope[]): Promise<IngestResult> {
+  const traced = tracingLiveSteps();
+  if (traced) for (const e of envelopes) liveStep({ step: 'ingest.produce', data: e.data });
   const positions = await deps.events.producer.publish(envelopes);
+  if (traced) for (const e of envelopes) liveStep({ step: 'ingest.produced', data: e.data });
   for (const e of envelopes) deps.metrics.eventsIngested.inc({ type: e.type });
   return { events: envelopes.map((e, i) => ({ id: e.id, cursor: encodeCursor(positions[i]!) })) };
 }

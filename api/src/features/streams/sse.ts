@@ -11,6 +11,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { EventRecord } from '#shared/eventlog/types.js';
+import { liveStep, tracingLiveSteps } from '../../live/live-trace.js';
 
 const SSE_HEADERS = {
   'Content-Type': 'text/event-stream; charset=utf-8',
@@ -42,7 +43,9 @@ export class SseWriter {
   }
 
   event(record: EventRecord, deadline: number): Promise<void> {
-    return this.write(frameEvent(record), deadline);
+    const written = this.write(frameEvent(record), deadline);
+    if (tracingLiveSteps()) liveStep({ step: 'sse.written', data: record.data });
+    return written;
   }
 
   comment(text: string, deadline: number): Promise<void> {
@@ -63,9 +66,29 @@ export class SseWriter {
     if (!this.closed) this.res.end();
   }
 
+  /**
+   * Hands `chunk` to the socket now, in one write. Left to itself, Node corks
+   * the socket for a chunked write and uncorks it on process.nextTick, which
+   * runs only once the microtask queue has drained: a stream writes from a
+   * microtask (its pump), so the event would wait for the rest of the
+   * fan-out's turn (docs/performance.md, "Where a live event's time goes").
+   * Corked and uncorked here, the chunk's size line, data and CRLF go out
+   * together at once. False when the socket's buffer is full (wait for 'drain').
+   */
+  private send(chunk: string): boolean {
+    const socket = this.res.socket;
+    if (!socket) return this.res.write(chunk);
+    socket.cork();
+    try {
+      return this.res.write(chunk);
+    } finally {
+      socket.uncork();
+    }
+  }
+
   /** Waits for a full socket buffer to drain; a reader that never drains is cut off at the deadline. */
   private async write(chunk: string, deadline: number): Promise<void> {
-    if (this.closed || this.res.write(chunk)) return;
+    if (this.closed || this.send(chunk)) return;
     const drained = await new Promise<boolean>((resolve) => {
       const done = (ok: boolean) => () => {
         clearTimeout(timer);
