@@ -147,6 +147,15 @@ describe('MCP over HTTP: JSON-RPC edge cases', () => {
     expect(res.body.error.code).to.equal(-32601);
   });
 
+  it('answers a method named like a property every object has (constructor, __proto__, toString) with -32601, not a 500', async () => {
+    for (const method of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      const res = await rpc(base, { jsonrpc: '2.0', id: 'x', method, params: { name: 'whoami', arguments: {} } }, V);
+      expect(res.status, method).to.equal(200);
+      expect(res.body, method).to.deep.include({ jsonrpc: '2.0', id: 'x' });
+      expect(res.body.error.code, method).to.equal(-32601);
+    }
+  });
+
   it('answers a batch with one response per request, in order, skipping notifications', async () => {
     const res = await rpc(
       base,

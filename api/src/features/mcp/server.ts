@@ -82,12 +82,12 @@ interface RequestSchemaLike {
 }
 
 /** The SDK's schema of each method served, to check params against before the SDK dispatches. */
-const METHOD_SCHEMAS: Record<string, RequestSchemaLike> = {
-  initialize: InitializeRequestSchema,
-  ping: PingRequestSchema,
-  'tools/list': ListToolsRequestSchema,
-  'tools/call': CallToolRequestSchema,
-};
+const METHOD_SCHEMAS = new Map<string, RequestSchemaLike>([
+  ['initialize', InitializeRequestSchema],
+  ['ping', PingRequestSchema],
+  ['tools/list', ListToolsRequestSchema],
+  ['tools/call', CallToolRequestSchema],
+]);
 
 /**
  * SDK 1.x answers a request whose params fail its method's schema with -32603 Internal error and the
@@ -97,7 +97,8 @@ const METHOD_SCHEMAS: Record<string, RequestSchemaLike> = {
 export function answerInvalidParams(transport: Transport): void {
   const deliver = transport.onmessage;
   transport.onmessage = (message, extra) => {
-    const schema = isJSONRPCRequest(message) ? METHOD_SCHEMAS[message.method] : undefined;
+    // A Map: a method named like an object's own property (`constructor`, `toString`) is no schema.
+    const schema = isJSONRPCRequest(message) ? METHOD_SCHEMAS.get(message.method) : undefined;
     const checked = schema?.safeParse(message);
     if (isJSONRPCRequest(message) && checked && !checked.success) {
       const problems = checked.error.issues.map((i) => `${i.path.map(String).join('.')}: ${i.message}`).join('; ');
