@@ -5,17 +5,17 @@
  * envelope code (buildEnvelope + toEventDoc), its id and position into
  * `events` (eventIdDoc), and the
  * account's streams (event_pages) built by the materializer's own PageWriter
- * (into memory, then inserted with insertMany, which is much faster on
- * FerretDB than the writer's one replace per page); then the partition's
- * watermark moved past them. Called again with a later `first`, it extends
- * the same streams (their newest pages are rewritten). Going around the log
+ * (its writes collected in memory, then sent in bulk: much faster on FerretDB
+ * than the writer's commands one by one); then the partition's watermark
+ * moved past them. Called again with a later `first`, it extends the same
+ * streams (a new claim, new fragments and pages after the stored ones). Going around the log
  * only saves the time of producing and materializing a million events.
  * Run with tsx: node --import tsx scripts/bench/workers/fill-events.ts
  */
-import { MongoClient, type Collection } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { buildEnvelope, toEventDoc } from '#shared/eventlog/envelope.js';
 import { COLLECTION_NAMES, eventIdDoc, type EventDoc, type StoredEventDoc, type EventPageDirDoc, type EventPageDoc, type EventPageHeadDoc, type WatermarkDoc } from '#shared/mongo/index.js';
-import { headId, PageWriter, streamId, type PagesCollection } from '../../../api/src/event-store/pages.js';
+import { PageWriter, type PagesCollection } from '../../../api/src/event-store/pages.js';
 import { watermarkId } from '../../../api/src/event-store/watermarks.js';
 
 type PageLike = EventPageDoc | EventPageHeadDoc | EventPageDirDoc;
@@ -28,23 +28,50 @@ const start = Number(first);
 const total = Number(count);
 const t0 = performance.now();
 
-/** The PageWriter's reads go to the store; its writes are collected here and inserted in bulk. */
+/**
+ * The PageWriter's reads go to the store unless it wrote the document here; its writes (claims, the
+ * journal, fragments, the compactions' pages, directories and heads, the deletes of merged fragments)
+ * are collected and sent at the end in bulk.
+ */
 const collected = new Map<string, PageLike>();
+const deleted = new Set<string>();
+const current = async (id: string): Promise<PageLike | null> => (deleted.has(id) ? null : (collected.get(id) ?? (await pages.findOne({ _id: id }))));
+const put = (doc: PageLike): void => {
+  collected.set(doc._id, doc);
+  deleted.delete(doc._id);
+};
+const duplicate = (index = 0): Error => Object.assign(new Error('E11000 duplicate key'), { code: 11000, writeErrors: [{ index, code: 11000 }] });
+type Op = { updateOne: { filter: { _id: string } } } | { replaceOne: { filter: { _id: string }; replacement: PageLike } } | { deleteOne: { filter: { _id: string } } };
 const collector = {
-  findOne: (filter: { _id: string }) => (collected.has(filter._id) ? Promise.resolve(collected.get(filter._id)) : pages.findOne(filter)),
-  replaceOne: (filter: { _id: string }, doc: PageLike) => {
-    collected.set(filter._id, doc);
-    return Promise.resolve();
+  findOne: async (filter: { _id: string }) => current(filter._id),
+  insertOne: async (doc: PageLike) => {
+    if (await current(doc._id)) throw duplicate();
+    put(doc);
+  },
+  insertMany: async (docs: PageLike[]) => {
+    for (const [i, doc] of docs.entries()) {
+      if (await current(doc._id)) throw duplicate(i);
+      put(doc);
+    }
+  },
+  // The claims' hint ($max, upserted).
+  updateOne: async (filter: { _id: string }, update: { $max: Record<string, number> }) => {
+    const doc = { ...((await current(filter._id)) ?? { _id: filter._id }) } as Record<string, unknown>;
+    for (const [k, v] of Object.entries(update.$max)) if (!(typeof doc[k] === 'number' && (doc[k] as number) >= v)) doc[k] = v;
+    put(doc as unknown as PageLike);
+  },
+  // A fenced command: the guard (nobody else writes here, so it never refuses), then replaces; or deletes.
+  bulkWrite: async (ops: Op[]) => {
+    for (const op of ops) {
+      if ('replaceOne' in op) put(op.replaceOne.replacement);
+      else if ('deleteOne' in op) {
+        collected.delete(op.deleteOne.filter._id);
+        deleted.add(op.deleteOne.filter._id);
+      }
+    }
   },
 } as unknown as PagesCollection;
 const writer = new PageWriter(collector);
-/** Pages each stream had before this call (their ids may be stored already). */
-const pagesBefore = new Map<string, number>();
-for (const type of [null, 'message.received'] as const) {
-  const stream = streamId(accountId as string, Number(partition), type);
-  const head = (await pages.findOne({ _id: headId(stream) })) as EventPageHeadDoc | null;
-  pagesBefore.set(stream, head?.pages ?? 0);
-}
 
 for (let i = 0; i < total; i += CHUNK) {
   const docs: EventDoc[] = [];
@@ -57,12 +84,19 @@ for (let i = 0; i < total; i += CHUNK) {
   }
   await events.insertMany(docs.map(eventIdDoc), { ordered: false });
   await writer.write(Number(partition), docs, BigInt(start + i), BigInt(start + i + docs.length - 1));
-  // Full pages go now; the newest page of each stream and the heads wait for the end (they change again).
-  const full = [...collected.values()].filter((d) => 'first' in d && (d.count ?? d.events?.length ?? 0) >= 100);
-  if (full.length > 0) await insertOrReplace(pages, full);
-  for (const d of full) collected.delete(d._id);
+  // A chunk of one account is a page's worth and more: compacted at once, as the materializer does after the watermark.
+  await writer.compact(Number(partition), BigInt(start + i));
 }
-await insertOrReplace(pages, [...collected.values()]);
+const written = [...collected.values()];
+for (let i = 0; i < written.length; i += 200) {
+  await pages.bulkWrite(
+    written.slice(i, i + 200).map((d) => ({ replaceOne: { filter: { _id: d._id }, replacement: d, upsert: true } })),
+    { ordered: false },
+  );
+}
+// Fragments an earlier call stored and this one's compaction merged.
+const gone = [...deleted];
+for (let i = 0; i < gone.length; i += 500) await pages.bulkWrite(gone.slice(i, i + 500).map((id) => ({ deleteOne: { filter: { _id: id } } })), { ordered: true });
 // Polling reads only what the watermark covers: move it past the stored events, as the materializer would.
 await client
   .db(db)
@@ -74,15 +108,3 @@ await client
   );
 await client.close();
 console.log(JSON.stringify({ inserted: total, seconds: (performance.now() - t0) / 1000 }));
-
-/** New documents by insertMany; those stored by an earlier call (a stream's head, its newest page then) replaced by _id. */
-async function insertOrReplace(collection: Collection<PageLike>, docs: PageLike[]): Promise<void> {
-  const stored = (id: string): boolean => {
-    if (id.endsWith(':h') || /:d\d+$/.test(id)) return true; // heads and directories: replaced (or upserted)
-    const cut = id.lastIndexOf(':');
-    return Number(id.slice(cut + 1)) < (pagesBefore.get(id.slice(0, cut)) ?? 0);
-  };
-  const fresh = docs.filter((d) => !stored(d._id));
-  for (let i = 0; i < fresh.length; i += 200) await collection.insertMany(fresh.slice(i, i + 200), { ordered: false });
-  for (const d of docs) if (stored(d._id)) await collection.replaceOne({ _id: d._id }, d, { upsert: true });
-}
