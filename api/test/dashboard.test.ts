@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { EVENT_TYPES } from '#shared/eventlog/types.js';
 import type { RunningApi } from '../src/server.js';
 import { startTestApi } from './support/api.js';
 
@@ -31,5 +32,12 @@ describe('dashboard assets', () => {
     const icon = await fetch(`${api.url}/dashboard/favicon.svg`);
     expect(icon.status).to.equal(200);
     expect(icon.headers.get('content-type')).to.equal('image/svg+xml');
+  });
+
+  it('listens for every event type the service emits (an SSE event of a type it does not name never reaches the live feed)', async () => {
+    const js = await (await fetch(`${api.url}/dashboard/app.js`)).text();
+    const list = /const EVENT_TYPES = (\[[^\]]*\]);/.exec(js);
+    expect(list, 'the dashboard names its event types').to.not.equal(null);
+    expect(JSON.parse(list![1]!.replace(/'/g, '"'))).to.deep.equal([...EVENT_TYPES]);
   });
 });
