@@ -137,7 +137,8 @@ if (split) {
   const withFaults = !mode.has('--quick');
   const baseline = existsSync(join(root, 'scripts/test/timings.json')) ? JSON.parse(readFileSync(join(root, 'scripts/test/timings.json'), 'utf8')) : {};
   const weight = (f) => baseline[f] ?? DEFAULT_FILE_MS;
-  const files = testFiles();
+  // --faults and --full run the fault tests alone (the tools the other files need are not made ready for them).
+  const files = withIntegration ? testFiles() : [];
   const lanes = Array.from({ length: lanesWanted }, () => ({ faults: [], files: [], load: 0 }));
   const leastLoaded = (candidates) => candidates.reduce((min, l) => (l.load < min.load ? l : min), candidates[0]);
   if (withFaults) {
