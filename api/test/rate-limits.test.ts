@@ -51,7 +51,7 @@ describe('rate limits shared through MongoDB', function () {
     it('answers the 101st request within a minute with 429, counting both processes together', async () => {
       const acct = await createAccount(a.url);
       const other = await createAccount(b.url);
-      await roomInWindow(60, 40);
+      await roomInWindow(60, 20);
       for (let i = 1; i <= 100; i++) {
         const res = await call(i % 2 ? a.url : b.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': acct.apiKey } });
         expect(res.status, `request ${i}: ${JSON.stringify(res.body)}`).to.equal(200);
@@ -105,7 +105,7 @@ describe('rate limits shared through MongoDB', function () {
       const [a, b] = await Promise.all([startTestApi({ ...env, INSTANCE_ID: 'rl-la' }), startTestApi({ ...env, INSTANCE_ID: 'rl-lb' })]);
       try {
         const acct = await createAccount(a.url);
-        await roomInWindow(60, 58);
+        await roomInWindow(60, 20);
         const window = Math.floor(Date.now() / 60_000);
         const statuses: number[] = [];
         const { writes } = await windowWrites([a, b], async () => {
@@ -136,7 +136,7 @@ describe('rate limits shared through MongoDB', function () {
       const api = await startTestApi({ MONGO_DB, API_KEY_LIMIT_PER_MINUTE: '10000', RATE_LIMIT_FLUSH_MS: '60000', MONGO_SLOW_MS: '600000' });
       try {
         const acct = await createAccount(api.url);
-        await roomInWindow(60, 50);
+        await roomInWindow(60, 20);
         const { writes } = await windowWrites([api], async () => {
           for (let i = 0; i < 60; i++) expect((await call(api.url, 'GET', '/api/auth/me', { headers: { 'x-api-key': acct.apiKey } })).status).to.equal(200);
         });
