@@ -194,8 +194,7 @@ export function packed(_id: string, entries: readonly Entry[], bytes: number, to
 
 /** The account and partition of the stream a page or fragment `_id` belongs to (`<account>:<partition>[:<type>]:<n>`). */
 function streamOf(id: string): { accountId: string; partition: number } {
-  const [account, partition] = id.split(':');
-  return { accountId: decodeURIComponent(account as string), partition: Number(partition) };
+  return { accountId: accountOf(id), partition: partitionOf(id) };
 }
 
 /**
@@ -235,10 +234,13 @@ function pageEntries(page: EventPageDoc): Entry[] {
   return page.events ?? [];
 }
 
-/** The BSON of `{events}` a page or fragment stores (deflated or not); null for nested events. */
+/**
+ * The BSON of `{events}` a page or fragment stores (deflated or not), in bytes of its own (a page
+ * cache may keep them: the driver's value is a view of the whole reply); null for nested events.
+ */
 function packedBson(page: EventPageDoc): Uint8Array | null {
   if (page.deflated) return inflateRawSync(binaryBytes(page.deflated));
-  if (page.packed) return binaryBytes(page.packed);
+  if (page.packed) return binaryBytes(page.packed).slice();
   return null;
 }
 
@@ -854,7 +856,7 @@ class StreamView {
         if (!doc || (topic !== undefined && doc.topic_id !== undefined && doc.topic_id !== topic)) return done();
         const bson = packedBson(doc);
         const entries = bson ? unpack(doc._id, bson) : (doc.events ?? []);
-        if (cache && bson && entries.length > 0) cache.keepPage(topic ?? '', doc._id, doc.deflated ? bson : bson.slice()); // a copy: the driver's value is a view of the whole reply
+        if (cache && bson && entries.length > 0) cache.keepPage(topic ?? '', doc._id, bson);
         out.push(...entries);
         if (doc.first > upTo) return done();
       }
@@ -900,7 +902,7 @@ class StreamView {
     const page = (await this.pages.findOne({ _id: id })) as EventPageDoc | null;
     const bson = page ? packedBson(page) : null;
     const entries = page ? (bson ? unpack(id, bson) : (page.events ?? [])) : null;
-    if (cacheable && page && entries && entries.length > 0) this.cache!.keepPage(topic, id, bson ? (page.deflated ? bson : bson.slice()) : BSON.serialize({ events: entries })); // a copy: the driver's value is a view of the whole reply
+    if (cacheable && page && entries && entries.length > 0) this.cache!.keepPage(topic, id, bson ?? BSON.serialize({ events: entries }));
     this.pagesRead.set(n, entries);
     return entries;
   }
