@@ -19,51 +19,21 @@
 // [--data <its data dir>].
 //
 //   node --import tsx scripts/bench/event-docs.mjs [--events 6000] [--batch 500]
-import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { buildEnvelope, toEventDoc } from '../../shared/src/eventlog/envelope.ts';
 import { eventIdDoc } from '../../shared/src/mongo/documents.ts';
-import { infraCache, root } from './lib/paths.mjs';
+import { parseArgs } from './lib/args.mjs';
+import { processTicks as ticks, ticksPerSecond as clockTicks } from './lib/cpu-share.mjs';
+import { privateStore } from './lib/private-store.mjs';
 
 const INSTANCE = 'event-docs';
 const args = parseArgs(process.argv.slice(2));
+const ticksPerSecond = clockTicks();
 const EVENTS = Number(args.events ?? 6000);
 const BATCH = Number(args.batch ?? 500);
 
-function parseArgs(argv) {
-  const out = {};
-  for (let i = 0; i < argv.length; i++) {
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) continue;
-    if (m[2] !== undefined) out[m[1]] = m[2];
-    else if (argv[i + 1] !== undefined && !argv[i + 1].startsWith('--')) out[m[1]] = argv[++i];
-    else out[m[1]] = true;
-  }
-  return out;
-}
-
-const ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-function ticks(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]);
-}
-
-function services() {
-  if (process.env.MONGO_URL && args.pid) return { url: process.env.MONGO_URL, pid: Number(args.pid), dataDir: args.data, stop: null, down: () => {} };
-  const env = { ...process.env, INFRA_INSTANCE: INSTANCE };
-  delete env.KAFKA_BROKERS;
-  delete env.MONGO_URL;
-  const script = (name, a = []) => execFileSync('bash', [join(root, 'scripts', 'infra', name), ...a], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  script('down.sh', ['--wipe']);
-  const out = script('up.sh');
-  const url = /MONGO_URL=(\S+)/.exec(out)[1];
-  const runDir = `${process.env.EVENT_PLATFORM_RUN ?? join(infraCache, 'run')}-${INSTANCE}`;
-  const pid = Number(readFileSync(join(runDir, 'ferretdb.pid'), 'utf8').trim());
-  return { url, pid, dataDir: join(runDir, 'ferretdb-data'), stop: () => script('down.sh'), down: () => (args.keep ? undefined : script('down.sh', ['--wipe'])) };
-}
 
 const TEXT = 'Running about ten minutes late, see you at the usual place. Traffic on the bridge again, sorry. ';
 let offset = 0;
@@ -87,7 +57,7 @@ function fileBytes(dataDir, db) {
 const fmt = (n, d = 0) => (n === null || Number.isNaN(n) ? '-' : n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }));
 
 async function main() {
-  const svc = services();
+  const svc = privateStore(INSTANCE, args);
   const client = new MongoClient(svc.url, { socketTimeoutMS: 120_000, serverSelectionTimeoutMS: 30_000 });
   try {
     await client.connect();

@@ -33,15 +33,17 @@
 //
 //   node scripts/bench/page-writes.mjs [--rounds 6] [--chunks 4] [--pages 166] [--events 500]
 //                                      [--shapes per-page,group:4,group:8,group:16,shared:8] [--hang 64,96,128]
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Binary, MongoClient } from 'mongodb';
-import { infraCache, root } from './lib/paths.mjs';
+import { parseArgs } from './lib/args.mjs';
+import { machineTicks, processTicks as ticks, ticksPerSecond as clockTicks } from './lib/cpu-share.mjs';
+import { privateStore } from './lib/private-store.mjs';
 
 const INSTANCE = 'page-writes';
 const args = parseArgs(process.argv.slice(2));
+const ticksPerSecond = clockTicks();
 const ROUNDS = Number(args.rounds ?? 6);
 const CHUNKS = Number(args.chunks ?? 4);
 const PAGES = Number(args.pages ?? 166);
@@ -50,42 +52,6 @@ const STREAMS = 2000;
 const HANG = String(args.hang ?? '64,96,128').split(',').map(Number);
 const SHAPES = (args.shapes ?? 'per-page,group:4,group:8,group:16,shared:8').split(',');
 
-function parseArgs(argv) {
-  const out = {};
-  for (let i = 0; i < argv.length; i++) {
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) continue;
-    if (m[2] !== undefined) out[m[1]] = m[2];
-    else if (argv[i + 1] !== undefined && !argv[i + 1].startsWith('--')) out[m[1]] = argv[++i];
-    else out[m[1]] = true;
-  }
-  return out;
-}
-
-const ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-function ticks(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]);
-}
-function machineBusy() {
-  const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  return { busy: cpu.slice(0, 8).reduce((a, b) => a + b, 0) - cpu[3] - (cpu[4] ?? 0), total: cpu.slice(0, 8).reduce((a, b) => a + b, 0) };
-}
-
-function services() {
-  if (process.env.MONGO_URL && args.pid) return { url: process.env.MONGO_URL, pid: Number(args.pid), dataDir: args.data, down: () => {} };
-  const env = { ...process.env, INFRA_INSTANCE: INSTANCE };
-  delete env.KAFKA_BROKERS;
-  delete env.MONGO_URL;
-  const script = (name, a = []) => execFileSync('bash', [join(root, 'scripts', 'infra', name), ...a], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  script('down.sh', ['--wipe']);
-  const out = script('up.sh');
-  const url = /MONGO_URL=(\S+)/.exec(out)[1];
-  const runDir = `${process.env.EVENT_PLATFORM_RUN ?? join(infraCache, 'run')}-${INSTANCE}`;
-  const pid = Number(readFileSync(join(runDir, 'ferretdb.pid'), 'utf8').trim());
-  return { url, pid, dataDir: join(runDir, 'ferretdb-data'), down: () => (args.keep ? undefined : script('down.sh', ['--wipe'])) };
-}
 
 /** A page write as the materializer sends it: a newest page (packed events), a directory or a head. */
 function pageDoc(i, bytes) {
@@ -121,7 +87,7 @@ async function send(coll, bulks) {
 const fmt = (n, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 
 async function main() {
-  const svc = services();
+  const svc = privateStore(INSTANCE, args);
   const client = new MongoClient(svc.url, { socketTimeoutMS: 120_000, serverSelectionTimeoutMS: 30_000 });
   try {
     await client.connect();
@@ -135,7 +101,7 @@ async function main() {
     for (let i = 0; i < STREAMS; i += 100) await send(pages, bulksOf('chunk', Array.from({ length: 100 }, (_, j) => pageDoc(i + j, 350)), fence));
 
     const cpu = Object.fromEntries(SHAPES.map((s) => [s, { ticks: 0, ms: 0, chunks: 0, commands: 0, writes: 0, bytes: 0 }]));
-    const m0 = machineBusy();
+    const m0 = machineTicks();
     for (let r = 0; r < ROUNDS; r++) {
       for (const shape of r % 2 ? [...SHAPES].reverse() : SHAPES) {
         const chunks = Array.from({ length: CHUNKS }, () => chunkWrites());
@@ -153,7 +119,7 @@ async function main() {
         cpu[shape].chunks += CHUNKS;
       }
     }
-    const m1 = machineBusy();
+    const m1 = machineTicks();
     const cores = ((m1.busy - m0.busy) / (m1.total - m0.total)) * (await import('node:os')).cpus().length;
     console.log(`\nFenced page writes: ${PAGES} writes per chunk (${fmt(EVENTS)} events), ${ROUNDS} rounds x ${CHUNKS} chunks per shape; machine ${cores.toFixed(2)} cores busy meanwhile`);
     console.log('shape        commands/chunk  avg KB/write  FerretDB µs/chunk  µs/write  µs/event  wall ms/chunk');

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { infraRunDir } from './paths.mjs';
 
 let clockTicks;
-function ticksPerSecond() {
+/** Clock ticks per second (`getconf CLK_TCK`), the unit of processTicks and machineTicks. */
+export function ticksPerSecond() {
   if (clockTicks === undefined) {
     try {
       clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
@@ -21,7 +22,7 @@ function ticksPerSecond() {
 }
 
 /** utime + stime of a process (every thread), in clock ticks; undefined once it is gone. */
-function processTicks(pid) {
+export function processTicks(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may hold spaces: fields are counted after its closing parenthesis.
@@ -32,7 +33,8 @@ function processTicks(pid) {
   }
 }
 
-function machineTicks() {
+/** The whole machine's busy and total clock ticks since boot (/proc/stat); undefined where there is none. */
+export function machineTicks() {
   try {
     const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
     const idle = cpu[3] + (cpu[4] ?? 0);
